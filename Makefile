@@ -1,0 +1,56 @@
+# NPU co-design kit. Every target sets up .venv by itself; users never edit PATH.
+#   make test      whole pytest suite (unit, Amaranth simulator, cocotb + Verilator), parallel
+#   make sim       the main job: cocotb regression of every RTL block, with a summary
+#   make verilog   Verilog of every top-level component into build/verilog/
+#   make lint      ruff + verilator --lint-only -Wall on the generated Verilog
+#   make bench     benchmark scripts (tests/bench/bench_*.py), numbers on stdout
+#   make fuzz      long fuzzing runs of every reader (tests/fuzz/fuzz_*.py)
+#   make clean     remove build/ and caches (keeps .venv; `make distclean` removes it too)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS ?= 300
+
+.PHONY: all venv test sim verilog lint bench fuzz clean distclean
+
+all: test
+
+# Re-install whenever pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+
+sim: $(STAMP)
+	$(PY) -m npu sim
+
+verilog: $(STAMP)
+	$(PY) -m npu verilog -o build/verilog
+
+lint: $(STAMP) verilog
+	$(PY) -m ruff check .
+	$(PY) -m npu lint-verilog build/verilog
+
+bench: $(STAMP)
+	@set -e; for s in tests/bench/bench_*.py; do \
+	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s"; done
+
+fuzz: $(STAMP)
+	@set -e; for s in tests/fuzz/fuzz_*.py; do \
+	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
+
+clean:
+	rm -rf build sim_build .pytest_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""NEM execution plans: language toolkit, executor and cycle model, binder, task format."""
