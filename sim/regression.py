@@ -34,6 +34,10 @@ REGRESSIONS: tuple[Regression, ...] = (
                "sim.tb_memory"),
     Regression(Design("stream_fifo", "npu.stream:StreamFIFO", {"width": 16, "depth": 4}),
                "sim.tb_stream_fifo"),
+    Regression(Design("nac_decoder", "npu.decoder:InstructionDecoder",
+                      {"max_args": 8, "max_consts": 8}), "sim.tb_decoder"),
+    Regression(Design("nac_decoder", "npu.decoder:InstructionDecoder",
+                      {"max_args": 3, "max_consts": 2}), "sim.tb_decoder"),
 )
 
 

@@ -14,6 +14,7 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     # 64-bit x 512-word L1 bank of the small device (4 KiB).
     "sram": ("npu.memory:SRAM", {"data_width": 64, "depth": 512}),
     "stream_fifo": ("npu.stream:StreamFIFO", {"width": 32, "depth": 8}),
+    "nac_decoder": ("npu.decoder:InstructionDecoder", {"max_args": 8, "max_consts": 8}),
 }
 
 

