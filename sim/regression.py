@@ -38,6 +38,9 @@ REGRESSIONS: tuple[Regression, ...] = (
                       {"max_args": 8, "max_consts": 8}), "sim.tb_decoder"),
     Regression(Design("nac_decoder", "npu.decoder:InstructionDecoder",
                       {"max_args": 3, "max_consts": 2}), "sim.tb_decoder"),
+    Regression(Design("nac_mmap", "npu.mmap:MmapCoprocessor",
+                      {"n_slots": 8, "max_params": 32, "max_instructions": 64}),
+               "sim.tb_mmap"),
 )
 
 

@@ -15,6 +15,8 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     "sram": ("npu.memory:SRAM", {"data_width": 64, "depth": 512}),
     "stream_fifo": ("npu.stream:StreamFIFO", {"width": 32, "depth": 8}),
     "nac_decoder": ("npu.decoder:InstructionDecoder", {"max_args": 8, "max_consts": 8}),
+    "nac_mmap": ("npu.mmap:MmapCoprocessor",
+                 {"n_slots": 16, "max_params": 64, "max_instructions": 1024}),
 }
 
 
