@@ -27,6 +27,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Benchmarks also synthesise (YoWASP yosys/nextpnr from the fpga extra).
+FPGA_STAMP := $(VENV)/.installed-fpga
+$(FPGA_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,fpga]'
+	@touch $(FPGA_STAMP)
+
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
@@ -40,7 +46,7 @@ lint: $(STAMP) verilog
 	$(PY) -m ruff check .
 	$(PY) -m npu lint-verilog build/verilog
 
-bench: $(STAMP)
+bench: $(FPGA_STAMP)
 	@set -e; for s in tests/bench/bench_*.py; do \
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s"; done
 

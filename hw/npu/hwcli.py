@@ -1,4 +1,5 @@
-"""``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``tools``.
+"""``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``synth``,
+``tools``.
 
 ``sim`` and ``lint-verilog`` need the source checkout (the ``sim/`` directory beside
 ``hw/``): the kit is used from its repository, through ``make``.
@@ -109,6 +110,35 @@ def _cmd_lint(args) -> int:
     return 1 if failed else 0
 
 
+def _cmd_synth(args) -> int:
+    from amaranth.back import verilog
+
+    from npu.synth import SynthError, ecp5_resources
+    from npu.toplevels import TOPLEVELS, instantiate
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name, (factory, params) in TOPLEVELS.items():
+        if args.only and name not in args.only:
+            continue
+        path = out / f"{name}.v"
+        path.write_text(verilog.convert(instantiate(factory, params), name=name,
+                                        emit_src=False))
+        try:
+            rows.append((name, params, ecp5_resources(path, name, workdir=out)))
+        except SynthError as exc:
+            raise SimSetupError(str(exc)) from None
+    cells = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D")
+    print("ECP5 resources (yosys synth_ecp5; LUT4 + FF = logic, DPR16X4 = LUT RAM, "
+          "DP16KD = block RAM)")
+    print(f"  {'component':<14}" + "".join(f"{c:>16}" for c in cells) + "  parameters")
+    for name, params, counts in rows:
+        print(f"  {name:<14}" + "".join(f"{counts.get(c, 0):>16}" for c in cells)
+              + f"  {params}")
+    return 0
+
+
 @_toolchain_errors_are_setup_errors
 def _cmd_tools(args) -> int:
     sim = _import_sim()
@@ -132,6 +162,12 @@ def register(subparsers):
     p = subparsers.add_parser("lint-verilog", help="verilator --lint-only -Wall with waivers")
     p.add_argument("directory", nargs="?", default="build/verilog")
     p.set_defaults(func=_cmd_lint)
+
+    p = subparsers.add_parser("synth", help="ECP5 resource counts of every top-level component "
+                              "(needs the fpga extra)")
+    p.add_argument("-o", "--output", default="build/synth", help="work directory")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these components")
+    p.set_defaults(func=_cmd_synth)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")
     p.set_defaults(func=_cmd_tools)

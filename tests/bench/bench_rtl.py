@@ -1,0 +1,41 @@
+"""Benchmark of the RTL blocks: throughput from testbench counters, ECP5 resources.
+
+Prints:
+* the ABCD decoder's sustained bytes/cycle and instructions/cycle (cocotb + Verilator,
+  counters in ``sim/tb_decoder.py``, no stalls, 1200 random instructions per parameter set);
+* Yosys ``synth_ecp5`` cell counts of every top-level component (``npu synth``).
+
+Run: ``make bench`` (or ``.venv/bin/python tests/bench/bench_rtl.py``).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from npu.cli import main as npu_main  # noqa: E402
+from sim.regression import REGRESSIONS  # noqa: E402
+from sim.runner import build, run_cocotb  # noqa: E402
+
+
+def decoder_throughput():
+    print("ABCD decoder throughput (cocotb + Verilator, testbench cycle counters)")
+    for regression in REGRESSIONS:
+        if regression.module != "sim.tb_decoder":
+            continue
+        built = build(regression.design)
+        run_cocotb(built, regression.module, testcase="throughput_without_stalls",
+                   name="bench-throughput", seed=1)
+        stats = json.loads((built.directory / "runs" / "bench-throughput" /
+                            "throughput.json").read_text())
+        print(f"  {regression.id}: {stats['bytes']} bytes, {stats['instructions']} "
+              f"instructions in {stats['cycles']} cycles -> "
+              f"{stats['bytes_per_cycle']:.4f} bytes/cycle, "
+              f"{stats['instructions_per_cycle']:.4f} instructions/cycle")
+
+
+if __name__ == "__main__":
+    decoder_throughput()
+    sys.exit(npu_main(["synth", "-o", str(REPO / "build" / "synth")]))
