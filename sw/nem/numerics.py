@@ -1,0 +1,240 @@
+"""Integer numerics of the NPU: the bit-exact contract shared by executor, binder and RTL.
+
+The formulas are written out in ``docs/numerics.md``; this module is their one
+implementation in Python. The RTL implements the same integer steps.
+
+int8 path (TFLite-style scheme)
+-------------------------------
+* Weights are symmetric per output channel (zero point 0); activations are asymmetric
+  per tensor (scale ``s``, zero point ``z``): ``real = s * (q - z)``.
+* Products ``x * w`` of int8 values are accumulated exactly in int32.
+* The input zero point is folded into the bias (one choice, documented):
+  ``bias_eff[n] = bias[n] - z_x * sum_k w[k, n]``. Consequently a padded input position
+  holds ``z_x`` (the quantised real zero), never 0, so that it contributes nothing.
+* Requantisation of an accumulator ``a`` (int32) to the output type:
+  ``y = sat(z_y + ((a * m + 2**(t-1)) >> t))`` with ``m`` a 32-bit multiplier in
+  ``[2**30, 2**31)``, ``t`` in ``[1, 62]``, ``>>`` an arithmetic shift of the exact 64-bit
+  product: one rounding, half toward +infinity. ``(m, t)`` come from the real multiplier
+  ``M = s_x * s_w[n] / s_y`` by :func:`quantize_multiplier`.
+* Saturation to int8 ``[-128, 127]`` or int16; optional fused ReLU / ReLU6 clamp the
+  lower (and upper) bound at the quantised 0 (and 6) before saturation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "NumericsError",
+    "Requant",
+    "conv2d_int8_acc",
+    "fold_input_zero_point",
+    "gemm_int8_acc",
+    "quantize_multiplier",
+    "requant_params",
+    "requantize",
+]
+
+INT_RANGES = {"i8": (-128, 127), "i16": (-32768, 32767), "u8": (0, 255)}
+
+
+class NumericsError(ValueError):
+    """A quantisation parameter is outside what the hardware can represent."""
+
+
+def quantize_multiplier(real):
+    """Represent a positive real multiplier as ``m * 2**-t``.
+
+    Parameters
+    ----------
+    real : float
+        The multiplier ``M`` (> 0).
+
+    Returns
+    -------
+    (m, t) : tuple of int
+        ``m`` in ``[2**30, 2**31)`` and ``t`` in ``[1, 62]`` with ``m * 2**-t`` the
+        nearest such value to ``M`` (``m`` rounded half away from zero).
+
+    Raises
+    ------
+    NumericsError
+        If ``M`` is not finite and positive, or is outside ``[2**-32, 2**30)``.
+    """
+    if not (isinstance(real, (int, float)) and math.isfinite(real) and real > 0):
+        raise NumericsError(f"requantisation multiplier must be finite and > 0, not {real!r}")
+    mantissa, exponent = math.frexp(real)  # real = mantissa * 2**exponent, 0.5 <= mantissa < 1
+    m = math.floor(mantissa * (1 << 31) + 0.5)
+    if m == 1 << 31:  # rounding carried into the next power of two
+        m >>= 1
+        exponent += 1
+    t = 31 - exponent
+    if not 1 <= t <= 62:
+        raise NumericsError(
+            f"requantisation multiplier {real!r} is outside the representable range "
+            f"[2**-31, 2**30) (shift {t} not in 1..62)")
+    return m, t
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-output-channel requantisation parameters.
+
+    Attributes
+    ----------
+    multiplier, shift : numpy.ndarray of int64
+        ``m`` and ``t`` per output channel.
+    zero_point : int
+        Output zero point.
+    out_dtype : str
+        ``"i8"``, ``"u8"`` or ``"i16"``.
+    activation : str
+        ``"none"``, ``"relu"`` or ``"relu6"``.
+    lo, hi : int
+        Clamp bounds after adding the zero point (saturation and activation folded in).
+    """
+
+    multiplier: np.ndarray
+    shift: np.ndarray
+    zero_point: int
+    out_dtype: str
+    activation: str
+    lo: int
+    hi: int
+
+
+def requant_params(x_scale, w_scales, y_scale, y_zero_point, *, out_dtype="i8",
+                   activation="none"):
+    """Derive requantisation parameters from the quant descriptors of X, W and Y.
+
+    Parameters
+    ----------
+    x_scale : float
+        Input activation scale.
+    w_scales : array_like of float
+        Weight scale per output channel (or one value).
+    y_scale : float
+        Output scale.
+    y_zero_point : int
+        Output zero point.
+    out_dtype : {"i8", "u8", "i16"}
+    activation : {"none", "relu", "relu6"}
+
+    Returns
+    -------
+    Requant
+    """
+    if out_dtype not in INT_RANGES:
+        raise NumericsError(f"out_dtype must be one of {sorted(INT_RANGES)}, not {out_dtype!r}")
+    lo, hi = INT_RANGES[out_dtype]
+    if not lo <= y_zero_point <= hi:
+        raise NumericsError(f"output zero point {y_zero_point} outside {out_dtype} [{lo}, {hi}]")
+    if not (y_scale > 0 and x_scale > 0):
+        raise NumericsError(f"scales must be > 0 (x_scale={x_scale!r}, y_scale={y_scale!r})")
+    pairs = [quantize_multiplier(float(x_scale) * float(ws) / float(y_scale))
+             for ws in np.atleast_1d(np.asarray(w_scales, dtype=np.float64))]
+    if activation == "relu":
+        lo = max(lo, y_zero_point)
+    elif activation == "relu6":
+        lo = max(lo, y_zero_point)
+        hi = min(hi, y_zero_point + math.floor(6.0 / y_scale + 0.5))
+    elif activation != "none":
+        raise NumericsError(f"activation must be none, relu or relu6, not {activation!r}")
+    return Requant(np.array([p[0] for p in pairs], dtype=np.int64),
+                   np.array([p[1] for p in pairs], dtype=np.int64),
+                   int(y_zero_point), out_dtype, activation, lo, hi)
+
+
+def requantize(acc, rq, channel_axis=-1):
+    """Apply requantisation to int32 accumulators.
+
+    Parameters
+    ----------
+    acc : numpy.ndarray of int32 (or int64 holding int32 values)
+    rq : Requant
+    channel_axis : int
+        Axis of ``acc`` along which the per-channel parameters apply.
+
+    Returns
+    -------
+    numpy.ndarray
+        int8 / uint8 / int16 result.
+    """
+    acc = np.asarray(acc, dtype=np.int64)
+    if acc.size and (acc.min() < -(1 << 31) or acc.max() >= 1 << 31):
+        raise NumericsError("accumulator outside int32")
+    shape = [1] * acc.ndim
+    if rq.multiplier.size > 1:
+        shape[channel_axis] = rq.multiplier.size
+    m = rq.multiplier.reshape(shape)
+    t = rq.shift.reshape(shape)
+    # |acc| < 2**31 and m < 2**31: the product fits in int64 exactly.
+    scaled = (acc * m + (np.int64(1) << (t - 1))) >> t
+    y = np.clip(scaled + rq.zero_point, rq.lo, rq.hi)
+    return y.astype({"i8": np.int8, "u8": np.uint8, "i16": np.int16}[rq.out_dtype])
+
+
+def fold_input_zero_point(bias, w, x_zero_point, reduce_axes):
+    """``bias_eff = bias - z_x * sum(w over reduce_axes)`` in int32 (checked)."""
+    w_sum = np.asarray(w, dtype=np.int64).sum(axis=reduce_axes)
+    out = np.asarray(bias, dtype=np.int64) - int(x_zero_point) * w_sum
+    if out.min() < -(1 << 31) or out.max() >= 1 << 31:
+        raise NumericsError("folded bias does not fit in int32")
+    return out.astype(np.int32)
+
+
+def _check_int32(acc):
+    if acc.size and (acc.min() < -(1 << 31) or acc.max() >= 1 << 31):
+        raise NumericsError("int32 accumulator overflow")
+    return acc.astype(np.int32)
+
+
+def gemm_int8_acc(x, w, bias_eff=None):
+    """``x[M, K] @ w[K, N] + bias_eff[N]`` accumulated exactly in int32."""
+    acc = np.asarray(x, dtype=np.int64) @ np.asarray(w, dtype=np.int64)
+    if bias_eff is not None:
+        acc = acc + np.asarray(bias_eff, dtype=np.int64)
+    return _check_int32(acc)
+
+
+def conv2d_int8_acc(x, w, bias_eff=None, *, stride=(1, 1), dilation=(1, 1),
+                    pads=(0, 0, 0, 0), pad_value=0):
+    """NHWC x HWIO convolution (groups = 1) accumulated exactly in int32.
+
+    Parameters
+    ----------
+    x : array (N, H, W, C) of int8
+    w : array (KH, KW, C, F) of int8
+    bias_eff : array (F,) of int32, optional
+    stride, dilation : (int, int)
+    pads : (top, bottom, left, right)
+    pad_value : int
+        Value of padded input positions (the input zero point, see module docs).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    w = np.asarray(w, dtype=np.int64)
+    n, h, wd, c = x.shape
+    kh, kw, wc, f = w.shape
+    if wc != c:
+        raise NumericsError(f"conv2d: input has {c} channels, weights expect {wc}")
+    top, bottom, left, right = pads
+    xp = np.full((n, h + top + bottom, wd + left + right, c), pad_value, dtype=np.int64)
+    xp[:, top:top + h, left:left + wd, :] = x
+    sh, sw = stride
+    dh, dw = dilation
+    oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + left + right - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise NumericsError(f"conv2d: empty output ({oh}x{ow})")
+    acc = np.zeros((n, oh, ow, f), dtype=np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i * dh: i * dh + sh * (oh - 1) + 1: sh,
+                       j * dw: j * dw + sw * (ow - 1) + 1: sw, :]
+            acc += patch @ w[i, j]
+    if bias_eff is not None:
+        acc = acc + np.asarray(bias_eff, dtype=np.int64)
+    return _check_int32(acc)
