@@ -41,6 +41,8 @@ REGRESSIONS: tuple[Regression, ...] = (
     Regression(Design("nac_mmap", "npu.mmap:MmapCoprocessor",
                       {"n_slots": 8, "max_params": 32, "max_instructions": 64}),
                "sim.tb_mmap"),
+    Regression(Design("requant", "npu.requant:RequantStage",
+                      {"lanes": 4, "rows": 4, "out_type": "i8"}), "sim.tb_requant"),
 )
 
 

@@ -1,0 +1,128 @@
+"""Requantising post-stage: int32 accumulators -> int8/uint8/int16 (first piece of the CSTL).
+
+Implements exactly :func:`nem.numerics.requantize` (formulas in ``docs/numerics.md``)::
+
+    p = a * m                      64-bit exact
+    r = (p + 2**(t-1)) >> t        one rounding, half toward +infinity
+    y = clamp(r + z_y, lo, hi)
+
+for ``lanes`` accumulators per transfer. Per-channel ``(m, t)`` live in a table written
+through the ``params`` port; row ``r`` holds channels ``r*lanes .. r*lanes+lanes-1``, and
+an input transfer names the row its lanes belong to. ``zero_point``, ``lo`` and ``hi``
+are per tensor (ports, held by the caller).
+
+Protocol and timing
+-------------------
+``i`` and ``o`` are streams. The pipeline has three register stages (table read,
+64-bit product, round/shift/clamp): a result leaves three transfers' worth of cycles
+after it entered when nothing stalls, and the pipeline accepts one transfer per cycle.
+The whole pipeline advances when its output register is empty or being read
+(``i.ready = ~o.valid | o.ready``), so back-pressure stalls every stage at once.
+"""
+
+from __future__ import annotations
+
+from amaranth import Const, Module, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["OUT_TYPES", "RequantStage", "param_layout"]
+
+#: Output type -> (bits, signed, lo, hi)
+OUT_TYPES = {"i8": (8, True, -128, 127), "u8": (8, False, 0, 255),
+             "i16": (16, True, -32768, 32767)}
+
+
+def param_layout(lanes):
+    """One row of the channel table: ``lanes`` pairs of (multiplier, shift)."""
+    return data.ArrayLayout(data.StructLayout({"multiplier": 31, "shift": 6}), lanes)
+
+
+class RequantStage(wiring.Component):
+    """Pipelined requantisation of ``lanes`` int32 accumulators per cycle.
+
+    Parameters
+    ----------
+    lanes : int
+        Accumulators per transfer (1..64).
+    rows : int
+        Rows of the channel table (channels = ``rows * lanes``).
+    out_type : {"i8", "u8", "i16"}
+
+    Attributes
+    ----------
+    i : stream of {"acc": lanes x signed(32), "row": range(rows)}, in
+    o : stream of lanes x out type, out
+    params : stream of {"row", "data": param_layout(lanes)}, in (always ready)
+    zero_point, lo, hi : Signal(signed(17)), in
+        Per-tensor output zero point and clamp bounds (already narrowed by any fused
+        activation, see ``nem.numerics.requant_params``).
+    """
+
+    def __init__(self, *, lanes=8, rows=16, out_type="i8"):
+        if not isinstance(lanes, int) or not 1 <= lanes <= 64:
+            raise ValueError(f"lanes must be an integer in 1..64, not {lanes!r}")
+        if not isinstance(rows, int) or not 1 <= rows <= 4096:
+            raise ValueError(f"rows must be an integer in 1..4096, not {rows!r}")
+        if out_type not in OUT_TYPES:
+            raise ValueError(f"out_type must be one of {sorted(OUT_TYPES)}, not {out_type!r}")
+        self.lanes, self.rows, self.out_type = lanes, rows, out_type
+        bits, is_signed, _, _ = OUT_TYPES[out_type]
+        out_shape = signed(bits) if is_signed else bits
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout({
+                "acc": data.ArrayLayout(signed(32), lanes), "row": range(rows)}))),
+            "o": Out(stream.Signature(data.ArrayLayout(out_shape, lanes))),
+            "params": In(stream.Signature(data.StructLayout({
+                "row": range(rows), "data": param_layout(lanes)}))),
+            "zero_point": In(signed(17)),
+            "lo": In(signed(17)),
+            "hi": In(signed(17)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+
+        m.submodules.table = table = Memory(shape=param_layout(lanes), depth=self.rows, init=[])
+        w = table.write_port()
+        r = table.read_port(domain="sync")
+        m.d.comb += [self.params.ready.eq(1), w.addr.eq(self.params.payload.row),
+                     w.data.eq(self.params.payload.data), w.en.eq(self.params.valid)]
+
+        advance = Signal()
+        m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
+
+        # Stage 1: accumulators registered while the table row is read.
+        v1 = Signal()
+        acc1 = Signal(data.ArrayLayout(signed(32), lanes))
+        m.d.comb += [r.addr.eq(self.i.payload.row), r.en.eq(advance)]
+        # Stage 2: 64-bit products.
+        v2 = Signal()
+        prod2 = [Signal(signed(64), name=f"prod2_{k}") for k in range(lanes)]
+        shift2 = [Signal(6, name=f"shift2_{k}") for k in range(lanes)]
+        with m.If(advance):
+            m.d.sync += [v1.eq(self.i.valid), acc1.eq(self.i.payload.acc), v2.eq(v1),
+                         self.o.valid.eq(v2)]
+            for k in range(lanes):
+                entry = r.data[k]
+                m.d.sync += [prod2[k].eq(acc1[k] * entry.multiplier.as_unsigned()),
+                             shift2[k].eq(entry.shift)]
+            # Stage 3: round, shift, zero point, clamp.
+            for k in range(lanes):
+                rounded = Signal(signed(64), name=f"rounded_{k}")
+                shifted = Signal(signed(64), name=f"shifted_{k}")
+                with_zp = Signal(signed(65), name=f"with_zp_{k}")
+                m.d.comb += [
+                    rounded.eq(prod2[k] + (Const(1, 64) << (shift2[k] - 1)[:6])),
+                    shifted.eq(rounded >> shift2[k]),
+                    with_zp.eq(shifted + self.zero_point),
+                ]
+                with m.If(with_zp < self.lo):
+                    m.d.sync += self.o.payload[k].eq(self.lo)
+                with m.Elif(with_zp > self.hi):
+                    m.d.sync += self.o.payload[k].eq(self.hi)
+                with m.Else():
+                    m.d.sync += self.o.payload[k].eq(with_zp)
+        return m

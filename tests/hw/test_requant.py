@@ -1,0 +1,108 @@
+"""Requantisation stage against nem.numerics.requantize (the shared contract)."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from nem.numerics import requant_params, requantize
+from npu.requant import RequantStage
+from sim.streams import stream_recv, stream_send
+
+
+def run(dut, rq, rows_acc, *, idle, backpressure, seed):
+    lanes = dut.lanes
+    got = {}
+
+    async def producer(ctx):
+        ctx.set(dut.zero_point, rq.zero_point)
+        ctx.set(dut.lo, rq.lo)
+        ctx.set(dut.hi, rq.hi)
+        for row in range(dut.rows):
+            ctx.set(dut.params.payload, {"row": row, "data": [
+                {"multiplier": int(rq.multiplier[row * lanes + k]),
+                 "shift": int(rq.shift[row * lanes + k])} for k in range(lanes)]})
+            ctx.set(dut.params.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.params.valid, 0)
+        await stream_send(ctx, dut.i, [{"acc": [int(a) for a in acc], "row": row}
+                                       for row, acc in rows_acc],
+                          rng=random.Random(seed), idle=idle)
+
+    async def consumer(ctx):
+        out = await stream_recv(ctx, dut.o, len(rows_acc), rng=random.Random(seed + 1),
+                                backpressure=backpressure)
+        got["y"] = [[int(v[k]) for k in range(lanes)] for v in out]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    return np.array(got["y"])
+
+
+@pytest.mark.parametrize(("out_type", "activation", "idle", "backpressure"), [
+    ("i8", "none", 0.0, 0.0), ("i8", "relu", 0.3, 0.3), ("u8", "relu6", 0.0, 0.6),
+    ("i16", "none", 0.4, 0.2),
+])
+def test_matches_numerics(out_type, activation, idle, backpressure):
+    rng = np.random.default_rng(3)
+    lanes, rows = 4, 3
+    channels = lanes * rows
+    zp = {"i8": -5, "u8": 120, "i16": 7}[out_type]
+    rq = requant_params(0.02, rng.uniform(1e-4, 0.05, size=channels), 0.07, zp,
+                        out_dtype=out_type, activation=activation)
+    n = 60
+    row_ids = rng.integers(0, rows, size=n)
+    # Mix of typical and extreme accumulators (int32 limits, rounding ties are rare but
+    # the extremes stress the 64-bit product and saturation).
+    acc = rng.integers(-40000, 40000, size=(n, lanes))
+    acc[::7] = rng.choice([-(1 << 31), (1 << 31) - 1, 0, -1, 1], size=(len(acc[::7]), lanes))
+    dut = RequantStage(lanes=lanes, rows=rows, out_type=out_type)
+    got = run(dut, rq, list(zip(row_ids, acc, strict=True)), idle=idle,
+              backpressure=backpressure, seed=1)
+    for i in range(n):
+        sel = slice(row_ids[i] * lanes, row_ids[i] * lanes + lanes)
+        sub = type(rq)(rq.multiplier[sel], rq.shift[sel], rq.zero_point, rq.out_dtype,
+                       rq.activation, rq.lo, rq.hi)
+        want = requantize(acc[i], sub)
+        assert list(got[i]) == list(want), f"transfer {i}: RTL {got[i]} != model {want}"
+
+
+def test_one_transfer_per_cycle():
+    rq = requant_params(0.1, [0.1] * 2, 0.1, 0)
+    dut = RequantStage(lanes=2, rows=1)
+    cycles = {}
+
+    async def bench(ctx):
+        ctx.set(dut.params.payload, {"row": 0, "data": [
+            {"multiplier": int(rq.multiplier[k]), "shift": int(rq.shift[k])} for k in range(2)]})
+        ctx.set(dut.params.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.params.valid, 0)
+        ctx.set(dut.hi, 127)
+        ctx.set(dut.lo, -128)
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.i.valid, 1)
+        outs = 0
+        for cycle in range(40):
+            ctx.set(dut.i.payload, {"acc": [cycle, -cycle], "row": 0})
+            *_, o_valid = await ctx.tick().sample(dut.o.valid)
+            outs += o_valid
+        cycles["outs"] = outs
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert cycles["outs"] == 40 - 3  # three pipeline stages, then one result per cycle
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_constructor_errors():
+    with pytest.raises(ValueError, match="out_type must be one of"):
+        RequantStage(out_type="i4")
+    with pytest.raises(ValueError, match=r"lanes must be an integer in 1\.\.64, not 0"):
+        RequantStage(lanes=0)
