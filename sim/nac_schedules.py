@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from npu.mmap import MmapAction, encode_mmap
 
-__all__ = ["Schedule", "random_schedule"]
+__all__ = ["Schedule", "random_schedule", "schedule_for_program", "schedule_from_graph"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class Schedule:
 
 
 def random_schedule(rng, *, n_instr, max_params, window=4, distance=3, param_ratio=0.25):
+    """A random graph of *n_instr* instructions and its schedule."""
     params = {}
     free_ids = list(range(max_params))
     rng.shuffle(free_ids)
@@ -39,6 +40,29 @@ def random_schedule(rng, *, n_instr, max_params, window=4, distance=3, param_rat
         lo = max(0, i - window)
         for j in set(rng.randint(lo, i - 1) for _ in range(rng.randint(1, 2))):
             users[j].append(i)
+    return schedule_from_graph(n_instr, users, params, distance=distance)
+
+
+def schedule_for_program(program, *, max_params, distance=3):
+    """The schedule of a :class:`sim.nac_streams.Program`'s own dependency graph.
+
+    ``<INPUT B=1>`` instructions are the parameters; they get ids ``0, 1, ...`` in order
+    (at most *max_params*; later ones are treated as plain inputs).
+    """
+    n_instr = len(program.expected)
+    users = {i: [] for i in range(n_instr)}
+    params = {}
+    for ins in program.expected:
+        for is_const, value in ins.args:
+            if not is_const and ins.index not in users[value]:
+                users[value].append(ins.index)
+        if ins.a == 2 and ins.b == 1 and len(params) < max_params:
+            params[ins.index] = len(params)
+    return schedule_from_graph(n_instr, users, params, distance=distance)
+
+
+def schedule_from_graph(n_instr, users, params, *, distance=3):
+    """Schedule a graph given as ``users[i]`` (consumers of i) and ``params`` (index -> id)."""
     commands = {t: [] for t in range(n_instr)}
     live = peak = 0
     frees_at = {t: [] for t in range(n_instr + 1)}
@@ -61,4 +85,4 @@ def random_schedule(rng, *, n_instr, max_params, window=4, distance=3, param_rat
         if users[index]:
             commands[max(0, index - distance)].append((MmapAction.PRELOAD, index))
     records = [(t, cmds) for t, cmds in commands.items() if cmds]
-    return Schedule(n_instr, params, records, encode_mmap(records), peak)
+    return Schedule(n_instr, dict(params), records, encode_mmap(records), peak)

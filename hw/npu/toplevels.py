@@ -17,6 +17,9 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     "nac_decoder": ("npu.decoder:InstructionDecoder", {"max_args": 8, "max_consts": 8}),
     "nac_mmap": ("npu.mmap:MmapCoprocessor",
                  {"n_slots": 16, "max_params": 64, "max_instructions": 1024}),
+    "nac_frontend": ("npu.nac_frontend:NacFrontEnd",
+                     {"max_args": 8, "max_consts": 8, "n_slots": 16, "max_params": 64,
+                      "max_instructions": 1024}),
     "requant": ("npu.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
 }
 

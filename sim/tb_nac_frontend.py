@@ -1,0 +1,150 @@
+"""cocotb testbench: the NAC front-end (decoder + MMAP coprocessor in lock-step).
+
+Random programs and the schedules of their own dependency graphs: both byte streams
+stall at random, the instruction output sees back-pressure, preload completions come back
+after random delays. Checks: the instructions equal the generator's expectation; when
+instruction *i* leaves, the coprocessor has executed exactly the commands of ticks
+``0..i`` (lock-step); every preload request names a parameter the schedule preloads; no
+error in either block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from itertools import accumulate
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+from npu.decoder import DecodedInstruction, decoded_layout, perm_write_layout
+from sim.cocotb_streams import StreamSource, random_pauses
+from sim.nac_schedules import schedule_for_program
+from sim.nac_streams import random_program
+
+P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
+OUT_LAYOUT = decoded_layout(P["max_args"], P["max_consts"])
+PERM_LAYOUT = perm_write_layout(P["max_args"])
+
+
+def unpack(bits):
+    v = OUT_LAYOUT.from_bits(bits)
+    return DecodedInstruction(
+        int(v.index), int(v.a), int(v.b),
+        tuple(int(v.consts[k]) for k in range(int(v.n_consts))),
+        tuple((bool(v.args[k].is_const), int(v.args[k].value)) for k in range(int(v.n_args))))
+
+
+async def run_program(dut, rng):
+    while True:  # a schedule must fit the slots (the compiler's job; here: pick another)
+        program = random_program(rng, max_args=P["max_args"], max_consts=P["max_consts"],
+                                 n_instr=rng.randint(3, 60), num_outputs=1)
+        schedule = schedule_for_program(program, max_params=P["max_params"])
+        if schedule.peak_live <= P["n_slots"]:
+            break
+    await FallingEdge(dut.clk)
+    dut.rst.value = 1
+    for name in ("ops__valid", "mmap__valid", "perm__valid", "param_map__valid",
+                 "preload_done__valid", "o__ready", "preload_req__ready"):
+        getattr(dut, name).value = 0
+    await RisingEdge(dut.clk)
+    await FallingEdge(dut.clk)
+    dut.rst.value = 0
+    dut.num_outputs.value = 1
+    for b in range(256):
+        length, mask = program.perm.get(b, (0, 0))
+        dut.perm__payload.value = PERM_LAYOUT.const(
+            {"b": b, "entry": {"valid": int(b in program.perm), "length": length,
+                               "const_mask": mask}}).as_bits()
+        dut.perm__valid.value = 1
+        await FallingEdge(dut.clk)
+    dut.perm__valid.value = 0
+    for index in range(P["max_instructions"]):
+        param = schedule.param_map.get(index, 0)
+        dut.param_map__payload.value = index | (param << 16) | (
+            int(index in schedule.param_map) << 32)
+        dut.param_map__valid.value = 1
+        await FallingEdge(dut.clk)
+    dut.param_map__valid.value = 0
+
+    seed = rng.randrange(1 << 30)
+    ops = [b | (int(k == len(program.stream) - 1) << 8) for k, b in enumerate(program.stream)]
+    mm = [b | (int(k == len(schedule.section) - 1) << 8) for k, b in enumerate(schedule.section)]
+    feeders = [
+        cocotb.start_soon(StreamSource(dut, "ops", dut.clk, pauses=random_pauses(seed, 0.3))
+                          .send(ops, timeout=100_000)),
+        cocotb.start_soon(StreamSource(dut, "mmap", dut.clk,
+                                       pauses=random_pauses(seed + 1, 0.3))
+                          .send(mm, timeout=100_000)),
+    ]
+    requests = []
+    outstanding = []
+
+    async def preload_responder():
+        delay_rng = random.Random(seed + 2)
+        pauses = random_pauses(seed + 3, 0.3)
+        while True:
+            await FallingEdge(dut.clk)
+            dut.preload_done__valid.value = 0
+            due = [item for item in outstanding if item[0] <= 0]
+            if due:
+                outstanding.remove(due[0])
+                dut.preload_done__payload.value = due[0][1]
+                dut.preload_done__valid.value = 1
+            for item in outstanding:
+                item[0] -= 1
+            ready = not next(pauses)
+            dut.preload_req__ready.value = int(ready)
+            await ReadOnly()
+            if ready and dut.preload_req__valid.value == 1:
+                param = int(dut.preload_req__payload.value)
+                requests.append(param)
+                outstanding.append([delay_rng.randint(1, 20), param])
+
+    responder = cocotb.start_soon(preload_responder())
+    per_tick = [0] * schedule.n_instr
+    for tick, cmds in schedule.records:
+        per_tick[tick] = len(cmds)
+    cumulative = list(accumulate(per_tick))
+    got = []
+    pauses = random_pauses(seed + 4, 0.4)
+    idle = 0
+    while len(got) < len(program.expected):
+        await FallingEdge(dut.clk)
+        ready = not next(pauses)
+        dut.o__ready.value = int(ready)
+        await ReadOnly()
+        if ready and dut.o__valid.value == 1:
+            ins = unpack(int(dut.o__payload.value))
+            executed = int(dut.commands.value)
+            assert executed == cumulative[ins.index], (
+                f"instruction {ins.index} left with {executed} commands executed, "
+                f"schedule has {cumulative[ins.index]} up to its tick")
+            got.append(ins)
+            idle = 0
+        else:
+            idle += 1
+            assert idle < 5000, f"front-end stalled after {len(got)} instructions"
+            assert dut.dec_error.value == 0 and dut.mmap_error.value == 0, (
+                f"decoder error {int(dut.dec_error_cause.value)}, "
+                f"mmap error {int(dut.mmap_error_cause.value)}")
+    for feeder in feeders:
+        await feeder
+    responder.cancel()
+    assert got == list(program.expected)
+    preloaded = {schedule.param_map[t] for _, cmds in schedule.records
+                 for action, t in cmds if action.value == 40}
+    assert sorted(requests) == sorted(preloaded), (requests, preloaded)
+    await FallingEdge(dut.clk)
+    await ReadOnly()
+    assert dut.dec_error.value == 0 and dut.mmap_error.value == 0 and dut.done.value == 1
+
+
+@cocotb.test()
+async def random_programs_in_lock_step(dut):
+    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    rng = random.Random(cocotb.RANDOM_SEED)
+    for _ in range(8):
+        await run_program(dut, rng)
