@@ -44,6 +44,9 @@ REGRESSIONS: tuple[Regression, ...] = (
     Regression(Design("nac_frontend", "npu.nac_frontend:NacFrontEnd",
                       {"max_args": 6, "max_consts": 4, "n_slots": 16, "max_params": 32,
                        "max_instructions": 64}), "sim.tb_nac_frontend"),
+    Regression(Design("axi_port", "npu.axi:AxiBurstPort",
+                      {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
+               "sim.tb_axi"),
     Regression(Design("requant", "npu.requant:RequantStage",
                       {"lanes": 4, "rows": 4, "out_type": "i8"}), "sim.tb_requant"),
 )

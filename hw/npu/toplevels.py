@@ -20,6 +20,8 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     "nac_frontend": ("npu.nac_frontend:NacFrontEnd",
                      {"max_args": 8, "max_consts": 8, "n_slots": 16, "max_params": 64,
                       "max_instructions": 1024}),
+    "axi_port": ("npu.axi:AxiBurstPort",
+                 {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
     "requant": ("npu.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
 }
 

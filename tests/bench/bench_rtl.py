@@ -3,6 +3,7 @@
 Prints:
 * the ABCD decoder's sustained bytes/cycle and instructions/cycle (cocotb + Verilator,
   counters in ``sim/tb_decoder.py``, no stalls, 1200 random instructions per parameter set);
+* the AXI4 burst engines' words/cycle on contiguous reads and writes;
 * Yosys ``synth_ecp5`` cell counts of every top-level component (``npu synth``).
 
 Run: ``make bench`` (or ``.venv/bin/python tests/bench/bench_rtl.py``).
@@ -36,6 +37,22 @@ def decoder_throughput():
               f"{stats['instructions_per_cycle']:.4f} instructions/cycle")
 
 
+def axi_throughput():
+    print("AXI4 burst engines, contiguous 4096-word transfers (cocotb + Verilator, AxiRam)")
+    for regression in REGRESSIONS:
+        if regression.module != "sim.tb_axi":
+            continue
+        built = build(regression.design)
+        run_cocotb(built, regression.module, testcase="contiguous_throughput",
+                   name="bench-throughput", seed=1)
+        stats = json.loads((built.directory / "runs" / "bench-throughput" /
+                            "throughput.json").read_text())
+        for kind, row in stats.items():
+            print(f"  {regression.id} {kind}: {row['beats']} words in {row['cycles']} cycles "
+                  f"-> {row['words_per_cycle']:.4f} of bus width")
+
+
 if __name__ == "__main__":
     decoder_throughput()
+    axi_throughput()
     sys.exit(npu_main(["synth", "-o", str(REPO / "build" / "synth")]))
