@@ -47,6 +47,7 @@ REGRESSIONS: tuple[Regression, ...] = (
     Regression(Design("axi_port", "npu.axi:AxiBurstPort",
                       {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
                "sim.tb_axi"),
+    Regression(Design("csr_demo", "sim.csr_demo:CsrDemo", {}), "sim.tb_csr"),
     Regression(Design("requant", "npu.requant:RequantStage",
                       {"lanes": 4, "rows": 4, "out_type": "i8"}), "sim.tb_requant"),
 )
