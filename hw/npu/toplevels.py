@@ -22,6 +22,8 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
                       "max_instructions": 1024}),
     "axi_port": ("npu.axi:AxiBurstPort",
                  {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
+    "dma_region_copy": ("npu.dma:RegionCopy",
+                        {"data_width": 64, "src_depth": 4096, "dst_depth": 512}),
     "requant": ("npu.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
 }
 
