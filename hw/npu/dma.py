@@ -21,7 +21,9 @@ Ports and timing
   after ``en``, as :class:`npu.memory.SRAM`). ``wr``: write port of the destination
   memory (``addr``, ``data``, byte enables ``en``). The ports are the unit's own: no
   arbitration stalls are modelled here.
-* ``done``: one transfer per command when its last word has been written.
+* ``done``: one transfer per command when its last word has been written. ``error`` is
+  set when a row would reach outside either memory: rows are checked as they start, the
+  rows before the failing one are copied, the rest of the command is dropped.
 * Counters: ``bytes`` (row bytes copied), ``busy`` (cycles with a command in progress).
 """
 
@@ -48,14 +50,27 @@ def dma_command_layout(addr_width):
 
 
 def copy_region_model(src_mem, dst_mem, *, src, dst, count, src_stride, dst_stride):
-    """Byte-wise model of one command: copies within ``bytearray`` memories."""
+    """Byte-wise model of one command on ``bytearray`` memories.
+
+    Returns
+    -------
+    bool
+        The ``error`` flag: a row reached outside a memory (rows before it are copied,
+        that row and the rest are not). Word-granular, as in hardware: a row is out of
+        range when its last byte's word is beyond the memory.
+    """
     n0, n1, n2, n3 = count
+    if 0 in count:
+        return False
     for i3 in range(n3):
         for i2 in range(n2):
             for i1 in range(n1):
                 s = src + i1 * src_stride[0] + i2 * src_stride[1] + i3 * src_stride[2]
                 d = dst + i1 * dst_stride[0] + i2 * dst_stride[1] + i3 * dst_stride[2]
+                if s + n0 > len(src_mem) or d + n0 > len(dst_mem):
+                    return True
                 dst_mem[d:d + n0] = src_mem[s:s + n0]
+    return False
 
 
 class RegionCopy(wiring.Component):
@@ -73,7 +88,7 @@ class RegionCopy(wiring.Component):
     cmd : stream of dma_command_layout, in
     rd : {"addr": out, "en": out, "data": in}
     wr : {"addr": out, "data": out, "en": out (byte enables)}
-    done : stream (no payload), out
+    done : stream of {"error"}, out
     bytes, busy : Signal(32), out
     """
 
@@ -85,6 +100,7 @@ class RegionCopy(wiring.Component):
             if not isinstance(depth, int) or depth <= 0:
                 raise ValueError(f"{name} must be a positive integer, not {depth!r}")
         self.data_width = data_width
+        self.src_depth, self.dst_depth = src_depth, dst_depth
         self.wbytes = data_width // 8
         self.addr_width = max(src_depth * self.wbytes, dst_depth * self.wbytes).bit_length()
         super().__init__({
@@ -94,7 +110,7 @@ class RegionCopy(wiring.Component):
             "wr": Out(wiring.Signature({"addr": Out(range(dst_depth)),
                                         "data": Out(data_width),
                                         "en": Out(data_width // 8)})),
-            "done": Out(stream.Signature(0)),
+            "done": Out(stream.Signature(data.StructLayout({"error": 1}))),
             "bytes": Out(32),
             "busy": Out(32),
         })
@@ -106,6 +122,7 @@ class RegionCopy(wiring.Component):
         aw = self.addr_width
 
         self._finished = Signal()
+        self._error = Signal()
         cmd = Signal(dma_command_layout(aw))
         active = Signal()
         i1, i2, i3 = Signal(16), Signal(16), Signal(16)
@@ -135,7 +152,7 @@ class RegionCopy(wiring.Component):
         m.d.comb += self.cmd.ready.eq(~active)
         with m.If(self.cmd.valid & ~active):
             p = self.cmd.payload
-            m.d.sync += [cmd.eq(p), active.eq(1), i1.eq(0), i2.eq(0), i3.eq(0),
+            m.d.sync += [cmd.eq(p), active.eq(1), i1.eq(0), i2.eq(0), i3.eq(0), self._error.eq(0),
                          row_src.eq(p.src), row_dst.eq(p.dst),
                          base2_src.eq(p.src), base2_dst.eq(p.dst),
                          base3_src.eq(p.src), base3_dst.eq(p.dst)]
@@ -146,11 +163,15 @@ class RegionCopy(wiring.Component):
         with m.If(active):
             m.d.sync += self.busy.eq(self.busy + 1)
 
-        # Start a row: plan its fetches and writes.
+        # Start a row: check it lies inside both memories, then plan fetches and writes.
         start_row = active & ~in_row & ~fetched
         src_off = row_src[:lw]
         dst_off = row_dst[:lw]
-        with m.If(start_row):
+        out_of_range = (((row_src + n - 1) >> lw) >= self.src_depth) | \
+            (((row_dst + n - 1) >> lw) >= self.dst_depth)
+        with m.If(start_row & out_of_range):
+            m.d.sync += [active.eq(0), self._finished.eq(1), self._error.eq(1)]
+        with m.Elif(start_row):
             last_byte_dst = row_dst + n - 1
             nout = (last_byte_dst >> lw) - (row_dst >> lw) + 1
             # First source word needed: floor((dst_word0*W - (dst - src)) / W)
@@ -165,8 +186,13 @@ class RegionCopy(wiring.Component):
                 out_k.eq(0),
                 dst_word0.eq(row_dst >> lw),
                 shift.eq(src_off - dst_off),
-                first_mask.eq(Cat(*[(dst_off <= b) for b in range(W)])),
-                last_mask.eq(Cat(*[(b <= last_byte_dst[:lw]) for b in range(W)])),
+                # Lane b is written if dst_off <= b (first word) and b <= the last byte's
+                # lane (last word). The end lanes are written out so that no comparison
+                # with a constant result reaches the Verilog.
+                first_mask.eq(Cat(dst_off == 0, *[(dst_off <= b) for b in range(1, W - 1)],
+                                  1)),
+                last_mask.eq(Cat(1, *[(b <= last_byte_dst[:lw]) for b in range(1, W - 1)],
+                                 last_byte_dst[:lw] == W - 1)),
                 have_prev.eq(0),
             ]
 
@@ -203,7 +229,8 @@ class RegionCopy(wiring.Component):
                     self._next_row(m, cmd, active, i1, i2, i3, row_src, row_dst,
                                    base2_src, base2_dst, base3_src, base3_dst)
 
-        m.d.comb += self.done.valid.eq(self._finished)
+        m.d.comb += [self.done.valid.eq(self._finished),
+                     self.done.payload.error.eq(self._error)]
         with m.If(self.done.valid & self.done.ready):
             m.d.sync += self._finished.eq(0)
         return m

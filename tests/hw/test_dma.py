@@ -54,8 +54,9 @@ def run(commands, src_bytes, dst_bytes, seed=0):
             ctx.set(dut.cmd.valid, 0)
             ctx.set(dut.done.ready, 1)
             for _ in range(20000):
-                *_, valid = await ctx.tick().sample(dut.done.valid)
+                *_, valid, payload = await ctx.tick().sample(dut.done.valid, dut.done.payload)
                 if valid:
+                    out.setdefault("errors", []).append(int(payload.error))
                     break
             else:
                 raise AssertionError("DMA did not finish")
@@ -80,8 +81,8 @@ def test_random_regions_match_model(seed):
     dst = bytearray(rng.randrange(256) for _ in range(SIZE))
     commands = [random_command(rng) for _ in range(4)]
     out = run(commands, src, bytes(dst), seed)
-    for cmd in commands:
-        copy_region_model(src, dst, **cmd)
+    errors = [copy_region_model(src, dst, **cmd) for cmd in commands]
+    assert out["errors"] == [int(e) for e in errors] == [0, 0, 0, 0]
     mismatch = [k for k in range(SIZE) if out["dst"][k] != dst[k]]
     assert not mismatch, (f"first differing byte {mismatch[0]}: RTL {out['dst'][mismatch[0]]}, "
                           f"model {dst[mismatch[0]]}")
@@ -110,5 +111,20 @@ def test_empty_region_completes():
 def test_constructor_errors():
     from npu.dma import RegionCopy
 
-    with pytest.raises(ValueError, match="data_width must be a power of two in 16..512, not 24"):
+    with pytest.raises(ValueError, match=r"data_width must be a power of two in 16\.\.512, not 24"):
         RegionCopy(data_width=24)
+
+
+def test_out_of_range_row_stops_with_error():
+    # Rows of 16 bytes every 300 bytes from 0: rows 0..3 fit in 1024 bytes (last ends at
+    # 916), row 4 would start at 1200, beyond the 1024-byte source: error after 4 rows.
+    rng = random.Random(9)
+    src = bytes(rng.randrange(256) for _ in range(SIZE))
+    dst = bytearray(SIZE)
+    cmd = {"src": 0, "dst": 8, "count": [16, 6, 1, 1], "src_stride": [300, 0, 0],
+           "dst_stride": [20, 0, 0]}
+    out = run([cmd], src, bytes(dst))
+    assert copy_region_model(src, dst, **cmd) is True
+    assert out["errors"] == [1]
+    assert out["dst"] == bytes(dst)
+    assert out["bytes"] == 4 * 16
