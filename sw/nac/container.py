@@ -67,8 +67,12 @@ class Instruction:
 
     @property
     def const_ids(self):
-        """The constant ids of C (after the prefix)."""
-        return self.c[1:] if self.c else ()
+        """The ids in C after the prefix, as unsigned 16-bit values.
+
+        C holds int16 values (§3.4) while CNST and DATA ids are uint16: an id of 32768 or
+        more is stored as its int16 bit pattern (-32768 for 32768).
+        """
+        return tuple(v & 0xFFFF for v in self.c[1:]) if self.c else ()
 
 
 @dataclass(frozen=True)
@@ -453,15 +457,16 @@ def _validate_ops(nac, offsets):
                                          f"CNST", field=f"instruction[{index}].C", value=cid,
                                          **where)
         elif ins.a == SystemOp.INPUT and ins.b == 1:
-            if ins.c[1] not in params:
-                raise NacFormatError(f"instruction {index}: parameter id {ins.c[1]} is not in "
-                                     f"DATA", field=f"instruction[{index}].C", value=ins.c[1],
-                                     **where)
+            if ins.const_ids[0] not in params:
+                raise NacFormatError(f"instruction {index}: parameter id {ins.const_ids[0]} is "
+                                     f"not in DATA", field=f"instruction[{index}].C",
+                                     value=ins.const_ids[0], **where)
         elif ins.a == SystemOp.INPUT and ins.b == 3:
-            if ins.c[1] not in cnst:
-                raise NacFormatError(f"instruction {index}: lifted constant id {ins.c[1]} is "
-                                     f"not in CNST", field=f"instruction[{index}].C",
-                                     value=ins.c[1], **where)
+            if ins.const_ids[0] not in cnst:
+                raise NacFormatError(f"instruction {index}: lifted constant id "
+                                     f"{ins.const_ids[0]} is not in CNST",
+                                     field=f"instruction[{index}].C", value=ins.const_ids[0],
+                                     **where)
         elif ins.a in (SystemOp.OUTPUT, SystemOp.CONTROL_FLOW):
             for d in ins.d:
                 if not (d and 0 <= index + d < index):

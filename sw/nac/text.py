@@ -55,6 +55,7 @@ from nac.errors import NacFormatError
 __all__ = ["assemble", "disassemble", "to_json"]
 
 _CONST_NAMES = {t: t.name.lower() for t in ConstType}
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:<>-]+")
 _SECTION_NAMES = {tag: tag.strip() for tag in SECTION_TAGS}
 
 
@@ -85,7 +86,7 @@ def _readable(nac, index, ins, constants, names):
         if ins.b == 0:
             name = inputs.get(index)
             return "<INPUT B=0" + (f" {json.dumps(name)}" if name is not None else "") + ">"
-        ident = ins.c[1]
+        ident = ins.const_ids[0]
         if ins.b == 1:
             name = params.get(ident)
             return f"<INPUT B=1 param={ident}" + (
@@ -99,7 +100,11 @@ def _readable(nac, index, ins, constants, names):
         return f"<OUTPUT B={ins.b}>(" + ", ".join(f"v{index + d}" for d in ins.d) + ")"
     if ins.a == SystemOp.CONTROL_FLOW:
         return f"<CONTROL_FLOW B={ins.b}>(" + ", ".join(f"v{index + d}" for d in ins.d) + ")"
-    name = nac.op_name(ins.a) or f"op{ins.a}"
+    name = nac.op_name(ins.a)
+    if name is None:
+        name = f"op{ins.a}"
+    elif not _PLAIN_NAME.fullmatch(name):
+        name = json.dumps(name)  # keeps odd names on one line and unambiguous
     args = []
     ids = iter(ins.const_ids)
     for d in ins.d:
@@ -289,7 +294,11 @@ class _Line:
             raise
 
     def hex(self):
-        return bytes.fromhex(self.next("hex", "hex:<digits>")[4:])
+        raw = self.next("hex", "hex:<digits>")[4:]
+        if len(raw) % 2:
+            self.i -= 1
+            self.fail("hex data has an odd number of digits")
+        return bytes.fromhex(raw)
 
     def punct(self, ch):
         tok = self.next("punct", repr(ch))
