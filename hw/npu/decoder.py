@@ -59,6 +59,8 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from nac.encoding import CONSTANT_CODES, REGULAR_OP_MIN, SystemOp
+
 __all__ = [
     "IN_LAYOUT",
     "OP_CONTROL_FLOW",
@@ -77,12 +79,11 @@ __all__ = [
     "perm_write_layout",
 ]
 
-# System operation ids (spec §7) and the first regular id (§3.2.1).
-OP_INPUT = 2
-OP_OUTPUT = 3
-OP_CONTROL_FLOW = 6
-OP_CONVERGENCE = 7
-REGULAR_OP_MIN = 10
+# System operation ids (spec §7) and the first regular id (§3.2.1): from nac.encoding.
+OP_INPUT = int(SystemOp.INPUT)
+OP_OUTPUT = int(SystemOp.OUTPUT)
+OP_CONTROL_FLOW = int(SystemOp.CONTROL_FLOW)
+OP_CONVERGENCE = int(SystemOp.CONVERGENCE)
 MAX_INDEX = 0xFFFF  # MMAP ticks are uint16: an OPS stream has at most 65536 instructions
 
 
@@ -119,9 +120,6 @@ def perm_entry_layout(max_args):
     })
 
 
-# Signature characters that are constant codes (spec §5.2.3).
-# TODO(nac container): import this set from the nac package once it defines it.
-_CONSTANT_CODES = frozenset("ASifbsc")
 
 
 def perm_entry(signature, max_args):
@@ -135,7 +133,7 @@ def perm_entry(signature, max_args):
     if len(signature) > max_args:
         raise ValueError(f"signature {signature!r} has {len(signature)} arguments, "
                          f"more than max_args {max_args}")
-    mask = sum(1 << k for k, code in enumerate(signature) if code in _CONSTANT_CODES)
+    mask = sum(1 << k for k, code in enumerate(signature) if code in CONSTANT_CODES)
     return len(signature), mask
 
 

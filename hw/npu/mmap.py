@@ -54,6 +54,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from nac.encoding import MmapAction as _Action
 from npu.decoder import IN_LAYOUT
 
 __all__ = [
@@ -68,12 +69,12 @@ __all__ = [
 
 
 class MmapAction(enum.Enum, shape=8):
-    """MMAP command action codes (spec §4.5)."""
+    """MMAP command action codes (spec §4.5), valued from :class:`nac.encoding.MmapAction`."""
 
-    SAVE_RESULT = 10
-    FREE = 20
-    FORWARD = 30
-    PRELOAD = 40
+    SAVE_RESULT = int(_Action.SAVE_RESULT)
+    FREE = int(_Action.FREE)
+    FORWARD = int(_Action.FORWARD)
+    PRELOAD = int(_Action.PRELOAD)
 
 
 class ResultState(enum.Enum, shape=2):

@@ -102,7 +102,7 @@ def nac_files(draw):
         if not usable:
             ops.append(Instruction(a, 0))
             continue
-        b, sig = draw(st.sampled_from(usable + [(0, "")]))
+        b, sig = draw(st.sampled_from([*usable, (0, "")]))
         if b == 0:
             ops.append(Instruction(a, 0))
             continue

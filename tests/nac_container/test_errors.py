@@ -136,7 +136,7 @@ def test_text_errors_name_line_and_column():
     assert edited != text
     with pytest.raises(NacFormatError, match=r"m\.txt:\d+:\d+: readable form 'nac.add\(v1, 4\)'"):
         assemble(edited, path="m.txt")
-    with pytest.raises(NacFormatError, match="m.txt:1:1: unknown line kind 'hello'"):
+    with pytest.raises(NacFormatError, match=r"m\.txt:1:1: unknown line kind 'hello'"):
         assemble("hello\n", path="m.txt")
     with pytest.raises(NacFormatError, match="odd number of digits"):
         assemble(text.replace("sections", "proc hex:abc\nsections"), path="m.txt")

@@ -4,8 +4,17 @@ import struct
 
 import pytest
 
-from nac import Constant, DataSection, Instruction, MmapRecord, NacFile, NacFormatError, Tensor
-from nac import dumps, loads
+from nac import (
+    Constant,
+    DataSection,
+    Instruction,
+    MmapRecord,
+    NacFile,
+    NacFormatError,
+    Tensor,
+    dumps,
+    loads,
+)
 from nac.container import tensor_metadata
 from nac.encoding import ConstType, DType, MmapAction
 
@@ -45,7 +54,7 @@ def test_cmap_custom_op_length_is_nine():
     # section does not have.
     raw = bytearray(dumps(nac))
     raw[raw.index(b"\xc9\x00\x09") + 2] = 0x0A
-    with pytest.raises(NacFormatError, match="section CMAP.*needs 10 bytes, 9 remain"):
+    with pytest.raises(NacFormatError, match=r"section CMAP.*needs 10 bytes, 9 remain"):
         loads(bytes(raw))
 
 
