@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from nac.encoding import (
     CONSTANT_CODES,
@@ -171,6 +172,22 @@ class Argument:
     value: int
 
 
+def _argument_error(ins, index, signature_length):
+    """Why the arguments of regular instruction *ins* cannot be gathered, or None."""
+    if len(ins.d) != signature_length:
+        return "D", None, f"D has {len(ins.d)} entries, the signature has {signature_length}"
+    zeros = 0
+    for d in ins.d:
+        if d == 0:
+            zeros += 1
+        elif not 0 <= index + d < index:
+            return "D", d, f"D offset {d} names instruction {index + d}, not an earlier one"
+    n_consts = len(ins.c) - 1 if ins.c else 0
+    if zeros != n_consts:
+        return "C", None, f"C has {n_consts} constant ids, D has {zeros} zeros"
+    return None
+
+
 def gather_arguments(instruction, index, perm):
     """Gather the arguments of a regular instruction (§3.4-3.5, §8.3).
 
@@ -200,43 +217,34 @@ def gather_arguments(instruction, index, perm):
     if ins.b not in perm:
         raise NacFormatError(f"instruction {index}: signature {ins.b} is not in PERM",
                              section="OPS ", field="B", value=ins.b)
-    signature = perm[ins.b]
-    if len(ins.d) != len(signature):
-        raise NacFormatError(f"instruction {index}: D has {len(ins.d)} entries, signature "
-                             f"{signature!r} has {len(signature)}", section="OPS ", field="D")
+    problem = _argument_error(ins, index, len(perm[ins.b]))
+    if problem:
+        field_name, value, message = problem
+        raise NacFormatError(f"instruction {index}: {message}", section="OPS ",
+                             field=field_name, value=value)
     consts = iter(ins.const_ids)
-    args = []
-    for d in ins.d:
-        if d:
-            if not 0 <= index + d < index:
-                raise NacFormatError(f"instruction {index}: D offset {d} names instruction "
-                                     f"{index + d}, not an earlier one", section="OPS ",
-                                     field="D", value=d)
-            args.append(Argument(False, index + d))
-        else:
-            cid = next(consts, None)
-            if cid is None:
-                raise NacFormatError(f"instruction {index}: more zeros in D than constant "
-                                     f"ids in C ({len(ins.const_ids)})", section="OPS ",
-                                     field="D")
-            args.append(Argument(True, cid))
-    if next(consts, None) is not None:
-        raise NacFormatError(f"instruction {index}: C has {len(ins.const_ids)} constant ids, "
-                             f"D has {sum(1 for d in ins.d if d == 0)} zeros",
-                             section="OPS ", field="C")
-    return tuple(args)
+    return tuple(Argument(False, index + d) if d else Argument(True, next(consts))
+                 for d in ins.d)
 
 
 # --- reading --------------------------------------------------------------------------
 
 
 class _Cursor:
-    """Reads little-endian fields inside one section, never past its end."""
+    """Reads little-endian fields inside one section, never past its end.
+
+    ``field`` arguments are a string or a ``(format, *args)`` tuple, formatted only when
+    an error is reported (parsing stays fast).
+    """
+
+    _structs: ClassVar[dict] = {}
 
     def __init__(self, buf, start, end, section):
         self.buf, self.pos, self.end, self.section = buf, start, end, section
 
     def fail(self, message, field=None, value=None, offset=None):
+        if isinstance(field, tuple):
+            field = field[0].format(*field[1:])
         raise NacFormatError(message, section=self.section, field=field,
                              offset=self.pos if offset is None else offset, value=value)
 
@@ -249,8 +257,14 @@ class _Cursor:
         return out
 
     def unpack(self, fmt, field):
-        size = struct.calcsize("<" + fmt)
-        values = struct.unpack("<" + fmt, self.take(size, field))
+        packer = self._structs.get(fmt)
+        if packer is None:
+            packer = self._structs[fmt] = struct.Struct("<" + fmt)
+        if self.pos + packer.size > self.end:
+            self.fail(f"needs {packer.size} bytes, {self.end - self.pos} remain in the section",
+                      field=field, value=packer.size)
+        values = packer.unpack_from(self.buf, self.pos)
+        self.pos += packer.size
         return values if len(values) > 1 else values[0]
 
     def count(self, field, min_record):
@@ -374,16 +388,22 @@ def _read_tensor(cur, k):
     return param_id, Tensor(dtype, shape, QuantMethod(qcode), qparams, data)
 
 
+_INT16S = [struct.Struct(f"<{n}h") for n in range(64)]
+
+
 def _parse_instruction(cur, index, perm, num_outputs):
     at = cur.pos
-    a, b = cur.unpack("BB", f"instruction[{index}].A/B")
+    a, b = cur.unpack("BB", ("instruction[{}].A/B", index))
 
     def ints(n, name):
         if n * 2 > cur.end - cur.pos:
             cur.fail(f"instruction {index}: {name} needs {n} int16, "
                      f"{(cur.end - cur.pos) // 2} remain", field=f"instruction[{index}].{name}",
                      value=n)
-        return struct.unpack(f"<{n}h", cur.take(2 * n, f"instruction[{index}].{name}"))
+        start = cur.pos
+        cur.pos += 2 * n
+        return _INT16S[n].unpack_from(cur.buf, start) if n < len(_INT16S) else \
+            struct.unpack_from(f"<{n}h", cur.buf, start)
 
     if a >= REGULAR_OP_MIN:
         if b == 0:
@@ -391,9 +411,9 @@ def _parse_instruction(cur, index, perm, num_outputs):
         if b not in perm:
             cur.fail(f"instruction {index}: signature id {b} is not in PERM",
                      field=f"instruction[{index}].B", value=b, offset=at + 1)
-        signature = perm[b]
+        signature, has_constants = perm[b]
         c = None
-        if any(code in CONSTANT_CODES for code in signature):
+        if has_constants:
             (n,) = ints(1, "C count")
             if n < 0:
                 cur.fail(f"instruction {index}: negative C count", value=n,
@@ -445,12 +465,13 @@ def _validate_ops(nac, offsets):
                 raise NacFormatError(f"instruction {index}: operation id {ins.a} is neither "
                                      f"standard nor in CMAP", field=f"instruction[{index}].A",
                                      value=ins.a, **where)
-            try:
-                gather_arguments(ins, index, perm)
-            except NacFormatError as exc:
-                raise NacFormatError(str(exc).split(": ", 1)[-1],
-                                     field=exc.field and f"instruction[{index}].{exc.field}",
-                                     value=exc.value, **where) from None
+            if ins.b:
+                problem = _argument_error(ins, index, len(perm[ins.b]))
+                if problem:
+                    field_name, value, message = problem
+                    raise NacFormatError(f"instruction {index}: {message}",
+                                         field=f"instruction[{index}].{field_name}",
+                                         value=value, **where)
             for cid in ins.const_ids:
                 if cid not in cnst:
                     raise NacFormatError(f"instruction {index}: constant id {cid} is not in "
@@ -613,7 +634,8 @@ def loads(buf):
     if "OPS " in extents:
         cur = cursor("OPS ")
         n = cur.count("instruction count", 2)
-        perm = dict(fields.get("perm", ()))
+        perm = {b: (sig, any(code in CONSTANT_CODES for code in sig))
+                for b, sig in fields.get("perm", ())}
         ops, ops_offsets = [], []
         for index in range(n):
             ops_offsets.append(cur.pos)
