@@ -17,10 +17,10 @@ from nac.container import gather_arguments
 from nac.encoding import REGULAR_OP_MIN, SystemOp
 from nac.weights import dequantize
 
-__all__ = ["KERNELS", "RuntimeError_", "run"]
+__all__ = ["KERNELS", "NacRuntimeError", "run"]
 
 
-class RuntimeError_(RuntimeError):  # noqa: N801 - avoids shadowing the builtin
+class NacRuntimeError(RuntimeError):
     """A model cannot be executed (unknown op, missing input, kernel error)."""
 
 
@@ -35,7 +35,7 @@ def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
     n, c, h, wd = x.shape
     f, cg, kh, kw = w.shape
     if c != cg * groups:
-        raise RuntimeError_(f"conv2d: input has {c} channels, weights expect {cg} x {groups}")
+        raise NacRuntimeError(f"conv2d: input has {c} channels, weights expect {cg} x {groups}")
     ph, pw = padding
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     oh = (h + 2 * ph - dilation[0] * (kh - 1) - 1) // stride[0] + 1
@@ -63,8 +63,8 @@ def _pool2d(x, kernel, stride, padding, reduce, dilation=(1, 1), ceil_mode=False
     stride = stride * (2 // len(stride)) if len(stride) == 1 else stride
     padding = tuple(padding) * (2 // len(padding)) if len(padding) == 1 else tuple(padding)
     if ceil_mode:
-        raise RuntimeError_("pooling with ceil_mode=True is not supported")
-    n, c, h, w = x.shape
+        raise NacRuntimeError("pooling with ceil_mode=True is not supported")
+    h, w = x.shape[-2:]
     fill = -np.inf if reduce == "max" else 0.0
     xp = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2), constant_values=fill)
     oh = (h + 2 * padding[0] - dilation[0] * (kernel[0] - 1) - 1) // stride[0] + 1
@@ -76,7 +76,7 @@ def _pool2d(x, kernel, stride, padding, reduce, dilation=(1, 1), ceil_mode=False
     if reduce == "max":
         return stack.max(axis=0)
     if not count_include_pad and any(padding):
-        raise RuntimeError_("avg_pool2d with count_include_pad=False and padding is not "
+        raise NacRuntimeError("avg_pool2d with count_include_pad=False and padding is not "
                             "supported")
     return stack.mean(axis=0, dtype=np.float32)
 
@@ -101,7 +101,7 @@ def _layer_norm(x, shape, w=None, b=None, eps=1e-5, *_):
 
 def _batch_norm(x, w, b, mean, var, training, momentum, eps, *_):
     if training:
-        raise RuntimeError_("batch_norm in training mode is not supported (export in eval)")
+        raise NacRuntimeError("batch_norm in training mode is not supported (export in eval)")
     shape = (1, -1) + (1,) * (x.ndim - 2)
     y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + np.float32(eps))
     if w is not None:
@@ -122,7 +122,7 @@ def _gelu(x, approximate="none"):
 
 def _sdpa(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
-        raise RuntimeError_("scaled_dot_product_attention with dropout is not supported")
+        raise NacRuntimeError("scaled_dot_product_attention with dropout is not supported")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ np.swapaxes(k, -1, -2)) * np.float32(scale)
     if is_causal:
@@ -137,7 +137,7 @@ def _adaptive_avg_pool2d(x, size):
     oh, ow = size
     h, w = x.shape[-2:]
     if h % oh or w % ow:
-        raise RuntimeError_(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only exact "
+        raise NacRuntimeError(f"adaptive_avg_pool2d from {h}x{w} to {oh}x{ow}: only exact "
                             f"divisions are supported")
     return x.reshape(*x.shape[:-2], oh, h // oh, ow, w // ow).mean(axis=(-3, -1))
 
@@ -191,7 +191,7 @@ def _load_param(nac, pid, name, tensors_by_pid):
         return nac.weights.float32(name)
     tensor = tensors_by_pid.get(pid)
     if tensor is None:
-        raise RuntimeError_(f"parameter {pid} ({name!r}) has no tensor (internal or external)")
+        raise NacRuntimeError(f"parameter {pid} ({name!r}) has no tensor (internal or external)")
     raw = np.frombuffer(tensor.data, dtype=tensor.dtype.numpy).reshape(tensor.shape)
     return dequantize(raw, tensor.quant, tensor.quant_params)
 
@@ -225,7 +225,7 @@ def run(nac, inputs, *, extra_tensors=None):
         if ins.a == SystemOp.INPUT:
             if ins.b == 0:
                 if not user:
-                    raise RuntimeError_(f"instruction {index}: more <INPUT B=0> than inputs "
+                    raise NacRuntimeError(f"instruction {index}: more <INPUT B=0> than inputs "
                                         f"given")
                 results[index] = _f32(user.pop(0))
             elif ins.b == 1:
@@ -240,7 +240,7 @@ def run(nac, inputs, *, extra_tensors=None):
                 else:
                     results[index] = _load_param(nac, None, name, {})
             else:
-                raise RuntimeError_(f"instruction {index}: state inputs (<INPUT B=2>) need a "
+                raise NacRuntimeError(f"instruction {index}: state inputs (<INPUT B=2>) need a "
                                     f"state store, which this runtime does not keep")
             continue
         if ins.a == SystemOp.OUTPUT:
@@ -250,11 +250,11 @@ def run(nac, inputs, *, extra_tensors=None):
             results[index] = values
             continue
         if ins.a < REGULAR_OP_MIN:
-            raise RuntimeError_(f"instruction {index}: system op A={ins.a} not supported")
+            raise NacRuntimeError(f"instruction {index}: system op A={ins.a} not supported")
         name = nac.op_name(ins.a)
         kernel = KERNELS.get(name)
         if kernel is None:
-            raise RuntimeError_(f"instruction {index}: no kernel for {name or ins.a!r}")
+            raise NacRuntimeError(f"instruction {index}: no kernel for {name or ins.a!r}")
         args = []
         for arg in gather_arguments(ins, index, perm):
             if arg.is_const:
@@ -265,5 +265,5 @@ def run(nac, inputs, *, extra_tensors=None):
         try:
             results[index] = kernel(*args)
         except (ValueError, TypeError, IndexError) as exc:
-            raise RuntimeError_(f"instruction {index} ({name}): {exc}") from None
-    raise RuntimeError_("the model has no <OUTPUT B=0>")
+            raise NacRuntimeError(f"instruction {index} ({name}): {exc}") from None
+    raise NacRuntimeError("the model has no <OUTPUT B=0>")

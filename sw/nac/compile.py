@@ -1,0 +1,49 @@
+"""The compiler pipeline: PyTorch module -> optimised graph -> NAC file with MMAP schedule.
+
+``compile_module`` = ``frontend_torch.from_torch`` -> ``passes.optimise`` ->
+``canon.canonise`` -> ``schedule.schedule`` (+ ``schedule.replay`` as a safety proof).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nac.canon import canonise
+from nac.passes import optimise
+from nac.schedule import replay, schedule
+
+__all__ = ["compile_graph", "compile_module", "param_bytes"]
+
+
+def param_bytes(nac, weights):
+    """Instruction index of each ``<INPUT B=1>`` -> its tensor size in bytes."""
+    names = dict(nac.data.params) if nac.data else {}
+    out = {}
+    for index, ins in enumerate(nac.ops):
+        if ins.a == 2 and ins.b == 1:
+            tensor = weights.get(names.get(ins.const_ids[0]))
+            out[index] = len(tensor.data) if tensor is not None else 0
+    return out
+
+
+def compile_graph(graph, *, run_passes=True, preload_distance=3, internal_weights=True):
+    """Optimise, canonise and schedule a graph; return ``(nac, weights, report)``."""
+    if run_passes:
+        graph = optimise(graph)
+    nac, weights = canonise(graph, internal_weights=internal_weights)
+    records = schedule(nac.ops, distance=preload_distance)
+    report = replay(nac.ops, records, param_bytes=param_bytes(nac, weights))
+    return replace(nac, mmap=records), weights, report
+
+
+def compile_module(module, example_inputs, **options):
+    """Compile a ``torch.nn.Module`` (put in eval mode) with example inputs.
+
+    Returns
+    -------
+    (NacFile, dict of str to Tensor, ReplayReport)
+    """
+    from nac.frontend_torch import from_torch
+
+    module.eval()
+    return compile_graph(from_torch(module, tuple(example_inputs)), **options)
