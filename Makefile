@@ -22,7 +22,7 @@ all: test
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,torch]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -30,7 +30,7 @@ venv: $(STAMP)
 # Benchmarks also synthesise (YoWASP yosys/nextpnr from the fpga extra).
 FPGA_STAMP := $(VENV)/.installed-fpga
 $(FPGA_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev,fpga]'
+	$(PY) -m pip install --quiet -e '.[dev,torch,fpga]'
 	@touch $(FPGA_STAMP)
 
 test: $(STAMP)

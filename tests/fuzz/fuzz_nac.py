@@ -70,7 +70,7 @@ def main():
                 assemble("".join(chars))
         except NacFormatError:
             rejected += 1
-        except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+        except Exception as exc:  # any other exception is the finding
             print(f"FAIL after {tried} inputs: {type(exc).__name__}: {exc}")
             print(f"input (hex): {what.hex()}")
             return 1
