@@ -191,3 +191,24 @@ def test_preload_resident_then_freed():
     assert model.resident == {5}
     model.tick(3)
     assert model.resident == set() and model.error == MmapError.NONE
+
+
+@pytest.mark.parametrize("name", ["attention", "cnn", "mlp", "residual"])
+def test_compiled_zoo_schedules(name):
+    # Real schedules: the compiler's MMAP section of each zoo model, RTL vs model per tick.
+    torch = pytest.importorskip("torch")
+    from nac import dumps
+    from nac.compile import compile_module
+    from nac.zoo import build
+
+    torch.set_num_threads(1)
+    module, inputs = build(name)
+    nac, _, report = compile_module(module, inputs)
+    raw = dumps(nac)
+    start = raw.index(b"MMAP") + 4
+    section = raw[start:start + 4 + sum(3 + 3 * len(r.commands) for r in nac.mmap)]
+    param_map = {i: ins.const_ids[0] for i, ins in enumerate(nac.ops)
+                 if ins.a == 2 and ins.b == 1}
+    model, ticks = replay(section, param_map, len(nac.ops), seed=3, idle=0.2, backpressure=0.3)
+    assert model.error == MmapError.NONE and ticks == len(nac.ops)
+    assert model.commands == report.commands

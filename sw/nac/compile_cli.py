@@ -1,0 +1,100 @@
+"""``npu compile`` and ``npu run``: the compiler and the float runtime from the shell."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+
+from nac.errors import NacFormatError
+from nac.ir import IRError
+from nac.runtime import NacRuntimeError
+from nac.schedule import ScheduleError
+
+__all__ = ["register"]
+
+
+class CompileInputError(ValueError):
+    """A model specification or input file the CLI cannot use."""
+
+
+def _load_model(spec, shapes):
+    import torch
+
+    from nac import zoo
+
+    if spec in zoo.ZOO:
+        return zoo.build(spec)
+    if ":" not in spec:
+        raise CompileInputError(f"model {spec!r}: give a zoo name ({', '.join(sorted(zoo.ZOO))})"
+                                f" or 'module:factory'")
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise CompileInputError(f"model {spec!r}: {exc}") from None
+    made = factory()
+    if isinstance(made, tuple):
+        return made
+    if not shapes:
+        raise CompileInputError(f"model {spec!r}: the factory returned only a module; give "
+                                f"--shape for each input, e.g. --shape 1,3,32,32")
+    inputs = tuple(torch.randn(*[int(d) for d in s.split(",")]) for s in shapes)
+    return made, inputs
+
+
+def _cmd_compile(args):
+    from nac.compile import compile_module
+    from nac.weights import write_nac
+
+    module, inputs = _load_model(args.model, args.shape)
+    nac, weights, report = compile_module(module, inputs, preload_distance=args.preload,
+                                          internal_weights=not args.external,
+                                          run_passes=not args.no_opt)
+    write_nac(nac, args.output, weights=weights if args.external else None)
+    print(f"wrote {args.output}: {len(nac.ops)} instructions, {len(nac.mmap)} MMAP records, "
+          f"peak live results {report.peak_live_results}, peak preloaded bytes "
+          f"{report.peak_preloaded_bytes}")
+    return 0
+
+
+def _cmd_run(args):
+    from nac.runtime import run
+    from nac.weights import read_nac
+
+    nac = read_nac(args.file)
+    inputs = []
+    for path in args.inputs:
+        try:
+            inputs.append(np.load(path))
+        except (OSError, ValueError) as exc:
+            raise CompileInputError(f"input {path}: {exc}") from None
+    outputs = run(nac, inputs)
+    for k, out in enumerate(outputs):
+        out = np.asarray(out)
+        if args.save:
+            target = Path(args.save).with_suffix(f".{k}.npy")
+            np.save(target, out)
+            print(f"output {k}: shape {list(out.shape)} {out.dtype} -> {target}")
+        else:
+            print(f"output {k}: shape {list(out.shape)} {out.dtype}\n{out}")
+    return 0
+
+
+def register(subparsers):
+    """Add ``compile`` and ``run``; return the user-error types."""
+    p = subparsers.add_parser("compile", help="compile a PyTorch model to .nac (torch extra)")
+    p.add_argument("model", help="zoo name or 'module:factory'")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--shape", action="append", help="input shape for a module-only factory")
+    p.add_argument("--external", action="store_true", help="weights in <stem>.safetensors")
+    p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
+    p.add_argument("--no-opt", action="store_true", help="skip the optimisation passes")
+    p.set_defaults(func=_cmd_compile)
+    p = subparsers.add_parser("run", help="run a .nac model in the float golden runtime")
+    p.add_argument("file")
+    p.add_argument("inputs", nargs="*", help=".npy files, one per <INPUT B=0>")
+    p.add_argument("--save", help="write outputs as <SAVE>.<k>.npy")
+    p.set_defaults(func=_cmd_run)
+    return (CompileInputError, IRError, ScheduleError, NacRuntimeError, NacFormatError)
