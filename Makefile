@@ -30,7 +30,7 @@ venv: $(STAMP)
 # Benchmarks also synthesise (YoWASP yosys/nextpnr from the fpga extra).
 FPGA_STAMP := $(VENV)/.installed-fpga
 $(FPGA_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e '.[dev,torch,fpga]'
+	$(PY) -m pip install --quiet -e '.[dev,torch,fpga,bench]'
 	@touch $(FPGA_STAMP)
 
 test: $(STAMP)
