@@ -174,3 +174,26 @@ async def throughput_without_stalls(dut):
     # The cycle count spans first byte to last output (+ a few cycles of start-up),
     # so one byte per cycle shows as a ratio just under 1.
     assert stats["bytes_per_cycle"] > 0.97, stats
+
+
+@cocotb.test()
+async def vector_files(dut):
+    """Streams from real .nac files (written by tests/hw/test_decoder_files.py): the RTL's
+    decoding must equal the expectation computed with the NAC container's reader."""
+    path = os.environ.get("NPU_DECODER_VECTORS")
+    if not path:
+        return  # only run when a vector file is given
+    vectors = json.loads(Path(path).read_text())
+    tb = TB(dut)
+    rng = random.Random(cocotb.RANDOM_SEED + 21)
+    for k, vec in enumerate(vectors):
+        perm = {int(b): tuple(entry) for b, entry in vec["perm"].items()}
+        expected = tuple(DecodedInstruction(i["index"], i["a"], i["b"], tuple(i["consts"]),
+                                            tuple((bool(c), v) for c, v in i["args"]))
+                         for i in vec["expected"])
+        want, got, status, _ = await tb.run(perm, bytes.fromhex(vec["stream"]),
+                                            vec["num_outputs"], seed=rng.randrange(1 << 30),
+                                            idle=0.3, backpressure=0.3)
+        assert want.instructions == expected, f"vector {k} ({vec['name']}): model != reader"
+        tb.compare(want, got, status)
+        assert status[0] == 0 and status[3] == 1, f"vector {k} ({vec['name']}): {status}"
