@@ -127,6 +127,10 @@ def canonise(graph, *, internal_weights=True, d_model=0):
                 placed.add(r)
         order.append(i)
         placed.add(i)
+    for o in graph.outputs:  # a parameter or constant that is itself a model output
+        if o not in placed:
+            order.append(o)
+            placed.add(o)
     position = {node_id: k for k, node_id in enumerate(order)}
 
     perm, cnst, cmap = {}, {}, {}

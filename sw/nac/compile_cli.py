@@ -1,4 +1,4 @@
-"""``npu compile`` and ``npu run``: the compiler and the float runtime from the shell."""
+"""``npu compile``, ``npu import`` and ``npu run``: compilers and the float runtime."""
 
 from __future__ import annotations
 
@@ -59,6 +59,20 @@ def _cmd_compile(args):
     return 0
 
 
+def _cmd_import(args):
+    from nac.compile import compile_graph
+    from nac.import_mind import import_mind
+    from nac.weights import write_nac
+
+    path = Path(args.file)
+    graph = import_mind(path.read_text(encoding="utf-8"), path=path)
+    nac, _, report = compile_graph(graph, preload_distance=args.preload)
+    write_nac(nac, args.output)
+    print(f"wrote {args.output}: {len(nac.ops)} instructions from {path} ({args.format}), "
+          f"peak live results {report.peak_live_results}")
+    return 0
+
+
 def _cmd_run(args):
     from nac.runtime import run
     from nac.weights import read_nac
@@ -92,6 +106,12 @@ def register(subparsers):
     p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
     p.add_argument("--no-opt", action="store_true", help="skip the optimisation passes")
     p.set_defaults(func=_cmd_compile)
+    p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
+    p.add_argument("format", choices=["mind"], help="mind: MIND Core IR text")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
+    p.set_defaults(func=_cmd_import)
     p = subparsers.add_parser("run", help="run a .nac model in the float golden runtime")
     p.add_argument("file")
     p.add_argument("inputs", nargs="*", help=".npy files, one per <INPUT B=0>")

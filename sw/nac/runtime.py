@@ -146,6 +146,27 @@ def _mean(x, dims, keepdim=False, dtype=None):
     return x.mean(axis=tuple(dims) if dims else None, keepdims=keepdim)
 
 
+def _conv2d_nhwc(x, w, stride, pads):
+    top, bottom, left, right = pads
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    n, h, wd, _ = xp.shape
+    kh, kw, _, f = w.shape
+    oh = (h - kh) // stride[0] + 1
+    ow = (wd - kw) // stride[1] + 1
+    out = np.zeros((n, oh, ow, f), dtype=np.result_type(x, w))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i: i + stride[0] * (oh - 1) + 1: stride[0],
+                       j: j + stride[1] * (ow - 1) + 1: stride[1], :]
+            out += patch @ w[i, j]
+    return out
+
+
+def _slice(x, ranges):
+    triples = [ranges[k:k + 3] for k in range(0, len(ranges), 3)]
+    return x[tuple(slice(s, e, st) for s, e, st in triples)]
+
+
 KERNELS = {
     "nac.pass": lambda x, *_: x,
     "nac.clone": lambda x, *_: x.copy(),
@@ -183,6 +204,17 @@ KERNELS = {
         axis=tuple(dims) if dims else None, keepdims=keepdim),
     "aten.scaled_dot_product_attention.default": _sdpa,
     "aten.addmm.default": lambda c, a, b, beta=1, alpha=1: beta * c + alpha * (a @ b),
+    "aten.exp.default": np.exp,
+    "aten.log.default": np.log,
+    "aten.neg.default": lambda x: -x,
+    "aten.add.Tensor": lambda a, b, alpha=1: a + alpha * b,
+    "aten.sub.Tensor": lambda a, b, alpha=1: a - alpha * b,
+    "aten.reshape.default": lambda x, shape: np.reshape(x, shape),
+    # MIND Core IR operations without an ATen counterpart of the same signature.
+    "mind.index": lambda x, indices: np.asarray(x[tuple(indices)]),
+    "mind.slice": _slice,
+    "mind.gather": lambda x, idx: np.take(x, idx, axis=0),
+    "mind.conv2d_nhwc": _conv2d_nhwc,
 }
 
 

@@ -29,7 +29,10 @@ _FROM_SAFETENSORS = {d.safetensors: d for d in DType}
 
 
 def dequantize(tensor_array, quant, params):
-    """Return float32 values of a stored tensor (§8.1 step 4).
+    """Return the values of a stored tensor for computing (§8.1 step 4).
+
+    Quantised and floating-point tensors become float32; integer and bool tensors are
+    returned unchanged.
 
     Parameters
     ----------
@@ -40,7 +43,11 @@ def dequantize(tensor_array, quant, params):
     """
     quant = QuantMethod(quant)
     if quant in (QuantMethod.NONE, QuantMethod.FP16):
-        return np.asarray(tensor_array, dtype=np.float32)
+        array = np.asarray(tensor_array)
+        # Floating-point tensors compute in float32; integer and bool tensors (indices,
+        # masks) keep their type.
+        return array.astype(np.float32) if array.dtype.kind == "f" or \
+            array.dtype == ml_dtypes.bfloat16 else array
     if quant == QuantMethod.INT8_TENSOR:
         return tensor_array.astype(np.float32) * np.float32(params.scales[0])
     if quant == QuantMethod.INT8_CHANNEL:
