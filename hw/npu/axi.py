@@ -48,6 +48,15 @@ def _check_widths(addr_width, data_width):
         raise ValueError(f"data_width must be one of 32, 64, 128, 256, 512, not {data_width!r}")
 
 
+def _check_engine(engine, addr_width, data_width, max_outstanding):
+    _check_widths(addr_width, data_width)
+    if not isinstance(max_outstanding, int) or not 1 <= max_outstanding <= 16:
+        raise ValueError(f"max_outstanding must be an integer in 1..16, "
+                         f"not {max_outstanding!r}")
+    engine.addr_width, engine.data_width = addr_width, data_width
+    engine.max_outstanding = max_outstanding
+
+
 def axi4_signature(addr_width, data_width, id_width=1):
     """AXI4 manager-side signature (flat member names, as on a Verilog port list)."""
     _check_widths(addr_width, data_width)
@@ -121,12 +130,7 @@ class AxiBurstReader(wiring.Component):
     """
 
     def __init__(self, *, addr_width=32, data_width=64, max_outstanding=4):
-        _check_widths(addr_width, data_width)
-        if not isinstance(max_outstanding, int) or not 1 <= max_outstanding <= 16:
-            raise ValueError(f"max_outstanding must be an integer in 1..16, "
-                             f"not {max_outstanding!r}")
-        self.addr_width, self.data_width = addr_width, data_width
-        self.max_outstanding = max_outstanding
+        _check_engine(self, addr_width, data_width, max_outstanding)
         super().__init__({
             "axi": Out(axi4_signature(addr_width, data_width)),
             "cmd": In(stream.Signature(command_layout(addr_width))),
@@ -196,12 +200,7 @@ class AxiBurstWriter(wiring.Component):
     """
 
     def __init__(self, *, addr_width=32, data_width=64, max_outstanding=4):
-        _check_widths(addr_width, data_width)
-        if not isinstance(max_outstanding, int) or not 1 <= max_outstanding <= 16:
-            raise ValueError(f"max_outstanding must be an integer in 1..16, "
-                             f"not {max_outstanding!r}")
-        self.addr_width, self.data_width = addr_width, data_width
-        self.max_outstanding = max_outstanding
+        _check_engine(self, addr_width, data_width, max_outstanding)
         super().__init__({
             "axi": Out(axi4_signature(addr_width, data_width)),
             "cmd": In(stream.Signature(command_layout(addr_width))),
