@@ -29,6 +29,20 @@ _IDENTITY_OPS = {"aten.detach.default", "aten.alias.default", "aten.clone.defaul
 _VIEW_OPS = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}
 
 
+_RANDOM_OPS = {"aten.rand.default", "aten.randn.default", "aten.rand_like.default",
+               "aten.randn_like.default", "aten.bernoulli.default", "aten.bernoulli.p",
+               "aten.native_dropout.default", "aten.randint.low", "aten.randperm.default"}
+
+
+def _is_random(node):
+    """Ops whose two evaluations on equal arguments may differ (never merged by CSE)."""
+    if node.op in _RANDOM_OPS:
+        return True
+    if node.op in ("aten.dropout.default", "aten.feature_dropout.default"):
+        return bool(dict(zip(node.arg_names, node.args, strict=True)).get("train"))
+    return False
+
+
 def _is_identity(node):
     if node.kind != "op":
         return False
@@ -55,9 +69,23 @@ def identity_elimination(graph):
     return verify(graph.rebuilt(set(range(len(graph.nodes))), substitute))
 
 
+def _swapped_dims(node):
+    """The two dims of a transpose, made non-negative and sorted."""
+    rank = len(node.shape)
+    return sorted(d % rank if rank else d for d in node.args[1:3])
+
+
+def _composed_permutation(node, inner):
+    """``permute(permute(x, p), q)`` is ``permute(x, [p[k] for k in q])``."""
+    rank = len(node.shape)
+    p = [d % rank for d in inner.args[1]]
+    return [p[k % rank] for k in node.args[1]]
+
+
 def inverse_pairs(graph):
-    """Remove paired inverse ops: transpose(transpose(x, a, b), a, b) -> x;
-    view(view(x)) -> one view; a view to the input's own shape -> x."""
+    """Remove paired inverse ops: transpose(transpose(x, a, b), a, b) -> x (negative
+    dims normalised); permute(permute(x, p), q) -> x when q undoes p; view(view(x)) ->
+    one view; a view to the input's own shape -> x."""
     nodes = graph.nodes
     substitute, new_nodes = {}, {}
     for i, node in enumerate(nodes):
@@ -65,10 +93,15 @@ def inverse_pairs(graph):
             continue
         inner_id = node.args[0].node
         inner = nodes[inner_id]
+        inner_source = inner.args[0] if inner.kind == "op" and inner.args else None
         if node.op == "aten.transpose.int" and inner.op == "aten.transpose.int" and \
-                sorted(node.args[1:]) == sorted(inner.args[1:]) and \
-                isinstance(inner.args[0], Ref):
-            substitute[i] = inner.args[0].node
+                _swapped_dims(node) == _swapped_dims(inner) and \
+                isinstance(inner_source, Ref):
+            substitute[i] = inner_source.node
+        elif node.op == "aten.permute.default" and inner.op == "aten.permute.default" and \
+                isinstance(inner_source, Ref) and \
+                _composed_permutation(node, inner) == list(range(len(node.shape))):
+            substitute[i] = inner_source.node
         elif node.op in _VIEW_OPS:
             source = inner.args[0] if inner.op in _VIEW_OPS else node.args[0]
             if tuple(nodes[source.node].shape) == tuple(node.shape):
@@ -82,16 +115,32 @@ def _scalar(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _uniform_value(graph, arg):
+    """The single value of a scalar argument or of a constant tensor whose elements are all
+    equal; None otherwise."""
+    if _scalar(arg):
+        return arg
+    if isinstance(arg, Ref):
+        node = graph.nodes[arg.node]
+        if node.kind == "const":
+            value = np.asarray(graph.tensors[node.name])
+            if value.size and np.all(value == value.flat[0]):
+                return value.flat[0].item()
+    return None
+
+
 def algebraic_simplification(graph):
-    """x * 1, x / 1, x + 0, x - 0 (scalar or scalar-valued alpha) -> x when shapes agree."""
+    """x * 1, x / 1, x + 0, x - 0 -> x, where the 1 or 0 is a scalar or a constant tensor of
+    equal elements, when the result has x's shape and dtype (no broadcast, no promotion)."""
     substitute = {}
     for i, node in enumerate(graph.nodes):
         if node.kind != "op" or not node.args or not isinstance(node.args[0], Ref):
             continue
         kw = dict(zip(node.arg_names, node.args, strict=True))
-        other = kw.get("other")
-        same_shape = tuple(graph.nodes[node.args[0].node].shape) == tuple(node.shape)
-        if not same_shape or not _scalar(other):
+        other = _uniform_value(graph, kw.get("other"))
+        x = graph.nodes[node.args[0].node]
+        unchanged = tuple(x.shape) == tuple(node.shape) and x.dtype == node.dtype
+        if not unchanged or other is None:
             continue
         if node.op in ("aten.mul.Tensor", "aten.mul.Scalar", "aten.div.Tensor",
                        "aten.div.Scalar") and other == 1:
@@ -129,10 +178,11 @@ def constant_folding(graph):
 
 
 def cse(graph):
-    """Merge op nodes that compute the same op on the same arguments."""
+    """Merge op nodes that compute the same op on the same arguments (random ops, such as
+    training-mode dropout, are never merged)."""
     seen, substitute = {}, {}
     for i, node in enumerate(graph.nodes):
-        if node.kind != "op":
+        if node.kind != "op" or _is_random(node):
             continue
         args = tuple(("ref", substitute.get(a.node, a.node)) if isinstance(a, Ref) else
                      ("value", repr(a)) for a in node.args)

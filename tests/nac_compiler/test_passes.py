@@ -98,3 +98,57 @@ def test_verifier_rejects_forward_reference():
                op("aten.relu.default", Ref(0))), outputs=(1,))
     with pytest.raises(IRError, match=r"node 1 .*reference to node 2 is not an earlier node"):
         verify(g)
+
+
+def test_inverse_pairs_negative_dims_and_permutes():
+    s4 = (2, 3, 4, 5)
+    g = Graph((Node("input", s4, name="x"),
+               op("aten.transpose.int", Ref(0), -1, -2, shape=(2, 3, 5, 4)),
+               op("aten.transpose.int", Ref(1), 2, 3, shape=s4),
+               op("aten.permute.default", Ref(0), (0, 2, 3, 1), shape=(2, 4, 5, 3)),
+               op("aten.permute.default", Ref(3), (0, 3, 1, 2), shape=s4),
+               op("aten.permute.default", Ref(3), (0, 2, 1, 3), shape=(2, 5, 4, 3)),
+               op("aten.add.Tensor", Ref(2), Ref(4), 1, names=["self", "other", "alpha"],
+                  shape=s4)), outputs=(6, 5))
+    out = dead_code_elimination(inverse_pairs(g))
+    # transpose(-1, -2) then (2, 3) undo each other; (0, 3, 1, 2) undoes (0, 2, 3, 1);
+    # (0, 2, 1, 3) after (0, 2, 3, 1) is not the identity and stays.
+    assert ops_of(out) == ["input", "aten.permute.default", "aten.permute.default",
+                           "aten.add.Tensor"]
+    assert out.nodes[3].args[:2] == (Ref(0), Ref(0)) and out.outputs == (3, 2)
+    assert out.nodes[2].args[0] == Ref(1)
+
+
+def test_algebraic_simplification_constant_tensor_and_dtype_guard():
+    ones = np.ones((1, 3), np.float32)
+    g = Graph((Node("input", S, name="x"), Node("const", (1, 3), name="ones"),
+               op("aten.mul.Tensor", Ref(0), Ref(1), names=["self", "other"]),
+               Node("input", S, "int64", name="i"),
+               # int64 / 1 is float32: the division changes the dtype and must stay.
+               Node("op", S, "float32", op="aten.div.Tensor", args=(Ref(3), 1),
+                    arg_names=("self", "other")),
+               op("aten.add.Tensor", Ref(2), Ref(4), 1, names=["self", "other", "alpha"])),
+              outputs=(5,), tensors={"ones": ones})
+    out = dead_code_elimination(algebraic_simplification(g))
+    assert ops_of(out) == ["input", "input", "aten.div.Tensor", "aten.add.Tensor"]
+    assert out.nodes[3].args[0] == Ref(0)
+    # A constant that is not uniform is kept.
+    g2 = Graph(g.nodes, g.outputs, tensors={"ones": np.array([[1, 2, 1]], np.float32)})
+    assert "aten.mul.Tensor" in ops_of(dead_code_elimination(algebraic_simplification(g2)))
+
+
+def test_cse_keeps_random_ops_apart():
+    train = ["input", "p", "train"]
+    g = Graph((Node("input", S, name="x"),
+               op("aten.dropout.default", Ref(0), 0.5, True, names=train),
+               op("aten.dropout.default", Ref(0), 0.5, True, names=train),
+               op("aten.dropout.default", Ref(0), 0.5, False, names=train),
+               op("aten.dropout.default", Ref(0), 0.5, False, names=train),
+               op("aten.add.Tensor", Ref(1), Ref(2), 1, names=["self", "other", "alpha"]),
+               op("aten.add.Tensor", Ref(3), Ref(4), 1, names=["self", "other", "alpha"])),
+              outputs=(5, 6))
+    out = dead_code_elimination(cse(g))
+    # The two training-mode dropouts draw different masks: both stay; the eval-mode pair
+    # is deterministic and merges.
+    assert ops_of(out).count("aten.dropout.default") == 3
+    assert out.nodes[out.outputs[1]].args[:2] == (Ref(3), Ref(3))
