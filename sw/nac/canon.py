@@ -30,8 +30,8 @@ _STANDARD_IDS = {name: ident for ident, name in STANDARD_OPS.items()}
 _VIEW_LIKE = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
               "aten.flatten.using_ints", "aten.unsqueeze.default", "aten.squeeze.dim",
               "aten.squeeze.dims", "aten.squeeze.default", "aten.unflatten.int"}
-_IDENTITY = {"aten.detach.default", "aten.alias.default", "aten.contiguous.default",
-             "aten.lift_fresh_copy.default"}
+_IDENTITY = {"aten.detach.default", "aten.detach_.default", "aten.alias.default",
+             "aten.contiguous.default", "aten.lift_fresh_copy.default"}
 
 
 class CanonError(IRError):

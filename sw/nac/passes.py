@@ -24,8 +24,9 @@ __all__ = [
     "optimise",
 ]
 
-_IDENTITY_OPS = {"aten.detach.default", "aten.alias.default", "aten.clone.default",
-                 "aten.contiguous.default", "aten.lift_fresh_copy.default"}
+_IDENTITY_OPS = {"aten.detach.default", "aten.detach_.default", "aten.alias.default",
+                 "aten.clone.default", "aten.contiguous.default",
+                 "aten.lift_fresh_copy.default"}
 _VIEW_OPS = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}
 
 

@@ -270,7 +270,9 @@ def run(nac, inputs, *, extra_tensors=None):
                 elif nac.weights is not None and name in nac.weights:
                     results[index] = np.asarray(nac.weights[name])
                 else:
-                    results[index] = _load_param(nac, None, name, {})
+                    raise NacRuntimeError(
+                        f"instruction {index}: lifted constant <INPUT B=3> {name!r} has no "
+                        f"value; give it in extra_tensors or store it with external weights")
             else:
                 raise NacRuntimeError(f"instruction {index}: state inputs (<INPUT B=2>) need a "
                                     f"state store, which this runtime does not keep")
