@@ -12,7 +12,7 @@ from nac.canon import canonise
 from nac.passes import optimise
 from nac.schedule import replay, schedule
 
-__all__ = ["compile_graph", "compile_module", "param_bytes"]
+__all__ = ["compile_graph", "compile_module", "lifted_constants", "param_bytes"]
 
 
 def param_bytes(nac, weights):
@@ -23,6 +23,36 @@ def param_bytes(nac, weights):
         if ins.a == 2 and ins.b == 1:
             tensor = weights.get(names.get(ins.const_ids[0]))
             out[index] = len(tensor.data) if tensor is not None else 0
+    return out
+
+
+def lifted_constants(nac, weights):
+    """Values of the lifted constants (``<INPUT B=3>``) by DATA input name.
+
+    Like user inputs, their values are not part of the instruction stream (spec 7.1.4);
+    the runtime takes them as ``extra_tensors`` unless they are stored with external
+    weights.
+
+    Parameters
+    ----------
+    nac : NacFile
+    weights : dict of str to Tensor
+        As returned by :func:`compile_graph`.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+    """
+    import numpy as np
+
+    names = dict(nac.data.inputs) if nac.data else {}
+    out = {}
+    for index, ins in enumerate(nac.ops):
+        if ins.a == 2 and ins.b == 3:
+            name = names[index]
+            tensor = weights[name]
+            out[name] = np.frombuffer(tensor.data, dtype=tensor.dtype.numpy).reshape(
+                tensor.shape).copy()
     return out
 
 

@@ -45,7 +45,7 @@ def _load_model(spec, shapes):
 
 
 def _cmd_compile(args):
-    from nac.compile import compile_module
+    from nac.compile import compile_module, lifted_constants
     from nac.weights import write_nac
 
     module, inputs = _load_model(args.model, args.shape)
@@ -56,6 +56,12 @@ def _cmd_compile(args):
     print(f"wrote {args.output}: {len(nac.ops)} instructions, {len(nac.mmap)} MMAP records, "
           f"peak live results {report.peak_live_results}, peak preloaded bytes "
           f"{report.peak_preloaded_bytes}")
+    lifted = lifted_constants(nac, weights)
+    if lifted and not args.external:
+        # <INPUT B=3> values are runtime inputs (spec 7.1.4): keep them next to the file.
+        target = Path(args.output).with_suffix(".constants.npz")
+        np.savez(target, **lifted)
+        print(f"wrote {target}: {len(lifted)} lifted constants (npu run --constants)")
     return 0
 
 
@@ -84,7 +90,14 @@ def _cmd_run(args):
             inputs.append(np.load(path))
         except (OSError, ValueError) as exc:
             raise CompileInputError(f"input {path}: {exc}") from None
-    outputs = run(nac, inputs)
+    extra = {}
+    if args.constants:
+        try:
+            with np.load(args.constants) as archive:
+                extra = {name: archive[name] for name in archive.files}
+        except (OSError, ValueError) as exc:
+            raise CompileInputError(f"constants {args.constants}: {exc}") from None
+    outputs = run(nac, inputs, extra_tensors=extra)
     for k, out in enumerate(outputs):
         out = np.asarray(out)
         if args.save:
@@ -116,5 +129,7 @@ def register(subparsers):
     p.add_argument("file")
     p.add_argument("inputs", nargs="*", help=".npy files, one per <INPUT B=0>")
     p.add_argument("--save", help="write outputs as <SAVE>.<k>.npy")
+    p.add_argument("--constants", help="lifted constants (<INPUT B=3>) as written by "
+                   "npu compile: <stem>.constants.npz")
     p.set_defaults(func=_cmd_run)
     return (CompileInputError, IRError, ScheduleError, NacRuntimeError, NacFormatError)

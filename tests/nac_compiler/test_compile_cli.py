@@ -27,3 +27,28 @@ def test_compile_and_run(tmp_path, capsys):
 def test_unknown_model_is_a_user_error(tmp_path, capsys):
     assert main(["compile", "nosuch", "-o", str(tmp_path / "x.nac")]) == 1
     assert "npu: error: model 'nosuch'" in capsys.readouterr().err
+
+
+def test_lifted_constants_travel_next_to_the_file(tmp_path, monkeypatch, capsys):
+    import sys
+    import types
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return x * torch.tensor([2.0, -1.0, 0.5])
+
+    factory = types.ModuleType("scaled_factory")
+    factory.make = lambda: (Scaled(), (torch.ones(2, 3),))
+    monkeypatch.setitem(sys.modules, "scaled_factory", factory)
+    out = tmp_path / "scaled.nac"
+    assert main(["compile", "scaled_factory:make", "-o", str(out)]) == 0
+    assert "1 lifted constants" in capsys.readouterr().out
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(tmp_path / "x.npy", x)
+    # Without the constants the run is a user error naming the missing <INPUT B=3>.
+    assert main(["run", str(out), str(tmp_path / "x.npy")]) == 1
+    assert "<INPUT B=3>" in capsys.readouterr().err
+    assert main(["run", str(out), str(tmp_path / "x.npy"), "--constants",
+                 str(tmp_path / "scaled.constants.npz"), "--save", str(tmp_path / "y")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "y.0.npy"),
+                                  x * np.array([2.0, -1.0, 0.5], np.float32))
