@@ -152,26 +152,38 @@ def algebraic_simplification(graph):
     return verify(graph.rebuilt(set(range(len(graph.nodes))), substitute))
 
 
+def _fresh_name(tensors, i):
+    name, k = f"folded.{i}", 0
+    while name in tensors:  # earlier rounds numbered their nodes differently
+        k += 1
+        name = f"folded.{i}.{k}"
+    return name
+
+
 def constant_folding(graph):
     """Evaluate ops whose tensor inputs are all constants (lifted constants or earlier
-    folds) with the runtime's kernels; the result becomes a new constant."""
+    folds, also within this pass) with the runtime's kernels, and reshapes of constants;
+    the result becomes a new constant."""
     from nac.runtime import KERNELS
 
     tensors = dict(graph.tensors)
     new_nodes = {}
-    constant = {i for i, n in enumerate(graph.nodes) if n.kind == "const"}
+    values = {i: tensors[n.name] for i, n in enumerate(graph.nodes) if n.kind == "const"}
     for i, node in enumerate(graph.nodes):
-        if node.kind != "op" or node.op not in KERNELS or not node.refs():
+        if node.kind != "op" or not node.refs() or not all(r in values for r in node.refs()):
             continue
-        if not all(r in constant for r in node.refs()):
+        if node.op in _VIEW_OPS:
+            value = np.reshape(values[node.args[0].node], node.shape)
+        elif node.op in KERNELS:
+            args = [values[a.node] if isinstance(a, Ref) else
+                    (list(a) if isinstance(a, tuple) else a) for a in node.args]
+            value = np.asarray(KERNELS[node.op](*args))
+        else:
             continue
-        args = [tensors[graph.nodes[a.node].name] if isinstance(a, Ref) else
-                (list(a) if isinstance(a, tuple) else a) for a in node.args]
-        value = np.asarray(KERNELS[node.op](*args))
-        name = f"folded.{i}"
-        tensors[name] = value.astype(node.dtype) if node.dtype in np.sctypeDict else value
+        name = _fresh_name(tensors, i)
+        value = value.astype(node.dtype) if node.dtype in np.sctypeDict else value
+        tensors[name] = values[i] = value
         new_nodes[i] = Node("const", tuple(value.shape), node.dtype, name=name)
-        constant.add(i)
     if not new_nodes:
         return graph
     folded = type(graph)(graph.nodes, graph.outputs, tensors)

@@ -152,3 +152,21 @@ def test_cse_keeps_random_ops_apart():
     # is deterministic and merges.
     assert ops_of(out).count("aten.dropout.default") == 3
     assert out.nodes[out.outputs[1]].args[:2] == (Ref(3), Ref(3))
+
+
+def test_constant_folding_chains_views_and_fresh_names():
+    c = np.arange(6, dtype=np.float32).reshape(S) - 2
+    g = Graph((Node("input", (6,), name="x"), Node("const", S, name="c"),
+               op("aten.relu.default", Ref(1)),
+               op("aten.neg.default", Ref(2)),
+               op("aten.view.default", Ref(3), (6,), shape=(6,)),
+               op("aten.add.Tensor", Ref(0), Ref(4), 1, names=["self", "other", "alpha"],
+                  shape=(6,))),
+              outputs=(5,), tensors={"c": c, "folded.1": np.zeros(6, np.float32)})
+    out = dead_code_elimination(constant_folding(g))
+    # relu -> neg -> view of a constant fold in one pass into one constant; the name
+    # "folded.1" was taken (an earlier round's tensor) and is not overwritten.
+    assert ops_of(out) == ["input", "const", "aten.add.Tensor"]
+    np.testing.assert_array_equal(out.tensors[out.nodes[1].name],
+                                  -np.maximum(c, 0).reshape(6))
+    np.testing.assert_array_equal(out.tensors["folded.1"], np.zeros(6, np.float32))
