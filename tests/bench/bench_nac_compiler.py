@@ -3,7 +3,7 @@
 Per zoo model: compile time (export + passes + canonise + schedule, best of 3), number
 of instructions, size of the .nac without weights (external storage) and, where the
 ``onnx`` package can export the model, the size of its ONNX graph without weights; MMAP
-peak live saved results with FREE and without FREE.
+peak live saved results and peak preloaded parameter bytes, with FREE and without FREE.
 """
 
 import contextlib
@@ -42,7 +42,8 @@ def onnx_graph_bytes(module, inputs):
 def main():
     torch.set_num_threads(1)
     print(f"{'model':<10} {'compile ms':>10} {'instr':>6} {'nac bytes':>10} {'onnx bytes':>10} "
-          f"{'live w/ FREE':>12} {'live w/o FREE':>13}")
+          f"{'live w/ FREE':>12} {'live w/o FREE':>13} {'preload B w/ FREE':>17} "
+          f"{'preload B w/o FREE':>18}")
     for name in sorted(ZOO):
         module, inputs = build(name)
         times = []
@@ -57,7 +58,8 @@ def main():
             onnx_size = onnx_graph_bytes(module, inputs)
         print(f"{name:<10} {min(times) * 1000:>10.1f} {len(nac.ops):>6} {size:>10} "
               f"{onnx_size if onnx_size is not None else 'n/a':>10} "
-              f"{report.peak_live_results:>12} {no_free.peak_live_results:>13}")
+              f"{report.peak_live_results:>12} {no_free.peak_live_results:>13} "
+              f"{report.peak_preloaded_bytes:>17} {no_free.peak_preloaded_bytes:>18}")
     try:
         import onnx  # noqa: F401
     except ImportError:
