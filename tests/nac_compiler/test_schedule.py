@@ -65,3 +65,57 @@ def test_compiled_schedules_run_on_the_coprocessor_model():
                 model.complete(p)
         assert model.error == MmapError.NONE
         assert model.commands == report.commands
+
+
+def _random_program(rng):
+    """Inputs, parameters interleaved with ops reading 1-3 earlier values, one output."""
+    ops, values = [Instruction(2, 0)], [0]
+    pid = 0
+    for _ in range(int(rng.integers(3, 25))):
+        k = len(ops)
+        if rng.random() < 0.3:
+            ops.append(Instruction(2, 1, (2, pid)))
+            pid += 1
+        else:
+            reads = rng.choice(values, size=min(len(values), int(rng.integers(1, 4))),
+                               replace=False)
+            ops.append(Instruction(20, 1, None, tuple(int(r) - k for r in sorted(reads))))
+        values.append(k)
+    k = len(ops)
+    outs = sorted({values[-1], int(rng.choice(values))})
+    ops.append(Instruction(3, 0, (len(outs), *[0] * len(outs)), tuple(o - k for o in outs)))
+    return tuple(ops)
+
+
+def test_random_programs_schedules_are_safe_and_every_command_matters():
+    import numpy as np
+
+    from nac.schedule import instruction_users
+
+    rng = np.random.default_rng(4)
+    for _ in range(150):
+        ops = _random_program(rng)
+        users = instruction_users(ops)
+        for distance in (0, 1, 3, 7):
+            records = schedule(ops, distance=distance)
+            replay(ops, records)
+            replay(ops, schedule(ops, distance=distance, free=False))
+        # Dropping any SAVE_RESULT, FORWARD or PRELOAD of a value that is read breaks it;
+        # a FREE one tick earlier (still at or before the last use) breaks it too.
+        for r, rec in enumerate(records):
+            for c, (action, target) in enumerate(rec.commands):
+                commands = rec.commands[:c] + rec.commands[c + 1:]
+                changed = list(records)
+                changed[r] = MmapRecord(rec.tick, commands)
+                changed = [x for x in changed if x.commands]
+                if action in (S, W, P):
+                    with pytest.raises(ScheduleError):
+                        replay(ops, changed)
+                elif action == F and rec.tick - 1 > target:
+                    earlier = [x for x in changed if x.tick != rec.tick - 1]
+                    before = [x for x in changed if x.tick == rec.tick - 1]
+                    moved = MmapRecord(rec.tick - 1, ((F, target),) +
+                                       (before[0].commands if before else ()))
+                    with pytest.raises(ScheduleError, match=r"before its last use|reads"):
+                        replay(ops, sorted([*earlier, moved], key=lambda x: x.tick))
+                    assert max(users[target]) == rec.tick - 1
