@@ -128,15 +128,23 @@ def _cmd_synth(args) -> int:
         try:
             rows.append((name, params, ecp5_resources(path, name, workdir=out)))
         except SynthError as exc:
-            raise SimSetupError(str(exc)) from None
+            if "not installed" in str(exc):
+                raise SimSetupError(str(exc)) from None
+            # A tool failure on one design must not hide the others' numbers.
+            first = str(exc).splitlines()[0]
+            rows.append((name, params, None))
+            print(f"  {name}: {first}")
     cells = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D")
     print("ECP5 resources (yosys synth_ecp5; LUT4 + FF = logic, DPR16X4 = LUT RAM, "
           "DP16KD = block RAM)")
     print(f"  {'component':<14}" + "".join(f"{c:>16}" for c in cells) + "  parameters")
     for name, params, counts in rows:
+        if counts is None:
+            print(f"  {name:<14}{'synthesis failed (see above)':>48}  {params}")
+            continue
         print(f"  {name:<14}" + "".join(f"{counts.get(c, 0):>16}" for c in cells)
               + f"  {params}")
-    return 0
+    return 1 if any(counts is None for _, _, counts in rows) else 0
 
 
 @_toolchain_errors_are_setup_errors

@@ -55,4 +55,6 @@ def axi_throughput():
 if __name__ == "__main__":
     decoder_throughput()
     axi_throughput()
-    sys.exit(npu_main(["synth", "-o", str(REPO / "build" / "synth")]))
+    # A design that the synthesis tool fails on is reported in the table; the benchmark
+    # still prints every other number and succeeds.
+    npu_main(["synth", "-o", str(REPO / "build" / "synth")])
