@@ -67,11 +67,18 @@ def _cmd_compile(args):
 
 def _cmd_import(args):
     from nac.compile import compile_graph
+    from nac.import_ark import import_ark
     from nac.import_mind import import_mind
     from nac.weights import write_nac
 
     path = Path(args.file)
-    graph = import_mind(path.read_text(encoding="utf-8"), path=path)
+    if args.format == "mind":
+        graph = import_mind(path.read_text(encoding="utf-8"), path=path)
+    else:
+        graph, cross_rank = import_ark(path)
+        for direction, buffer, tags in cross_rank:
+            print(f"cross-rank edge: buffer {buffer} {direction} {tags} (becomes a model "
+                  f"{'input' if direction == 'recv' else 'output'})")
     nac, _, report = compile_graph(graph, preload_distance=args.preload)
     write_nac(nac, args.output)
     print(f"wrote {args.output}: {len(nac.ops)} instructions from {path} ({args.format}), "
@@ -120,7 +127,8 @@ def register(subparsers):
     p.add_argument("--no-opt", action="store_true", help="skip the optimisation passes")
     p.set_defaults(func=_cmd_compile)
     p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
-    p.add_argument("format", choices=["mind"], help="mind: MIND Core IR text")
+    p.add_argument("format", choices=["mind", "ark"],
+                   help="mind: MIND Core IR text; ark: ARK model JSON")
     p.add_argument("file")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")

@@ -205,6 +205,10 @@ KERNELS = {
     "aten.scaled_dot_product_attention.default": _sdpa,
     "aten.addmm.default": lambda c, a, b, beta=1, alpha=1: beta * c + alpha * (a @ b),
     "aten.exp.default": np.exp,
+    "aten.sqrt.default": np.sqrt,
+    "aten.rsqrt.default": lambda x: 1 / np.sqrt(x),
+    "aten.amax.default": lambda x, dims=(), keepdim=False: x.max(
+        axis=tuple(dims) if dims else None, keepdims=keepdim),
     "aten.log.default": np.log,
     "aten.neg.default": lambda x: -x,
     "aten.add.Tensor": lambda a, b, alpha=1: a + alpha * b,
