@@ -50,6 +50,7 @@ __all__ = [
     "dumps",
     "gather_arguments",
     "loads",
+    "section_body",
     "tensor_metadata",
 ]
 
@@ -815,6 +816,26 @@ def _section_bytes(nac, tag):
 
 _ATTRS = {"MMAP": "mmap", "OPS ": "ops", "CMAP": "cmap", "CNST": "cnst", "PERM": "perm",
           "DATA": "data", "PROC": "proc", "ORCH": "orch", "RSRC": "rsrc"}
+
+
+def section_body(raw, tag):
+    """The bytes of section *tag* in an encoded file, after its 4-byte tag.
+
+    This is what the hardware streams consume (the MMAP coprocessor reads the MMAP body;
+    the ABCD decoder reads the OPS body after its ``uint32`` count). The extent is found
+    through the header's offset table: up to the next section or the end of the file.
+
+    Raises
+    ------
+    NacFormatError
+        If the section is absent.
+    """
+    offsets = struct.unpack_from("<9Q", raw, 12)
+    start = offsets[SECTION_TAGS.index(tag)]
+    if not start:
+        raise NacFormatError("section is absent", section=tag, field="offset", offset=12)
+    later = [o for o in offsets if o > start]
+    return bytes(raw[start + 4:min(later) if later else len(raw)])
 
 
 def dumps(nac):

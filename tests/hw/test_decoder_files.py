@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nac_container"))
 
 from nac_strategies import nac_files
-from test_decoder_vs_container import _ins_bytes, expected
+from test_decoder_vs_container import expected, ops_stream
 
 from npu.decoder import perm_entry
 from sim.runner import Design, build, run_cocotb
@@ -25,7 +25,7 @@ MAX_ARGS, MAX_CONSTS = 12, 8
 def vector(name, nac):
     exp = expected(nac)
     return {"name": name, "perm": {b: list(perm_entry(sig, MAX_ARGS)) for b, sig in nac.perm},
-            "stream": b"".join(_ins_bytes(nac)).hex(), "num_outputs": nac.num_outputs,
+            "stream": ops_stream(nac).hex(), "num_outputs": nac.num_outputs,
             "expected": [{"index": i.index, "a": i.a, "b": i.b, "consts": list(i.consts),
                           "args": [[int(c), v] for c, v in i.args]} for i in exp]}
 

@@ -13,15 +13,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nac_container"))
 
 from nac_strategies import nac_files
 
-from nac import gather_arguments
+from nac import dumps, gather_arguments
+from nac.container import section_body
 from nac.encoding import SystemOp
 from npu.decoder import DecodedInstruction, DecodeError, DecoderModel, perm_entry
 
 
-def _ins_bytes(nac):
-    from nac.container import _instruction_bytes
-
-    return [_instruction_bytes(ins) for ins in nac.ops]
+def ops_stream(nac):
+    """The OPS instruction bytes the decoder reads: the OPS body after its count."""
+    return section_body(dumps(nac), "OPS ")[4:]
 
 
 def expected(nac):
@@ -46,7 +46,7 @@ def test_decoder_model_matches_container(nac):
     if not nac.ops:
         return
     table = {b: perm_entry(sig, 8) for b, sig in nac.perm if b < 256 and len(sig) <= 8}
-    stream = b"".join(_ins_bytes(nac))
+    stream = ops_stream(nac)
     result = DecoderModel(table, max_args=8, max_consts=8,
                           num_outputs=nac.num_outputs).decode(stream)
     assert result.error == DecodeError.NONE, result

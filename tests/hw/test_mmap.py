@@ -199,14 +199,13 @@ def test_compiled_zoo_schedules(name):
     torch = pytest.importorskip("torch")
     from nac import dumps
     from nac.compile import compile_module
+    from nac.container import section_body
     from nac.zoo import build
 
     torch.set_num_threads(1)
     module, inputs = build(name)
     nac, _, report = compile_module(module, inputs)
-    raw = dumps(nac)
-    start = raw.index(b"MMAP") + 4
-    section = raw[start:start + 4 + sum(3 + 3 * len(r.commands) for r in nac.mmap)]
+    section = section_body(dumps(nac), "MMAP")
     param_map = {i: ins.const_ids[0] for i, ins in enumerate(nac.ops)
                  if ins.a == 2 and ins.b == 1}
     model, ticks = replay(section, param_map, len(nac.ops), seed=3, idle=0.2, backpressure=0.3)

@@ -46,6 +46,7 @@ def test_compiled_schedules_run_on_the_coprocessor_model():
     torch = pytest.importorskip("torch")
     from nac import dumps
     from nac.compile import compile_module
+    from nac.container import section_body
     from nac.zoo import ZOO, build
     from npu.mmap import MmapError, MmapModel
 
@@ -53,9 +54,7 @@ def test_compiled_schedules_run_on_the_coprocessor_model():
     for name in sorted(ZOO):
         module, inputs = build(name)
         nac, _, report = compile_module(module, inputs)
-        raw = dumps(nac)
-        start = raw.index(b"MMAP") + 4
-        section = raw[start:start + 4 + sum(3 + 3 * len(r.commands) for r in nac.mmap)]
+        section = section_body(dumps(nac), "MMAP")
         param_map = {i: ins.const_ids[0] for i, ins in enumerate(nac.ops)
                      if ins.a == 2 and ins.b == 1}
         model = MmapModel(param_map, section, n_slots=16, max_params=64, max_instructions=1024)

@@ -15,18 +15,13 @@ from nac import (
     dumps,
     loads,
 )
-from nac.container import tensor_metadata
+from nac.container import section_body, tensor_metadata
 from nac.encoding import ConstType, DType, MmapAction
 
 
 def section(nac, tag):
-    """The bytes of one section of dumps(nac), found through the header's offset table."""
-    raw = dumps(nac)
-    order = ["MMAP", "OPS ", "CMAP", "CNST", "PERM", "DATA", "PROC", "ORCH", "RSRC"]
-    offsets = struct.unpack_from("<9Q", raw, 12)
-    start = offsets[order.index(tag)]
-    later = [o for o in offsets if o > start]
-    return raw[start:min(later) if later else len(raw)]
+    """One section of dumps(nac), tag included, found through the header's offset table."""
+    return tag.encode() + section_body(dumps(nac), tag)
 
 
 def test_perm_tsc():
