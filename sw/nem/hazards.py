@@ -1,0 +1,142 @@
+"""Happens-before order, the static race check, and live-token counting.
+
+Ordering model (``docs/nem-toolkit.md``, "Execution order"): tasks are issued in program
+order and run asynchronously. Task B is ordered after task A only when
+
+* B lists A's token in ``deps`` (directly or through a chain of such edges), or
+* a ``wait`` on A's token, or A itself in its ``.sync`` form, comes before B in the same
+  sequence of statements (a wait is a barrier for what follows it), or
+* A belongs to loop iteration ``j`` and B to iteration ``j + N`` or later, where N is the
+  loop's ``@max_in_flight`` (default 1: sequential); iterations closer than N overlap, or
+* A is inside a loop and B follows the loop (``endloop`` waits for every iteration).
+
+The order is a DAG whose nodes are tasks and barriers; every node gets the set of its
+ancestors as a Python integer bitset, so "is A before B" is one bit test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from nem.diagnostics import Span
+from nem.tree import Compute, Loop, Transfer, Wait
+
+__all__ = ["Access", "Order", "find_races", "peak_live_tokens"]
+
+
+class Order:
+    """A growing DAG; nodes are numbered in creation order, which is a topological order."""
+
+    def __init__(self) -> None:
+        self.ancestors: list[int] = []
+
+    def node(self, preds: list[int]) -> int:
+        """Add a node after ``preds``; return its number."""
+        mask = 0
+        for p in preds:
+            mask |= self.ancestors[p] | (1 << p)
+        self.ancestors.append(mask)
+        return len(self.ancestors) - 1
+
+    def before(self, a: int, b: int) -> bool:
+        """True when node ``a`` happens before node ``b``."""
+        return bool(self.ancestors[b] >> a & 1)
+
+    def ordered(self, a: int, b: int) -> bool:
+        """True when ``a`` and ``b`` are ordered either way."""
+        return a == b or self.before(a, b) or self.before(b, a)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One task touching bytes ``[lo, hi)`` of a buffer."""
+
+    buffer: str
+    engine: int | None
+    lo: int
+    hi: int
+    write: bool
+    node: int
+    task: str
+    region: str
+    span: Span
+
+
+def find_races(accesses: list[Access], order: Order,
+               limit: int = 1000) -> Iterator[tuple[Access, Access, int, int]]:
+    """Pairs of accesses that overlap, at least one writing, and are not ordered.
+
+    Yields ``(earlier, later, lo, hi)`` with the overlapping byte range; at most ``limit``
+    pairs, and one pair per pair of source statements.
+    """
+    by_buffer: dict[tuple[str, int | None], list[Access]] = {}
+    for acc in accesses:
+        by_buffer.setdefault((acc.buffer, acc.engine), []).append(acc)
+    seen: set[tuple[Span, Span]] = set()
+    found = 0
+    for group in by_buffer.values():
+        group.sort(key=lambda a: (a.lo, a.node))
+        readers: list[Access] = []
+        writers: list[Access] = []
+        for acc in group:
+            readers = [r for r in readers if r.hi > acc.lo]
+            writers = [w for w in writers if w.hi > acc.lo]
+            others = writers + readers if acc.write else writers
+            for other in others:
+                if order.ordered(other.node, acc.node):
+                    continue
+                first, second = (other, acc) if other.node < acc.node else (acc, other)
+                key = (first.span, second.span)
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield first, second, max(acc.lo, other.lo), min(acc.hi, other.hi)
+                found += 1
+                if found >= limit:
+                    return
+            (writers if acc.write else readers).append(acc)
+
+
+def _uses(stmt) -> set[str]:
+    if isinstance(stmt, Wait):
+        return set(stmt.tokens)
+    if isinstance(stmt, (Transfer, Compute)):
+        return set(stmt.deps or ())
+    if isinstance(stmt, Loop):
+        out: set[str] = set()
+        for s in stmt.body:
+            out |= _uses(s)
+        return out
+    return set()
+
+
+def peak_live_tokens(body, loop_shape: Callable[[Loop], tuple[int, int]]
+                     ) -> tuple[int, Span | None]:
+    """The most tokens live at once, and the statement where that peak is reached.
+
+    A token is live from the task that produces it until the last statement of its scope
+    that names it (in ``deps`` or ``wait``); a token never named stays live to the end of its
+    scope (the program, or its loop iteration). A loop with ``@max_in_flight(N)`` holds up to
+    ``min(N, iterations)`` iterations' worth of its body's peak at once.
+    """
+    peak, at = 0, None
+    live: set[str] = set()
+    last: dict[str, int] = {}
+    for k, stmt in enumerate(body):
+        for tok in _uses(stmt):
+            last[tok] = k
+    for k, stmt in enumerate(body):
+        if isinstance(stmt, Loop):
+            iters, depth = loop_shape(stmt)
+            inner, inner_at = peak_live_tokens(stmt.body, loop_shape)
+            total = len(live) + min(depth, max(iters, 0)) * inner
+            if total > peak:
+                peak, at = total, inner_at or stmt.span
+        elif isinstance(stmt, (Transfer, Compute)) and stmt.token is not None:
+            live.add(stmt.token)
+        if len(live) > peak:
+            peak, at = len(live), stmt.span
+        for tok in [t for t in live if last.get(t, -1) == k]:
+            live.discard(tok)
+    return peak, at
