@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from nem.consteval import EvalError, evaluate
 from nem.device import Device
-from nem.diagnostics import Diagnostic, DiagnosticSink, Span
+from nem.diagnostics import Diagnostic, Span
 from nem.families import OperandFacts
 from nem.hazards import Access, Order, find_races, peak_live_tokens
 from nem.loader import Workspace, load, load_device_file, load_text
@@ -47,8 +47,18 @@ from nem.tree import (
 
 __all__ = ["BITS", "CheckResult", "Region", "check_file", "check_text", "check_workspace"]
 
-BITS = {"i4": 4, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16,
-        "i32": 32, "u32": 32, "f32": 32}
+BITS = {
+    "i4": 4,
+    "i8": 8,
+    "u8": 8,
+    "i16": 16,
+    "u16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "i32": 32,
+    "u32": 32,
+    "f32": 32,
+}
 INT_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32")
 
 # Decorator name -> the objects it may be attached to.
@@ -190,7 +200,7 @@ class _Checker:
                 entry = scope.get(exc.name)
                 if entry is not None:
                     code = "E507"
-                    message = (f"{what}: {exc.name!r} is a {entry[0]}, not an integer constant")
+                    message = f"{what}: {exc.name!r} is a {entry[0]}, not an integer constant"
                 elif exc.name in self.const_later:
                     message = f"{what}: const {exc.name!r} is used before its declaration"
                 else:
@@ -217,12 +227,12 @@ class _Checker:
             if kind == "const" and prev[0] == "const":
                 self.err("E501", f"const {name!r} is declared twice", span)
             elif "const" in (kind, prev[0]):
-                self.err("E505", f"{kind} {name!r} clashes with the {prev[0]} of the same name",
-                         span)
+                self.err(
+                    "E505", f"{kind} {name!r} clashes with the {prev[0]} of the same name", span
+                )
             else:
                 where = f" (first at line {prev[2].line})" if prev[2] else ""
-                self.err("E306", f"{kind} {name!r} is already defined as a {prev[0]}{where}",
-                         span)
+                self.err("E306", f"{kind} {name!r} is already defined as a {prev[0]}{where}", span)
             return False
         scope.names[name] = (kind, value, span)
         return True
@@ -234,21 +244,26 @@ class _Checker:
         for d in decos:
             if d.name not in DECORATORS:
                 near = self._near(d.name, DECORATORS)
-                self.err("E801", f"unknown decorator @{d.name}" +
-                         (f"; did you mean @{near}?" if near else ""), d.span)
+                self.err(
+                    "E801",
+                    f"unknown decorator @{d.name}" + (f"; did you mean @{near}?" if near else ""),
+                    d.span,
+                )
                 continue
             if target not in DECORATORS[d.name]:
                 allowed = ", ".join(sorted(DECORATORS[d.name]))
-                self.err("E802", f"@{d.name} does not apply to a {target} (it applies to: "
-                         f"{allowed})", d.span)
+                self.err(
+                    "E802",
+                    f"@{d.name} does not apply to a {target} (it applies to: {allowed})",
+                    d.span,
+                )
                 continue
             if d.name in out:
                 self.err("E803", f"@{d.name} given twice", d.span)
                 continue
             if d.name == "resource":
                 if d.unit is None:
-                    self.err("E803", "@resource takes UNIT[index], e.g. @resource(CSTL[1])",
-                             d.span)
+                    self.err("E803", "@resource takes UNIT[index], e.g. @resource(CSTL[1])", d.span)
                     continue
             elif d.unit is not None:
                 self.err("E803", f"@{d.name} does not take UNIT[index]", d.span)
@@ -304,8 +319,7 @@ class _Checker:
                 self.decorators(stmt.decos, "wait", scope)
                 preds = [thread.barrier]
                 if stmt.token is not None:
-                    self.err("E713", "wait produces no token; it cannot be assigned",
-                             stmt.span)
+                    self.err("E713", "wait produces no token; it cannot be assigned", stmt.span)
                 for tok in stmt.tokens:
                     node = self.token(scope, tok, stmt.span)
                     if node is not None:
@@ -319,8 +333,12 @@ class _Checker:
 
     def const(self, stmt: Const, scope: _Scope, in_loop: bool) -> None:
         if in_loop:
-            self.err("E503", f"const {stmt.name!r} inside a loop body (constants are "
-                     "iteration-invariant; declare it before the loop)", stmt.span)
+            self.err(
+                "E503",
+                f"const {stmt.name!r} inside a loop body (constants are "
+                "iteration-invariant; declare it before the loop)",
+                stmt.span,
+            )
             return
         self.const_later.discard(stmt.name)
         try:
@@ -348,14 +366,16 @@ class _Checker:
         if stmt.size is None:
             self.err("E607", f"buffer {stmt.name} has no size=", stmt.span)
         elif size is not None and size <= 0:
-            self.err("E607", f"buffer {stmt.name}: size must be > 0 bytes, not {size}",
-                     stmt.span)
+            self.err("E607", f"buffer {stmt.name}: size must be > 0 bytes, not {size}", stmt.span)
             size = None
         if stmt.align is not None:
             align = self.int_of(stmt.align, scope, f"align of buffer {stmt.name}")
             if align is not None and (align <= 0 or align & (align - 1)):
-                self.err("E607", f"buffer {stmt.name}: align must be a power of two, not "
-                         f"{align}", stmt.span)
+                self.err(
+                    "E607",
+                    f"buffer {stmt.name}: align must be a power of two, not {align}",
+                    stmt.span,
+                )
         engine = None
         if stmt.level == "L1":
             engine = 0
@@ -363,12 +383,16 @@ class _Checker:
                 engine = self.int_of(stmt.engine, scope, f"engine of buffer {stmt.name}")
                 n = self.device.num_engines if self.device else None
                 if engine is not None and (engine < 0 or (n is not None and engine >= n)):
-                    self.err("E608", f"buffer {stmt.name} is in L1[{engine}] but the device "
-                             f"has {n} engine(s)", stmt.span)
+                    self.err(
+                        "E608",
+                        f"buffer {stmt.name} is in L1[{engine}] but the device has {n} engine(s)",
+                        stmt.span,
+                    )
         if self.define(scope, stmt.name, "buffer", None, stmt.span):
             del scope.names[stmt.name]
-            self.buffers[stmt.name] = _BufferInfo(stmt.name, stmt.level, engine, size,
-                                                  frozenset(decos), stmt.span)
+            self.buffers[stmt.name] = _BufferInfo(
+                stmt.name, stmt.level, engine, size, frozenset(decos), stmt.span
+            )
 
     def region_decl(self, stmt: RegionDecl, scope: _Scope) -> None:
         if isinstance(stmt.value, RegionExpr):
@@ -376,35 +400,55 @@ class _Checker:
             region = self.region(stmt.value, scope, stmt.name, frozenset(decos))
             self.define(scope, stmt.name, "region", region, stmt.span)
         elif isinstance(stmt.value, (Str, ListValue)):
-            self.err("E507", f"let {stmt.name}: a let binds a region or an integer expression",
-                     stmt.span)
+            self.err(
+                "E507", f"let {stmt.name}: a let binds a region or an integer expression", stmt.span
+            )
         else:
             value = self.int_of(stmt.value, scope, f"let {stmt.name}")
-            self.define(scope, stmt.name, "let_int", value if value is not None else 0,
-                        stmt.span)
+            self.define(scope, stmt.name, "let_int", value if value is not None else 0, stmt.span)
 
-    def region(self, expr: RegionExpr, scope: _Scope, name: str | None,
-               decos: frozenset[str]) -> Region | None:
+    def region(
+        self, expr: RegionExpr, scope: _Scope, name: str | None, decos: frozenset[str]
+    ) -> Region | None:
         buf = self.buffers.get(expr.buffer)
         label = name or f"region({expr.buffer}, ...)"
         if buf is None:
             near = self._near(expr.buffer, self.buffers)
-            self.err("E601", f"{label}: no buffer named {expr.buffer!r}" +
-                     (f"; did you mean {near!r}?" if near else ""), expr.span)
+            self.err(
+                "E601",
+                f"{label}: no buffer named {expr.buffer!r}"
+                + (f"; did you mean {near!r}?" if near else ""),
+                expr.span,
+            )
             return None
         offset = self.int_of(expr.offset, scope, f"{label} offset")
         extent = self.int_of(expr.extent, scope, f"{label} extent")
         if offset is None or extent is None:
             return None
         if offset < 0 or extent <= 0:
-            self.err("E602", f"{label}: offset must be >= 0 and extent > 0 (offset {offset}, "
-                     f"extent {extent})", expr.span)
+            self.err(
+                "E602",
+                f"{label}: offset must be >= 0 and extent > 0 (offset {offset}, extent {extent})",
+                expr.span,
+            )
             return None
         if buf.size is not None and offset + extent > buf.size:
-            self.err("E602", f"{label}: bytes [{offset}, {offset + extent}) lie outside "
-                     f"buffer {buf.name} of {buf.size} bytes", expr.span)
-        region = Region(name, buf.name, buf.level, buf.engine, offset, extent,
-                        decos=decos | buf.decos, span=expr.span)
+            self.err(
+                "E602",
+                f"{label}: bytes [{offset}, {offset + extent}) lie outside "
+                f"buffer {buf.name} of {buf.size} bytes",
+                expr.span,
+            )
+        region = Region(
+            name,
+            buf.name,
+            buf.level,
+            buf.engine,
+            offset,
+            extent,
+            decos=decos | buf.decos,
+            span=expr.span,
+        )
         typ = expr.type
         if typ is None:
             return region
@@ -427,12 +471,15 @@ class _Checker:
             self.err("E605", f"{label}: shape {shape} has a dimension <= 0", span)
             return region
         if typ.layout is not None and len(typ.layout) != len(shape):
-            self.err("E605", f"{label}: layout {typ.layout} names {len(typ.layout)} "
-                     f"dimension(s) but the shape {shape} has rank {len(shape)}", span)
+            self.err(
+                "E605",
+                f"{label}: layout {typ.layout} names {len(typ.layout)} "
+                f"dimension(s) but the shape {shape} has rank {len(shape)}",
+                span,
+            )
         if strides is not None:
             if len(strides) != len(shape):
-                self.err("E605", f"{label}: strides {strides} do not match rank "
-                         f"{len(shape)}", span)
+                self.err("E605", f"{label}: strides {strides} do not match rank {len(shape)}", span)
                 strides = None
             elif any(s < 0 for s in strides):
                 self.err("E605", f"{label}: negative stride in {strides}", span)
@@ -442,27 +489,50 @@ class _Checker:
             bits = BITS[elem]
             need = math.ceil(math.prod(shape) * bits / 8)
             if extent < need:
-                self.err("E603", f"{label}: {math.prod(shape)} x {elem} need "
-                         f"ceil({math.prod(shape)} * {bits} / 8) = {need} bytes, extent is "
-                         f"{extent}", expr.span)
+                self.err(
+                    "E603",
+                    f"{label}: {math.prod(shape)} x {elem} need "
+                    f"ceil({math.prod(shape)} * {bits} / 8) = {need} bytes, extent is "
+                    f"{extent}",
+                    expr.span,
+                )
             if strides is not None:
                 last = sum((d - 1) * s for d, s in zip(shape, strides, strict=True))
                 reach = math.ceil((last + 1) * bits / 8)
                 if reach > extent:
-                    self.err("E604", f"{label}: strides {strides} reach element {last}, "
-                             f"byte {reach - 1}, beyond the extent of {extent} bytes",
-                             expr.span)
+                    self.err(
+                        "E604",
+                        f"{label}: strides {strides} reach element {last}, "
+                        f"byte {reach - 1}, beyond the extent of {extent} bytes",
+                        expr.span,
+                    )
         if typ.quant is not None and elem is not None:
             self.quant(typ.quant, elem, shape, scope, label)
-        return Region(name, buf.name, buf.level, buf.engine, offset, extent, elem,
-                      tuple(shape), typ.layout, tuple(strides) if strides else None, typ.quant,
-                      decos | buf.decos, expr.span)
+        return Region(
+            name,
+            buf.name,
+            buf.level,
+            buf.engine,
+            offset,
+            extent,
+            elem,
+            tuple(shape),
+            typ.layout,
+            tuple(strides) if strides else None,
+            typ.quant,
+            decos | buf.decos,
+            expr.span,
+        )
 
     def quant(self, q: Quant, elem: str, shape: list[int], scope: _Scope, label: str) -> None:
         span = q.span
         if elem not in INT_TYPES:
-            self.err("E606", f"{label}: quant descriptor on a {elem} region (quantization "
-                     "describes integer data)", span)
+            self.err(
+                "E606",
+                f"{label}: quant descriptor on a {elem} region (quantization "
+                "describes integer data)",
+                span,
+            )
             return
         scales = [q.scale] if q.kind == "per_tensor" else list(q.scales)
         zps = [q.zero_point] if q.kind == "per_tensor" else list(q.zero_points)
@@ -490,14 +560,16 @@ class _Checker:
             if g is None:
                 return
             if g <= 0:
-                self.err("E606", f"{label}: group_size must be a positive integer, not {g}",
-                         span)
+                self.err("E606", f"{label}: group_size must be a positive integer, not {g}", span)
                 return
             want = -(-shape[axis] // g)
         for key, values in (("scales", scales), ("zero_points", zps)):
             if len(values) != want:
-                self.err("E606", f"{label}: {q.kind} {key} has {len(values)} entries, "
-                         f"dim[{axis}] needs {want}", span)
+                self.err(
+                    "E606",
+                    f"{label}: {q.kind} {key} has {len(values)} entries, dim[{axis}] needs {want}",
+                    span,
+                )
 
     def value_num(self, value, scope: _Scope):
         if isinstance(value, (Str, ListValue, RegionExpr)):
@@ -521,8 +593,12 @@ class _Checker:
         if start is None or end is None:
             return []
         if start > end:
-            self.err("E903", f"loop {stmt.var} in [{start}..{end}] is empty (the range is "
-                     "inclusive: start <= end)", stmt.span)
+            self.err(
+                "E903",
+                f"loop {stmt.var} in [{start}..{end}] is empty (the range is "
+                "inclusive: start <= end)",
+                stmt.span,
+            )
             return []
         entry = thread.barrier
         done: list[int] = []
@@ -545,8 +621,9 @@ class _Checker:
         if entry is None or entry[0] != "token":
             what = f"is a {entry[0]}, not a token" if entry else "is not a token defined before"
             near = self._near(name, [n for n, e in self._all_names(scope) if e[0] == "token"])
-            self.err("E713", f"{name!r} {what}" + (f"; did you mean {near!r}?" if near else ""),
-                     span)
+            self.err(
+                "E713", f"{name!r} {what}" + (f"; did you mean {near!r}?" if near else ""), span
+            )
             return None
         return entry[1]
 
@@ -565,10 +642,12 @@ class _Checker:
             if entry is None and op.ref in self.buffers:
                 msg = f"{what}: {op.ref!r} is a buffer; operands are regions"
             elif entry is None:
-                near = self._near(op.ref, [n for n, e in self._all_names(scope)
-                                           if e[0] == "region"])
+                near = self._near(
+                    op.ref, [n for n, e in self._all_names(scope) if e[0] == "region"]
+                )
                 msg = f"{what}: no region named {op.ref!r}" + (
-                    f"; did you mean {near!r}?" if near else "")
+                    f"; did you mean {near!r}?" if near else ""
+                )
             else:
                 msg = f"{what}: {op.ref!r} is a {entry[0]}, not a region"
             self.err("E307", msg, op.span)
@@ -589,8 +668,9 @@ class _Checker:
             dst = self.operand(stmt.dst, scope, f"{name} dst")
             src = self.operand(stmt.src, scope, f"{name} src")
             if stmt.form not in ("async", "sync"):
-                self.err("E702", f"{stmt.op} has forms async and sync, not {stmt.form!r}",
-                         stmt.span)
+                self.err(
+                    "E702", f"{stmt.op} has forms async and sync, not {stmt.form!r}", stmt.span
+                )
             if dst is not None and src is not None:
                 self.transfer_rules(stmt, name, dst, src, decos)
             reads = [src] if src else []
@@ -598,29 +678,36 @@ class _Checker:
             opcode = self.registry.opcodes.get(stmt.op)
         else:
             opcode = self.registry.opcodes.get(stmt.opcode)
-            ins = [self.operand(o, scope, f"{stmt.opcode} input {k}")
-                   for k, o in enumerate(stmt.ins)]
-            outs = [self.operand(o, scope, f"{stmt.opcode} output {k}")
-                    for k, o in enumerate(stmt.outs)]
+            ins = [
+                self.operand(o, scope, f"{stmt.opcode} input {k}") for k, o in enumerate(stmt.ins)
+            ]
+            outs = [
+                self.operand(o, scope, f"{stmt.opcode} output {k}") for k, o in enumerate(stmt.outs)
+            ]
             reads = [r for r in ins if r is not None]
             writes = [r for r in outs if r is not None]
             if opcode is None:
                 near = self._near(stmt.opcode, self.registry.opcodes)
-                self.err("E701", f"unknown opcode {stmt.opcode!r}" +
-                         (f"; did you mean {near!r}?" if near else ""), stmt.span)
+                self.err(
+                    "E701",
+                    f"unknown opcode {stmt.opcode!r}"
+                    + (f"; did you mean {near!r}?" if near else ""),
+                    stmt.span,
+                )
             else:
                 if stmt.form not in opcode.forms:
-                    self.err("E702", f"{stmt.opcode} has forms {', '.join(opcode.forms)}, not "
-                             f"{stmt.form!r}", stmt.span)
+                    self.err(
+                        "E702",
+                        f"{stmt.opcode} has forms {', '.join(opcode.forms)}, not {stmt.form!r}",
+                        stmt.span,
+                    )
                 self.compute(stmt, opcode, ins, outs, scope)
         for region in writes:
             if "readonly" in region.decos:
-                self.err("E715", f"{region.label} is @readonly but this task writes it",
-                         stmt.span)
+                self.err("E715", f"{region.label} is @readonly but this task writes it", stmt.span)
         for region in reads:
             if "writeonly" in region.decos:
-                self.err("E715", f"{region.label} is @writeonly but this task reads it",
-                         stmt.span)
+                self.err("E715", f"{region.label} is @writeonly but this task reads it", stmt.span)
         self.placement(stmt, [*reads, *writes], decos, scope)
         if "resource" in decos and opcode is not None:
             self.resource(stmt, decos["resource"], opcode, scope)
@@ -634,63 +721,118 @@ class _Checker:
         iters = [f"{n}={e[1]}" for n, e in self._all_names(scope) if e[0] == "loopvar"]
         label = f"{where} (line {stmt.span.line}{', ' + ', '.join(iters) if iters else ''})"
         for region in reads:
-            self.accesses.append(Access(region.buffer, region.engine, region.offset,
-                                        region.offset + region.extent, False, node, label,
-                                        region.label, stmt.span))
+            self.accesses.append(
+                Access(
+                    region.buffer,
+                    region.engine,
+                    region.offset,
+                    region.offset + region.extent,
+                    False,
+                    node,
+                    label,
+                    region.label,
+                    stmt.span,
+                )
+            )
         for region in writes:
-            self.accesses.append(Access(region.buffer, region.engine, region.offset,
-                                        region.offset + region.extent, True, node, label,
-                                        region.label, stmt.span))
+            self.accesses.append(
+                Access(
+                    region.buffer,
+                    region.engine,
+                    region.offset,
+                    region.offset + region.extent,
+                    True,
+                    node,
+                    label,
+                    region.label,
+                    stmt.span,
+                )
+            )
         if stmt.token is not None:
             self.define(scope, stmt.token, "token", node, stmt.span)
         if stmt.form == "sync":
             thread.barrier = self.order.node([thread.barrier, node])
         return node
 
-    def transfer_rules(self, stmt: Transfer, name: str, dst: Region, src: Region,
-                       decos) -> None:
+    def transfer_rules(self, stmt: Transfer, name: str, dst: Region, src: Region, decos) -> None:
         if dst.extent < src.extent:
-            self.err("E711", f"{name}: destination {dst.label} ({dst.extent} bytes) is smaller "
-                     f"than source {src.label} ({src.extent} bytes)", stmt.span)
+            self.err(
+                "E711",
+                f"{name}: destination {dst.label} ({dst.extent} bytes) is smaller "
+                f"than source {src.label} ({src.extent} bytes)",
+                stmt.span,
+            )
         if dst.typed and src.typed:
             if dst.elem != src.elem:
-                self.err("E711", f"{name}: source is {src.elem}, destination is {dst.elem} "
-                         "(no implicit casts; use cast)", stmt.span)
+                self.err(
+                    "E711",
+                    f"{name}: source is {src.elem}, destination is {dst.elem} "
+                    "(no implicit casts; use cast)",
+                    stmt.span,
+                )
             elif math.prod(dst.shape) != math.prod(src.shape):
-                self.err("E711", f"{name}: source shape {list(src.shape)} and destination "
-                         f"shape {list(dst.shape)} hold different element counts", stmt.span)
-        if (dst.buffer == src.buffer and dst.offset < src.offset + src.extent
-                and src.offset < dst.offset + dst.extent and "memmove" not in decos):
-            self.err("E712", f"{name}: source and destination overlap in buffer {dst.buffer} "
-                     f"(bytes [{max(dst.offset, src.offset)}, "
-                     f"{min(dst.offset + dst.extent, src.offset + src.extent)})); add @memmove "
-                     "if that is intended", stmt.span)
+                self.err(
+                    "E711",
+                    f"{name}: source shape {list(src.shape)} and destination "
+                    f"shape {list(dst.shape)} hold different element counts",
+                    stmt.span,
+                )
+        if (
+            dst.buffer == src.buffer
+            and dst.offset < src.offset + src.extent
+            and src.offset < dst.offset + dst.extent
+            and "memmove" not in decos
+        ):
+            self.err(
+                "E712",
+                f"{name}: source and destination overlap in buffer {dst.buffer} "
+                f"(bytes [{max(dst.offset, src.offset)}, "
+                f"{min(dst.offset + dst.extent, src.offset + src.extent)})); add @memmove "
+                "if that is intended",
+                stmt.span,
+            )
 
     def placement(self, stmt, regions: list[Region], decos, scope: _Scope) -> None:
         engines = sorted({r.engine for r in regions if r.level == "L1" and r.engine is not None})
         if len(engines) > 1:
-            self.err("E807", "task references "
-                     f"{' and '.join(f'L1[{e}]' for e in engines)}; a task runs on one engine",
-                     stmt.span)
+            self.err(
+                "E807",
+                "task references "
+                f"{' and '.join(f'L1[{e}]' for e in engines)}; a task runs on one engine",
+                stmt.span,
+            )
         if "seq_engine" in decos:
             k = self.int_of(decos["seq_engine"].args[0], scope, "@seq_engine")
             n = self.device.num_engines if self.device else None
             if k is not None and n is not None and k >= n:
-                self.err("E808", f"@seq_engine({k}) but the device has {n} engine(s)",
-                         decos["seq_engine"].span)
+                self.err(
+                    "E808",
+                    f"@seq_engine({k}) but the device has {n} engine(s)",
+                    decos["seq_engine"].span,
+                )
             elif k is not None and engines and engines != [k]:
-                self.err("E808", f"@seq_engine({k}) but the task references L1[{engines[0]}]",
-                         decos["seq_engine"].span)
+                self.err(
+                    "E808",
+                    f"@seq_engine({k}) but the task references L1[{engines[0]}]",
+                    decos["seq_engine"].span,
+                )
 
     def resource(self, stmt, deco: Decorator, opcode: Opcode, scope: _Scope) -> None:
         unit = deco.unit
         if unit in RESOURCE_INVALID:
-            self.err("E804", f"@resource({unit}[...]): {unit} is not a valid target (valid: "
-                     f"{', '.join(RESOURCE_TARGETS)})", deco.span)
+            self.err(
+                "E804",
+                f"@resource({unit}[...]): {unit} is not a valid target (valid: "
+                f"{', '.join(RESOURCE_TARGETS)})",
+                deco.span,
+            )
             return
         if unit not in RESOURCE_TARGETS:
-            self.err("E804", f"@resource({unit}[...]): unknown unit type (valid: "
-                     f"{', '.join(RESOURCE_TARGETS)})", deco.span)
+            self.err(
+                "E804",
+                f"@resource({unit}[...]): unknown unit type (valid: {', '.join(RESOURCE_TARGETS)})",
+                deco.span,
+            )
             return
         index = self.int_of(deco.index, scope, "@resource index")
         if index is not None and index < 0:
@@ -698,8 +840,11 @@ class _Checker:
             return
         eligible = eligible_units(opcode)
         if unit not in eligible:
-            self.err("E805", f"{unit} cannot execute {opcode.name} (eligible unit types: "
-                     f"{', '.join(eligible)})", deco.span)
+            self.err(
+                "E805",
+                f"{unit} cannot execute {opcode.name} (eligible unit types: {', '.join(eligible)})",
+                deco.span,
+            )
             return
         if self.device is None or not self.device.concrete or index is None:
             return
@@ -707,41 +852,64 @@ class _Checker:
         if count == 0:
             present = [u for u in eligible if self.device.units(u) > 0]
             if present:
-                self.err("W802", f"device {self.device.name!r} has no {unit}; the binder "
-                         f"translates {opcode.name} to {present[0]}", deco.span)
+                self.err(
+                    "W802",
+                    f"device {self.device.name!r} has no {unit}; the binder "
+                    f"translates {opcode.name} to {present[0]}",
+                    deco.span,
+                )
             else:
-                self.err("E806", f"device {self.device.name!r} has no {unit} and no other unit "
-                         f"that runs {opcode.name}", deco.span)
+                self.err(
+                    "E806",
+                    f"device {self.device.name!r} has no {unit} and no other unit "
+                    f"that runs {opcode.name}",
+                    deco.span,
+                )
         elif index >= count:
-            self.err("W801", f"{unit}[{index}] does not exist on {self.device.name!r} "
-                     f"({count} per engine); the binder remaps it", deco.span)
+            self.err(
+                "W801",
+                f"{unit}[{index}] does not exist on {self.device.name!r} "
+                f"({count} per engine); the binder remaps it",
+                deco.span,
+            )
 
     # --- compute ---------------------------------------------------------------------------
 
     def compute(self, stmt: Compute, opcode: Opcode, ins, outs, scope: _Scope) -> None:
         specs = []
         for direction, given, spec_list, variadic in (
-                ("in", ins, opcode.inputs, opcode.variadic_inputs),
-                ("out", outs, opcode.outputs, opcode.variadic_outputs)):
+            ("in", ins, opcode.inputs, opcode.variadic_inputs),
+            ("out", outs, opcode.outputs, opcode.variadic_outputs),
+        ):
             required = [s for s in spec_list if s.required]
             names = ", ".join(s.name + ("" if s.required else "?") for s in spec_list)
             too_many = len(given) > len(spec_list) and not variadic
             if len(given) < len(required) or too_many:
-                self.err("E703", f"{opcode.name} takes {direction} {names}"
-                         f"{' (variadic)' if variadic else ''}; {len(given)} given", stmt.span)
+                self.err(
+                    "E703",
+                    f"{opcode.name} takes {direction} {names}"
+                    f"{' (variadic)' if variadic else ''}; {len(given)} given",
+                    stmt.span,
+                )
                 return
             for k, region in enumerate(given):
                 spec = spec_list[min(k, len(spec_list) - 1)]
                 specs.append((spec, region))
         for spec, region in specs:
             if region is not None and not region.typed:
-                self.err("E704", f"{opcode.name} operand {spec.name} ({region.label}) needs "
-                         "elem=, shape= and layout=/strides=", stmt.span)
+                self.err(
+                    "E704",
+                    f"{opcode.name} operand {spec.name} ({region.label}) needs "
+                    "elem=, shape= and layout=/strides=",
+                    stmt.span,
+                )
         attrs = self.attributes(stmt, opcode, scope)
         if any(r is None or not r.typed for _, r in specs):
             return
-        facts = [OperandFacts(s.name, r.elem, r.quant is not None, s.required, s.direction)
-                 for s, r in specs]
+        facts = [
+            OperandFacts(s.name, r.elem, r.quant is not None, s.required, s.direction)
+            for s, r in specs
+        ]
         self.families(stmt, opcode, facts, attrs.get("accum_type"))
         from nem.shapes import check_shapes
 
@@ -756,24 +924,35 @@ class _Checker:
             if spec is None:
                 known = [a.name for a in opcode.attributes]
                 near = self._near(key, known)
-                self.err("E705", f"{opcode.name} has no attribute {key!r} (attributes: "
-                         f"{', '.join(known) or 'none'})" +
-                         (f"; did you mean {near!r}?" if near else ""), span)
+                self.err(
+                    "E705",
+                    f"{opcode.name} has no attribute {key!r} (attributes: "
+                    f"{', '.join(known) or 'none'})"
+                    + (f"; did you mean {near!r}?" if near else ""),
+                    span,
+                )
                 continue
             if key in out:
                 self.err("E705", f"attribute {key!r} given twice", span)
                 continue
             converted = self.attr_value(value, spec.type, scope)
             if isinstance(converted, _Bad):
-                self.err("E707", f"{opcode.name} attribute {key}: expected "
-                         f"{_TYPE_WORDS[spec.type]}, {converted.why}", span)
+                self.err(
+                    "E707",
+                    f"{opcode.name} attribute {key}: expected "
+                    f"{_TYPE_WORDS[spec.type]}, {converted.why}",
+                    span,
+                )
                 continue
             out[key] = converted
         for spec in opcode.attributes:
             if spec.name not in out:
                 if spec.required and not any(k == spec.name for k, _ in stmt.attrs):
-                    self.err("E706", f"{opcode.name} needs attribute {spec.name} "
-                             f"({_TYPE_WORDS[spec.type]})", stmt.span)
+                    self.err(
+                        "E706",
+                        f"{opcode.name} needs attribute {spec.name} ({_TYPE_WORDS[spec.type]})",
+                        stmt.span,
+                    )
                 elif spec.has_default:
                     out[spec.name] = spec.default
         return out
@@ -829,9 +1008,12 @@ class _Checker:
         shown = ", ".join(f"{f.name}:{f.elem}{'+q' if f.has_quant else ''}" for f in facts)
         if not matching:
             inst, why = min(candidates, key=lambda c: len(c[1]))
-            self.err("E708", f"{opcode.name} with ({shown}) matches no variant of "
-                     f"{', '.join(opcode.type_families)}; nearest: {inst.ref} ({'; '.join(why)})",
-                     stmt.span)
+            self.err(
+                "E708",
+                f"{opcode.name} with ({shown}) matches no variant of "
+                f"{', '.join(opcode.type_families)}; nearest: {inst.ref} ({'; '.join(why)})",
+                stmt.span,
+            )
             return
         dev = self.device
         if dev is None:
@@ -843,9 +1025,13 @@ class _Checker:
             if on_device:
                 inst, why = min(on_device, key=lambda c: len(c[1]))
                 near = f"; nearest legal on this device: {inst.ref} ({'; '.join(why)})"
-            self.err("E709", f"{opcode.name} matches {', '.join(i.ref for i in matching)}, "
-                     f"which device {dev.name!r} does not list in opcode.mandatory or "
-                     f"opcode.extended{near}", stmt.span)
+            self.err(
+                "E709",
+                f"{opcode.name} matches {', '.join(i.ref for i in matching)}, "
+                f"which device {dev.name!r} does not list in opcode.mandatory or "
+                f"opcode.extended{near}",
+                stmt.span,
+            )
 
     # --- whole-program checks ----------------------------------------------------------------
 
@@ -862,17 +1048,26 @@ class _Checker:
             cap = dev.l2_size_bytes if buf.level == "L2" else dev.l1_size_bytes
             if cap is not None and totals[key] > cap:
                 where = "L2" if buf.level == "L2" else f"L1[{buf.engine}]"
-                self.err("E609", f"buffers in {where} need {totals[key]} bytes once "
-                         f"{buf.name} is added; device {dev.name!r} has "
-                         f"{cap} ({'l2' if buf.level == 'L2' else 'l1'}_size_bytes)", buf.span)
+                self.err(
+                    "E609",
+                    f"buffers in {where} need {totals[key]} bytes once "
+                    f"{buf.name} is added; device {dev.name!r} has "
+                    f"{cap} ({'l2' if buf.level == 'L2' else 'l1'}_size_bytes)",
+                    buf.span,
+                )
 
     def races(self) -> None:
         for a, b, lo, hi in find_races(self.accesses, self.order):
             regions = a.region if a.region == b.region else f"{a.region} / {b.region}"
             kinds = ("write" if a.write else "read", "write" if b.write else "read")
-            self.err("E901", f"{a.task} ({kinds[0]}) and {b.task} ({kinds[1]}) touch bytes "
-                     f"[{lo}, {hi}) of buffer {a.buffer} ({regions}) and are not ordered by "
-                     "dependencies", b.span, f"the other access is at line {a.span.line}")
+            self.err(
+                "E901",
+                f"{a.task} ({kinds[0]}) and {b.task} ({kinds[1]}) touch bytes "
+                f"[{lo}, {hi}) of buffer {a.buffer} ({regions}) and are not ordered by "
+                "dependencies",
+                b.span,
+                f"the other access is at line {a.span.line}",
+            )
 
     def tokens(self) -> None:
         dev = self.device
@@ -881,8 +1076,12 @@ class _Checker:
             return
         peak, span = peak_live_tokens(self.ws.doc.body, self.env_const_loop)
         if peak > limit:
-            self.err("E902", f"up to {peak} tokens are live at once, device {dev.name!r} has "
-                     f"SEQ.max_active_tokens = {limit}", span or Span(self.file, 1, 1))
+            self.err(
+                "E902",
+                f"up to {peak} tokens are live at once, device {dev.name!r} has "
+                f"SEQ.max_active_tokens = {limit}",
+                span or Span(self.file, 1, 1),
+            )
 
     def env_const_loop(self, loop: Loop) -> tuple[int, int]:
         """(iterations, max_in_flight) of a loop, with consts only."""
@@ -906,9 +1105,15 @@ class _Bad:
     why: str
 
 
-_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false",
-               "elem_type": "an element type", "int_list": "a list of integers",
-               "string": "a quoted string", "id": "a name"}
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "elem_type": "an element type",
+    "int_list": "a list of integers",
+    "string": "a quoted string",
+    "id": "a name",
+}
 
 
 def eligible_units(opcode: Opcode) -> tuple[str, ...]:
@@ -947,8 +1152,13 @@ def _target_device(ws: Workspace, device: str | None, base_dir: str) -> Device |
     return ws.resolve(name, span)
 
 
-def check_workspace(ws: Workspace, *, device: str | None = None, base_dir: str = ".",
-                    registry: Registry | None = None) -> CheckResult:
+def check_workspace(
+    ws: Workspace,
+    *,
+    device: str | None = None,
+    base_dir: str = ".",
+    registry: Registry | None = None,
+) -> CheckResult:
     """Check a loaded workspace (see :func:`check_file`)."""
     registry = registry or load_registry()
     doc = ws.doc
@@ -982,8 +1192,9 @@ def check_file(path: str | os.PathLike, *, device: str | None = None) -> CheckRe
     return check_workspace(ws, device=device, base_dir=os.path.dirname(os.fspath(path)) or ".")
 
 
-def check_text(text: str, *, file: str = "<string>", base_dir: str = ".",
-               device: str | None = None) -> CheckResult:
+def check_text(
+    text: str, *, file: str = "<string>", base_dir: str = ".", device: str | None = None
+) -> CheckResult:
     """Check NEM source held in memory; includes and device files are relative to ``base_dir``."""
     ws = load_text(text, file, base_dir)
     return check_workspace(ws, device=device, base_dir=base_dir)

@@ -52,16 +52,18 @@ def evaluate(expr, env: dict[str, int], *, floats: bool = False) -> int | float:
     """
     if isinstance(expr, Num):
         if isinstance(expr.value, float) and not floats:
-            raise EvalError("E202", f"FLOAT literal {expr.text} where an integer is required "
-                            "(FLOAT literals are permitted only in compute attribute values)",
-                            expr.span)
+            raise EvalError(
+                "E202",
+                f"FLOAT literal {expr.text} where an integer is required "
+                "(FLOAT literals are permitted only in compute attribute values)",
+                expr.span,
+            )
         if isinstance(expr.value, int) and expr.value >= LIMIT:
             raise EvalError("E506", f"literal {expr.text} is out of range (< 2^63)", expr.span)
         return expr.value
     if isinstance(expr, Name):
         if expr.id not in env:
-            raise EvalError("E307", f"{expr.id!r} is not a declared constant", expr.span,
-                            expr.id)
+            raise EvalError("E307", f"{expr.id!r} is not a declared constant", expr.span, expr.id)
         return env[expr.id]
     if isinstance(expr, Neg):
         return -evaluate(expr.operand, env, floats=floats)
@@ -71,13 +73,16 @@ def evaluate(expr, env: dict[str, int], *, floats: bool = False) -> int | float:
         if expr.op in "+-*":
             value = a + b if expr.op == "+" else a - b if expr.op == "-" else a * b
             if isinstance(value, int) and abs(value) >= LIMIT:
-                raise EvalError("E506", f"value {'-' if value < 0 else ''}2^"
-                                f"{abs(value).bit_length() - 1}+ is out of range "
-                                "(|value| < 2^63)", expr.span)
+                raise EvalError(
+                    "E506",
+                    f"value {'-' if value < 0 else ''}2^"
+                    f"{abs(value).bit_length() - 1}+ is out of range "
+                    "(|value| < 2^63)",
+                    expr.span,
+                )
             return value
         if b == 0:
-            raise EvalError("E504", f"{'division' if expr.op == '/' else 'mod'} by zero",
-                            expr.span)
+            raise EvalError("E504", f"{'division' if expr.op == '/' else 'mod'} by zero", expr.span)
         if isinstance(a, float) or isinstance(b, float):
             return a / b if expr.op == "/" else a % b
         return tdiv(a, b) if expr.op == "/" else tmod(a, b)

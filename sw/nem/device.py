@@ -80,8 +80,14 @@ def _int(expr: Expr | None, sink: DiagnosticSink, span: Span) -> int | None:
     return value
 
 
-def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], catalog: Catalog,
-                   sink: DiagnosticSink, *, need_topology: bool) -> Device | None:
+def resolve_device(
+    name: str,
+    configs: dict[str, tuple[DeviceConfig, int]],
+    catalog: Catalog,
+    sink: DiagnosticSink,
+    *,
+    need_topology: bool,
+) -> Device | None:
     """Resolve ``name`` through its ``extends`` chain and check the result.
 
     Parameters
@@ -110,13 +116,17 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
     seen = set()
     while True:
         if current not in configs:
-            alias = next((b for b in BASELINE_NAMES if current in BASELINE_NAMES
-                          and b in configs), None)
+            alias = next(
+                (b for b in BASELINE_NAMES if current in BASELINE_NAMES and b in configs), None
+            )
             if alias is None:
                 where = chain[-1].span if chain else Span("<device>", 0, 0)
-                sink.add("E305" if not chain else "E410",
-                         f"device {current!r} is not defined" + (
-                             f" (parent of {chain[-1].name!r})" if chain else ""), where)
+                sink.add(
+                    "E305" if not chain else "E410",
+                    f"device {current!r} is not defined"
+                    + (f" (parent of {chain[-1].name!r})" if chain else ""),
+                    where,
+                )
                 return None
             current = alias
         cfg, cfg_order = configs[current]
@@ -125,8 +135,11 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
             return None
         seen.add(current)
         if order is not None and cfg_order > order:
-            sink.add("E410", f"parent device {current!r} is defined after its child "
-                     f"{chain[-1].name!r}", chain[-1].span)
+            sink.add(
+                "E410",
+                f"parent device {current!r} is defined after its child {chain[-1].name!r}",
+                chain[-1].span,
+            )
         chain.append(cfg)
         order = cfg_order
         if cfg.extends is None:
@@ -135,13 +148,20 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
     root = chain[-1]
     for cfg in chain[:-1]:
         if cfg.spec_version is not None:
-            sink.add("E401", f"derived device {cfg.name!r} must not set spec_version (it is "
-                     "inherited)", cfg.span)
+            sink.add(
+                "E401",
+                f"derived device {cfg.name!r} must not set spec_version (it is inherited)",
+                cfg.span,
+            )
     if root.spec_version is None:
         sink.add("E401", f"base device {root.name!r} has no spec_version", root.span)
     elif root.spec_version not in SPEC_VERSIONS:
-        sink.add("E401", f"spec_version {root.spec_version!r} of {root.name!r} is not a known "
-                 f"revision ({', '.join(SPEC_VERSIONS)})", root.span)
+        sink.add(
+            "E401",
+            f"spec_version {root.spec_version!r} of {root.name!r} is not a known "
+            f"revision ({', '.join(SPEC_VERSIONS)})",
+            root.span,
+        )
 
     topology = None
     chars: dict[str, dict[str, int]] = {}
@@ -152,8 +172,7 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
             topology = cfg.topology
         for unit, entries in cfg.unit_characteristics or ():
             if unit not in PER_ENGINE_UNITS + DEVICE_UNITS:
-                sink.add("E409", f"unit_characteristics names unknown unit type {unit!r}",
-                         cfg.span)
+                sink.add("E409", f"unit_characteristics names unknown unit type {unit!r}", cfg.span)
             group = chars.setdefault(unit, {})
             for key, expr in entries:
                 value = _int(expr, sink, cfg.span)
@@ -168,29 +187,45 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
     for text, ref in [*mandatory.items(), *extended.items()]:
         if text not in catalog.instances and text not in baseline_catalog().instances:
             near = _nearest(text, [*catalog.instances, *baseline_catalog().instances])
-            sink.add("E406", f"{text} is not a family variant instantiation" +
-                     (f"; did you mean {near}?" if near else ""), ref.span)
+            sink.add(
+                "E406",
+                f"{text} is not a family variant instantiation"
+                + (f"; did you mean {near}?" if near else ""),
+                ref.span,
+            )
     for text in sorted(set(mandatory) & set(extended)):
-        sink.add("W401", f"{text} is in both opcode.mandatory and opcode.extended of "
-                 f"{name!r}; the opcode.extended entry is ignored", extended[text].span)
+        sink.add(
+            "W401",
+            f"{text} is in both opcode.mandatory and opcode.extended of "
+            f"{name!r}; the opcode.extended entry is ignored",
+            extended[text].span,
+        )
         del extended[text]
     if not mandatory:
-        sink.add("E408", f"device {name!r} has an empty opcode.mandatory after resolution",
-                 dev_span)
+        sink.add(
+            "E408", f"device {name!r} has an empty opcode.mandatory after resolution", dev_span
+        )
     elif root.spec_version in SPEC_VERSIONS:
         missing = sorted(baseline_catalog().must_refs() - set(mandatory))
         if missing:
-            sink.add("E405", f"device {name!r} lacks MUST variant(s) in opcode.mandatory: "
-                     f"{', '.join(missing)} (extend nem_baseline_1_0 to inherit them)",
-                     dev_span)
+            sink.add(
+                "E405",
+                f"device {name!r} lacks MUST variant(s) in opcode.mandatory: "
+                f"{', '.join(missing)} (extend nem_baseline_1_0 to inherit them)",
+                dev_span,
+            )
 
     num_engines = l2 = l1 = None
     per_engine: dict[str, int] = {}
     device_units: dict[str, int] = {}
     if topology is None:
         if need_topology:
-            sink.add("E403", f"device {name!r} has no topology (it is abstract; a target "
-                     "device must provide one)", dev_span)
+            sink.add(
+                "E403",
+                f"device {name!r} has no topology (it is abstract; a target "
+                "device must provide one)",
+                dev_span,
+            )
     else:
         tspan = topology.span
         num_engines = _int(topology.num_engines, sink, tspan)
@@ -198,8 +233,10 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
             sink.add("E407", f"topology of {name!r} has no num_engines", tspan)
         elif num_engines is not None and num_engines < 1:
             sink.add("E402", f"num_engines must be >= 1, not {num_engines}", tspan)
-        for field_name, expr in (("l2_size_bytes", topology.l2_size_bytes),
-                                 ("l1_size_bytes", topology.l1_size_bytes)):
+        for field_name, expr in (
+            ("l2_size_bytes", topology.l2_size_bytes),
+            ("l1_size_bytes", topology.l1_size_bytes),
+        ):
             value = _int(expr, sink, tspan)
             if expr is None:
                 sink.add("E407", f"topology of {name!r} has no {field_name}", tspan)
@@ -212,15 +249,19 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
                 l1 = value
         spans = list(topology.unit_spans)
         for block, allowed, floor, out in (
-                (topology.device_units or (), DEVICE_UNITS, 0, device_units),
-                (topology.per_engine, PER_ENGINE_UNITS, 1, per_engine)):
+            (topology.device_units or (), DEVICE_UNITS, 0, device_units),
+            (topology.per_engine, PER_ENGINE_UNITS, 1, per_engine),
+        ):
             for unit, expr in block:
                 span = spans.pop(0) if spans else tspan
                 where = "device_units" if allowed is DEVICE_UNITS else "per_engine"
                 if unit not in allowed:
                     other = "per_engine" if where == "device_units" else "device_units"
-                    hint = (f" ({unit} belongs in {other})"
-                            if unit in PER_ENGINE_UNITS + DEVICE_UNITS else "")
+                    hint = (
+                        f" ({unit} belongs in {other})"
+                        if unit in PER_ENGINE_UNITS + DEVICE_UNITS
+                        else ""
+                    )
                     sink.add("E409", f"{unit!r} is not a {where} unit type{hint}", span)
                     continue
                 if unit in out:
@@ -228,14 +269,25 @@ def resolve_device(name: str, configs: dict[str, tuple[DeviceConfig, int]], cata
                     continue
                 value = _int(expr, sink, span)
                 if value is not None and value < floor:
-                    sink.add("E402", f"{where} count of {unit} must be >= {floor}, not "
-                             f"{value}", span)
+                    sink.add(
+                        "E402", f"{where} count of {unit} must be >= {floor}, not {value}", span
+                    )
                     value = None
                 if value is not None:
                     out[unit] = value
-    return Device(name, root.spec_version, num_engines, l2, l1, per_engine, device_units,
-                  chars, frozenset(mandatory), frozenset(extended),
-                  tuple(c.name for c in chain))
+    return Device(
+        name,
+        root.spec_version,
+        num_engines,
+        l2,
+        l1,
+        per_engine,
+        device_units,
+        chars,
+        frozenset(mandatory),
+        frozenset(extended),
+        tuple(c.name for c in chain),
+    )
 
 
 def _nearest(text: str, candidates: list[str]) -> str | None:

@@ -97,15 +97,23 @@ class Catalog:
         for pname, domain in fam.params:
             for t in domain:
                 if t not in ELEM_TYPES:
-                    sink.add("E411", f"type family {fam.name}: parameter {pname} lists "
-                             f"{t!r}, not an element type", fam.span)
+                    sink.add(
+                        "E411",
+                        f"type family {fam.name}: parameter {pname} lists "
+                        f"{t!r}, not an element type",
+                        fam.span,
+                    )
                     ok = False
         known = set(ELEM_TYPES) | set(SPECIAL_TYPES) | set(params)
         bindings = [*fam.operands, *(b for v in fam.variants for b in v.operands)]
         for name, typ in bindings:
             if typ not in known:
-                sink.add("E411", f"type family {fam.name}: operand {name} has type {typ!r}, "
-                         "which is neither an element type nor a parameter", fam.span)
+                sink.add(
+                    "E411",
+                    f"type family {fam.name}: operand {name} has type {typ!r}, "
+                    "which is neither an element type nor a parameter",
+                    fam.span,
+                )
                 ok = False
         accum = quant = quant_on = None
         for attr in fam.attrs:
@@ -113,22 +121,34 @@ class Catalog:
                 accum = attr.value
             elif attr.name == "quant":
                 if attr.value not in ("required", "absent"):
-                    sink.add("E411", f"type family {fam.name}: quant must be 'required' or "
-                             f"'absent', not {attr.value!r}", fam.span)
+                    sink.add(
+                        "E411",
+                        f"type family {fam.name}: quant must be 'required' or "
+                        f"'absent', not {attr.value!r}",
+                        fam.span,
+                    )
                 quant, quant_on = attr.value, attr.on
         out = []
         for var in fam.variants:
             for cls, inst in var.conformance:
                 if len(inst) != len(fam.params):
-                    sink.add("E411", f"type family {fam.name}: variant {var.name} lists "
-                             f"<{', '.join(inst)}> but the family has {len(fam.params)} "
-                             "type parameter(s)", var.span)
+                    sink.add(
+                        "E411",
+                        f"type family {fam.name}: variant {var.name} lists "
+                        f"<{', '.join(inst)}> but the family has {len(fam.params)} "
+                        "type parameter(s)",
+                        var.span,
+                    )
                     continue
                 subst = {}
                 for (pname, domain), t in zip(fam.params, inst, strict=True):
                     if t not in domain:
-                        sink.add("E411", f"type family {fam.name}: {t} is not in the domain "
-                                 f"of {pname} {{{', '.join(domain)}}}", var.span)
+                        sink.add(
+                            "E411",
+                            f"type family {fam.name}: {t} is not in the domain "
+                            f"of {pname} {{{', '.join(domain)}}}",
+                            var.span,
+                        )
                         ok = False
                     subst[pname] = t
                 if not ok:
@@ -138,14 +158,28 @@ class Catalog:
                 binds = {k: subst.get(v, v) for k, v in binds.items()}
                 inst_text = f"<{', '.join(inst)}>" if inst else ""
                 ref = f"{fam.name}{inst_text}.{var.name}"
-                out.append(VariantInstance(ref, fam.name, inst, var.name, cls,
-                                           tuple(binds.items()),
-                                           subst.get(accum, accum) if accum else None,
-                                           quant, quant_on))
+                out.append(
+                    VariantInstance(
+                        ref,
+                        fam.name,
+                        inst,
+                        var.name,
+                        cls,
+                        tuple(binds.items()),
+                        subst.get(accum, accum) if accum else None,
+                        quant,
+                        quant_on,
+                    )
+                )
         return out
 
-    def mismatches(self, inst: VariantInstance, opcode: Opcode, facts: list[OperandFacts],
-                   accum_type: str | None) -> list[str]:
+    def mismatches(
+        self,
+        inst: VariantInstance,
+        opcode: Opcode,
+        facts: list[OperandFacts],
+        accum_type: str | None,
+    ) -> list[str]:
         """Why ``facts`` (one task's operands) do not match ``inst``; empty when they do."""
         why: list[str] = []
         present = {f.name for f in facts}
@@ -160,8 +194,9 @@ class Catalog:
                         why.append(f"{name} is given but {inst.ref} has no {name}")
                     continue
                 if not got:
-                    if name not in present and any(o.name == name and not o.required
-                                                   for o in opcode.operands):
+                    if name not in present and any(
+                        o.name == name and not o.required for o in opcode.operands
+                    ):
                         why.append(f"{name} is missing but {inst.ref} needs it ({typ})")
                     continue
                 for fact in got:
@@ -170,12 +205,17 @@ class Catalog:
         if inst.accum is not None and accum_type is not None and accum_type != inst.accum:
             why.append(f"accum_type is {accum_type}, {inst.ref} needs {inst.accum}")
         if inst.quant == "required":
-            names = (set(bind_names(inst.quant_on, opcode)) if inst.quant_on
-                     else {o.name for o in opcode.inputs if o.required and o.name != "indices"})
+            names = (
+                set(bind_names(inst.quant_on, opcode))
+                if inst.quant_on
+                else {o.name for o in opcode.inputs if o.required and o.name != "indices"}
+            )
             for fact in facts:
                 if fact.name in names and not fact.has_quant:
-                    why.append(f"{fact.name} has no quant descriptor ({inst.ref}: quant = "
-                               f"required{' on ' + inst.quant_on if inst.quant_on else ''})")
+                    why.append(
+                        f"{fact.name} has no quant descriptor ({inst.ref}: quant = "
+                        f"required{' on ' + inst.quant_on if inst.quant_on else ''})"
+                    )
         elif inst.quant == "absent":
             for fact in facts:
                 if fact.has_quant:

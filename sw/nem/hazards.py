@@ -63,8 +63,9 @@ class Access:
     span: Span
 
 
-def find_races(accesses: list[Access], order: Order,
-               limit: int = 1000) -> Iterator[tuple[Access, Access, int, int]]:
+def find_races(
+    accesses: list[Access], order: Order, limit: int = 1000
+) -> Iterator[tuple[Access, Access, int, int]]:
     """Pairs of accesses that overlap, at least one writing, and are not ordered.
 
     Yields ``(earlier, later, lo, hi)`` with the overlapping byte range; at most ``limit``
@@ -111,8 +112,9 @@ def _uses(stmt) -> set[str]:
     return set()
 
 
-def peak_live_tokens(body, loop_shape: Callable[[Loop], tuple[int, int]]
-                     ) -> tuple[int, Span | None]:
+def peak_live_tokens(
+    body, loop_shape: Callable[[Loop], tuple[int, int]]
+) -> tuple[int, Span | None]:
     """The most tokens live at once, and the statement where that peak is reached.
 
     A token is live from the task that produces it until the last statement of its scope

@@ -16,8 +16,27 @@ from nem.tree import Comment
 __all__ = ["Token", "tokenize"]
 
 # Longest first: ".." must win over ".".
-_PUNCT = ("..", "(", ")", "[", "]", "{", "}", "<", ">", ",", ":", "=", "@", "+", "-", "*",
-          "/", ";", ".")
+_PUNCT = (
+    "..",
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    "<",
+    ">",
+    ",",
+    ":",
+    "=",
+    "@",
+    "+",
+    "-",
+    "*",
+    "/",
+    ";",
+    ".",
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +118,11 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                             j += 1
                         i = j
                     else:
-                        sink.add("E103", f"malformed exponent in number {text[start:j]!r}",
-                                 Span(file, line, col))
+                        sink.add(
+                            "E103",
+                            f"malformed exponent in number {text[start:j]!r}",
+                            Span(file, line, col),
+                        )
                         i = j
             if i < n and _is_id_start(text[i]):
                 # "3x" or "1e5" (an exponent needs a fraction part in NEM).
@@ -118,8 +140,9 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                 out.append(text[i])
                 i += 1
             if i >= n or text[i] != '"':
-                sink.add("E102", "string not closed before the end of the line",
-                         Span(file, line, col))
+                sink.add(
+                    "E102", "string not closed before the end of the line", Span(file, line, col)
+                )
                 gap = True
                 continue
             i += 1

@@ -41,14 +41,19 @@ class Workspace:
 
     def resolve(self, name: str, span: Span, *, need_topology: bool = True) -> Device | None:
         """Resolve a visible device by name (either baseline spelling is accepted)."""
-        if name not in self.devices and not (name in BASELINE_NAMES and any(
-                b in self.devices for b in BASELINE_NAMES)):
+        if name not in self.devices and not (
+            name in BASELINE_NAMES and any(b in self.devices for b in BASELINE_NAMES)
+        ):
             known = ", ".join(sorted(self.devices)) or "none"
-            self.sink.add("E305", f"device {name!r} is not defined in this file or its "
-                          f"includes (visible: {known})", span)
+            self.sink.add(
+                "E305",
+                f"device {name!r} is not defined in this file or its includes (visible: {known})",
+                span,
+            )
             return None
-        return resolve_device(name, self.devices, self.catalog, self.sink,
-                              need_topology=need_topology)
+        return resolve_device(
+            name, self.devices, self.catalog, self.sink, need_topology=need_topology
+        )
 
 
 def _read(path: str) -> str:
@@ -56,8 +61,10 @@ def _read(path: str) -> str:
         return resources.files("nem").joinpath("data", "npm_baseline_1.0.nem").read_text("utf-8")
     size = os.path.getsize(path)
     if size > MAX_FILE_BYTES:
-        raise OSError(f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES >> 20} MiB "
-                      "limit for NEM sources")
+        raise OSError(
+            f"{path}: {size} bytes is larger than the {MAX_FILE_BYTES >> 20} MiB "
+            "limit for NEM sources"
+        )
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read()
 
@@ -77,8 +84,11 @@ def _add_decls(ws: Workspace, doc: Document) -> None:
     for fam in doc.families:
         if fam.name in ws.families:
             prev = ws.families[fam.name]
-            ws.sink.add("E304", f"type family {fam.name!r} is defined twice (first at "
-                        f"{prev.span})", fam.span)
+            ws.sink.add(
+                "E304",
+                f"type family {fam.name!r} is defined twice (first at {prev.span})",
+                fam.span,
+            )
             continue
         ws.families[fam.name] = fam
     devices = list(doc.devices)
@@ -87,15 +97,16 @@ def _add_decls(ws: Workspace, doc: Document) -> None:
     for dev in devices:
         if dev.name in ws.devices:
             prev = ws.devices[dev.name][0]
-            ws.sink.add("E303", f"device {dev.name!r} is defined twice (first at {prev.span})",
-                        dev.span)
+            ws.sink.add(
+                "E303", f"device {dev.name!r} is defined twice (first at {prev.span})", dev.span
+            )
             continue
         ws.devices[dev.name] = (dev, len(ws.devices))
 
 
 def _visit(ws: Workspace, path: str, stack: list[str], span: Span | None) -> Document | None:
     if path in stack:
-        chain = " -> ".join([*stack[stack.index(path):], path])
+        chain = " -> ".join([*stack[stack.index(path) :], path])
         ws.sink.add("E302", f"circular include: {chain}", span or Span(path, 1, 1))
         return None
     if path in ws._parsed:
@@ -108,8 +119,9 @@ def _visit(ws: Workspace, path: str, stack: list[str], span: Span | None) -> Doc
     for inc in doc.includes:
         target = _locate(inc.path, base_dir)
         if target is None:
-            ws.sink.add("E301", f"include {inc.path!r} not found (looked in "
-                        f"{base_dir or '.'})", inc.span)
+            ws.sink.add(
+                "E301", f"include {inc.path!r} not found (looked in {base_dir or '.'})", inc.span
+            )
             continue
         _visit(ws, target, stack, inc.span)
     stack.pop()
@@ -147,8 +159,9 @@ def load(path: str | os.PathLike, sink: DiagnosticSink | None = None) -> Workspa
     return _finish(ws)
 
 
-def load_text(text: str, file: str = "<string>", base_dir: str = ".",
-              sink: DiagnosticSink | None = None) -> Workspace:
+def load_text(
+    text: str, file: str = "<string>", base_dir: str = ".", sink: DiagnosticSink | None = None
+) -> Workspace:
     """Like :func:`load` for text in memory; includes are relative to ``base_dir``."""
     sink = sink if sink is not None else DiagnosticSink()
     ws = Workspace(Document(), sink)
@@ -163,8 +176,7 @@ def load_text(text: str, file: str = "<string>", base_dir: str = ".",
     return _finish(ws)
 
 
-def load_device_file(ws: Workspace, ref: DeviceRef | str, base_dir: str,
-                     span: Span) -> str | None:
+def load_device_file(ws: Workspace, ref: DeviceRef | str, base_dir: str, span: Span) -> str | None:
     """Load a device file named by a ``device "file"`` directive or ``--device``.
 
     The file's devices become visible in ``ws``; returns the name of the target: the only
@@ -173,25 +185,30 @@ def load_device_file(ws: Workspace, ref: DeviceRef | str, base_dir: str,
     target = ref.target if isinstance(ref, DeviceRef) else ref
     path = os.path.normpath(os.path.join(base_dir, target))
     if not os.path.isfile(path):
-        ws.sink.add("E305", f"device file {target!r} not found (looked in {base_dir or '.'})",
-                    span)
+        ws.sink.add("E305", f"device file {target!r} not found (looked in {base_dir or '.'})", span)
         return None
     before = set(ws.devices)
     doc = _visit(ws, os.path.realpath(path), ["<program>"], span)
     if doc is None:
         return None
     if doc.is_program and not isinstance(doc.device, DeviceConfig):
-        ws.sink.add("E308", f"device file {target!r} is a program, not a device "
-                    "configuration", span)
+        ws.sink.add(
+            "E308", f"device file {target!r} is a program, not a device configuration", span
+        )
         return None
     ws.catalog = Catalog(list(ws.families.values()))
     names = [d.name for d in doc.devices] or (
-        [doc.device.name] if isinstance(doc.device, DeviceConfig) else [])
+        [doc.device.name] if isinstance(doc.device, DeviceConfig) else []
+    )
     if not names:
         ws.sink.add("E305", f"device file {target!r} declares no device", span)
         return None
     if len(names) > 1:
-        ws.sink.add("W402", f"device file {target!r} defines {', '.join(names)}; the target "
-                    f"is the first, {names[0]!r}", span)
+        ws.sink.add(
+            "W402",
+            f"device file {target!r} defines {', '.join(names)}; the target "
+            f"is the first, {names[0]!r}",
+            span,
+        )
     del before
     return names[0]

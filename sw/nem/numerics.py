@@ -75,7 +75,8 @@ def quantize_multiplier(real):
     if not 1 <= t <= 62:
         raise NumericsError(
             f"requantisation multiplier {real!r} is outside the representable range "
-            f"[2**-31, 2**30) (shift {t} not in 1..62)")
+            f"[2**-31, 2**30) (shift {t} not in 1..62)"
+        )
     return m, t
 
 
@@ -106,8 +107,7 @@ class Requant:
     hi: int
 
 
-def requant_params(x_scale, w_scales, y_scale, y_zero_point, *, out_dtype="i8",
-                   activation="none"):
+def requant_params(x_scale, w_scales, y_scale, y_zero_point, *, out_dtype="i8", activation="none"):
     """Derive requantisation parameters from the quant descriptors of X, W and Y.
 
     Parameters
@@ -134,8 +134,10 @@ def requant_params(x_scale, w_scales, y_scale, y_zero_point, *, out_dtype="i8",
         raise NumericsError(f"output zero point {y_zero_point} outside {out_dtype} [{lo}, {hi}]")
     if not (y_scale > 0 and x_scale > 0):
         raise NumericsError(f"scales must be > 0 (x_scale={x_scale!r}, y_scale={y_scale!r})")
-    pairs = [quantize_multiplier(float(x_scale) * float(ws) / float(y_scale))
-             for ws in np.atleast_1d(np.asarray(w_scales, dtype=np.float64))]
+    pairs = [
+        quantize_multiplier(float(x_scale) * float(ws) / float(y_scale))
+        for ws in np.atleast_1d(np.asarray(w_scales, dtype=np.float64))
+    ]
     if activation == "relu":
         lo = max(lo, y_zero_point)
     elif activation == "relu6":
@@ -143,9 +145,15 @@ def requant_params(x_scale, w_scales, y_scale, y_zero_point, *, out_dtype="i8",
         hi = min(hi, y_zero_point + math.floor(6.0 / y_scale + 0.5))
     elif activation != "none":
         raise NumericsError(f"activation must be none, relu or relu6, not {activation!r}")
-    return Requant(np.array([p[0] for p in pairs], dtype=np.int64),
-                   np.array([p[1] for p in pairs], dtype=np.int64),
-                   int(y_zero_point), out_dtype, activation, lo, hi)
+    return Requant(
+        np.array([p[0] for p in pairs], dtype=np.int64),
+        np.array([p[1] for p in pairs], dtype=np.int64),
+        int(y_zero_point),
+        out_dtype,
+        activation,
+        lo,
+        hi,
+    )
 
 
 def requantize(acc, rq, channel_axis=-1):
@@ -200,8 +208,9 @@ def gemm_int8_acc(x, w, bias_eff=None):
     return _check_int32(acc)
 
 
-def conv2d_int8_acc(x, w, bias_eff=None, *, stride=(1, 1), dilation=(1, 1),
-                    pads=(0, 0, 0, 0), pad_value=0):
+def conv2d_int8_acc(
+    x, w, bias_eff=None, *, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0), pad_value=0
+):
     """NHWC x HWIO convolution (groups = 1) accumulated exactly in int32.
 
     Parameters
@@ -222,7 +231,7 @@ def conv2d_int8_acc(x, w, bias_eff=None, *, stride=(1, 1), dilation=(1, 1),
         raise NumericsError(f"conv2d: input has {c} channels, weights expect {wc}")
     top, bottom, left, right = pads
     xp = np.full((n, h + top + bottom, wd + left + right, c), pad_value, dtype=np.int64)
-    xp[:, top:top + h, left:left + wd, :] = x
+    xp[:, top : top + h, left : left + wd, :] = x
     sh, sw = stride
     dh, dw = dilation
     oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
@@ -232,8 +241,12 @@ def conv2d_int8_acc(x, w, bias_eff=None, *, stride=(1, 1), dilation=(1, 1),
     acc = np.zeros((n, oh, ow, f), dtype=np.int64)
     for i in range(kh):
         for j in range(kw):
-            patch = xp[:, i * dh: i * dh + sh * (oh - 1) + 1: sh,
-                       j * dw: j * dw + sw * (ow - 1) + 1: sw, :]
+            patch = xp[
+                :,
+                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
+                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
+                :,
+            ]
             acc += patch @ w[i, j]
     if bias_eff is not None:
         acc = acc + np.asarray(bias_eff, dtype=np.int64)

@@ -54,8 +54,20 @@ __all__ = ["ELEM_TYPES", "TYPE_KEYS", "parse"]
 ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
 TYPE_KEYS = ("elem", "shape", "layout", "strides", "quant")
 _STMT_KEYWORDS = frozenset(
-    {"const", "buffer", "let", "loop", "endloop", "wait", "include", "device", "program",
-     "type_family", "transfer", "store"}
+    {
+        "const",
+        "buffer",
+        "let",
+        "loop",
+        "endloop",
+        "wait",
+        "include",
+        "device",
+        "program",
+        "type_family",
+        "transfer",
+        "store",
+    }
 )
 _MAX_DEPTH = 100
 
@@ -139,12 +151,16 @@ class _Parser:
         if tok.text == "wait":
             return self.at("(", k + 1)
         nxt = self.peek(k + 2)
-        return (self.at(".", k + 1) and not self.peek(k + 1).gap and nxt.kind == "ID"
-                and nxt.text in ("async", "sync"))
+        return (
+            self.at(".", k + 1)
+            and not self.peek(k + 1).gap
+            and nxt.kind == "ID"
+            and nxt.text in ("async", "sync")
+        )
 
     # --- document --------------------------------------------------------------------------
 
-    def document(self, comments) -> Document:
+    def document(self, comments, blanks: tuple[int, ...] = ()) -> Document:
         includes: list[Include] = []
         families: list[TypeFamily] = []
         devices: list[DeviceConfig] = []
@@ -159,15 +175,21 @@ class _Parser:
                     tok = self.advance()
                     path = self.expect("STRING", "a quoted include path")
                     if families or devices or device_ref or program_started:
-                        self.sink.add("E203", "include must come before everything else in a "
-                                      "document", self.span(tok))
+                        self.sink.add(
+                            "E203",
+                            "include must come before everything else in a document",
+                            self.span(tok),
+                        )
                     includes.append(Include(path.text, self.span(tok)))
                 elif self.at_kw("type_family"):
                     fam = self.type_family()
                     if program_started:
-                        self.sink.add("E203", f"type family {fam.name!r} declared inside a "
-                                      "program; type families belong in config documents",
-                                      fam.span)
+                        self.sink.add(
+                            "E203",
+                            f"type family {fam.name!r} declared inside a "
+                            "program; type families belong in config documents",
+                            fam.span,
+                        )
                     families.append(fam)
                 elif self.at_kw("device"):
                     tok = self.advance()
@@ -178,23 +200,33 @@ class _Parser:
                         if self.at("{") or self.at_kw("extends"):
                             dev = self.device_config(tok, dev_name)
                             if program_started:
-                                self.sink.add("E203", "a device configuration must come "
-                                              "before the program header and statements",
-                                              dev.span)
+                                self.sink.add(
+                                    "E203",
+                                    "a device configuration must come "
+                                    "before the program header and statements",
+                                    dev.span,
+                                )
                             devices.append(dev)
                             continue
                         ref = DeviceRef(dev_name.text, False, self.span(tok))
                     if device_ref is not None or program_started:
-                        self.sink.add("E203", "the device directive must come once, before "
-                                      "the program header and statements", ref.span)
+                        self.sink.add(
+                            "E203",
+                            "the device directive must come once, before "
+                            "the program header and statements",
+                            ref.span,
+                        )
                     device_ref = device_ref or ref
                 elif self.at_kw("program") and self.at("ID", 1) and self.at(":", 2):
                     tok = self.advance()
                     label = self.advance()
                     self.advance()
                     if name is not None or body:
-                        self.sink.add("E203", "the program header must come once, before "
-                                      "the statements", self.span(tok))
+                        self.sink.add(
+                            "E203",
+                            "the program header must come once, before the statements",
+                            self.span(tok),
+                        )
                     name = name or label.text
                     program_started = True
                 else:
@@ -211,16 +243,30 @@ class _Parser:
         device = device_ref
         if is_program:
             if families:
-                self.sink.add("E203", "a program file cannot declare type families",
-                              families[0].span)
+                self.sink.add(
+                    "E203", "a program file cannot declare type families", families[0].span
+                )
             if devices:
                 if device_ref is not None or len(devices) > 1:
-                    self.sink.add("E203", "a program has one device: a directive or one "
-                                  "inline device configuration", devices[-1].span)
+                    self.sink.add(
+                        "E203",
+                        "a program has one device: a directive or one inline device configuration",
+                        devices[-1].span,
+                    )
                 device = device or devices[0]
             families, devices = [], []
-        return Document(tuple(includes), device, name, tuple(body), tuple(families),
-                        tuple(devices), is_program, self.file, tuple(comments))
+        return Document(
+            tuple(includes),
+            device,
+            name,
+            tuple(body),
+            tuple(families),
+            tuple(devices),
+            is_program,
+            self.file,
+            tuple(comments),
+            blanks,
+        )
 
     # --- statements ------------------------------------------------------------------------
 
@@ -292,8 +338,15 @@ class _Parser:
                 break
             self.advance()
         self.expect(")", "')'")
-        return Buffer(name.text, level, engine, props.get("size"), props.get("align"),
-                      self.decos(), self.span(tok))
+        return Buffer(
+            name.text,
+            level,
+            engine,
+            props.get("size"),
+            props.get("align"),
+            self.decos(),
+            self.span(tok),
+        )
 
     def loop(self) -> Loop:
         tok = self.advance()
@@ -356,8 +409,16 @@ class _Parser:
             for key in ("dst", "src"):
                 if key not in args:
                     raise self.fail(f"{head.text}.{form} needs '{key}='")
-            return Transfer(token, head.text, form, args["dst"], args["src"], args.get("deps"),
-                            self.decos(), span)
+            return Transfer(
+                token,
+                head.text,
+                form,
+                args["dst"],
+                args["src"],
+                args.get("deps"),
+                self.decos(),
+                span,
+            )
         # compute
         self.expect_kw("in")
         ins = self.operand_list()
@@ -370,8 +431,12 @@ class _Parser:
         while True:
             if self.at("@"):
                 decos.append(self.decorator())
-            elif (self.at("ID") and self.at("=", 1) and not self.at_kw("region", 2)
-                  and not self.is_call(2)):
+            elif (
+                self.at("ID")
+                and self.at("=", 1)
+                and not self.at_kw("region", 2)
+                and not self.is_call(2)
+            ):
                 key = self.advance()
                 self.advance()
                 if key.text == "deps":
@@ -386,8 +451,18 @@ class _Parser:
                     attr_spans.append(self.span(key))
             else:
                 break
-        return Compute(token, head.text, form, ins, outs, tuple(attrs), deps, tuple(decos), span,
-                       tuple(attr_spans))
+        return Compute(
+            token,
+            head.text,
+            form,
+            ins,
+            outs,
+            tuple(attrs),
+            deps,
+            tuple(decos),
+            span,
+            tuple(attr_spans),
+        )
 
     def id_list(self) -> tuple[str, ...]:
         ids = [self.ident("a token name").text]
@@ -438,8 +513,11 @@ class _Parser:
             if key.text == "elem":
                 elem = self.ident("an element type")
                 if elem.text not in ELEM_TYPES:
-                    self.sink.add("E610", f"unknown element type {elem.text!r} (known: "
-                                  f"{', '.join(ELEM_TYPES)})", self.span(elem))
+                    self.sink.add(
+                        "E610",
+                        f"unknown element type {elem.text!r} (known: {', '.join(ELEM_TYPES)})",
+                        self.span(elem),
+                    )
                 seen["elem"] = elem.text
             elif key.text in ("shape", "strides"):
                 self.expect("[", "'['")
@@ -453,8 +531,12 @@ class _Parser:
                 seen["layout"] = self.ident("a layout name").text
             else:
                 seen["quant"] = self.quant()
-            if (self.at(",") and self.peek(1).kind == "ID" and self.peek(1).text in TYPE_KEYS
-                    and self.at("=", 2)):
+            if (
+                self.at(",")
+                and self.peek(1).kind == "ID"
+                and self.peek(1).text in TYPE_KEYS
+                and self.at("=", 2)
+            ):
                 self.advance()
                 continue
             break
@@ -466,16 +548,24 @@ class _Parser:
             self.sink.add("E605", "give either layout= or strides=, not both", span)
         elif "layout" not in seen and "strides" not in seen:
             self.sink.add("E605", "region type attributes need layout= or strides=", span)
-        return TypeAttrs(seen.get("elem", "?"), seen.get("shape", ()), seen.get("layout"),
-                         seen.get("strides"), seen.get("quant"), span)
+        return TypeAttrs(
+            seen.get("elem", "?"),
+            seen.get("shape", ()),
+            seen.get("layout"),
+            seen.get("strides"),
+            seen.get("quant"),
+            span,
+        )
 
     def quant(self) -> Quant:
         kind = self.ident("per_tensor, per_channel or per_group")
         if kind.text not in ("per_tensor", "per_channel", "per_group"):
             raise self.fail("expected per_tensor, per_channel or per_group", kind)
-        keys = {"per_tensor": ("scale", "zero_point"),
-                "per_channel": ("axis", "scales", "zero_points"),
-                "per_group": ("axis", "group_size", "scales", "zero_points")}[kind.text]
+        keys = {
+            "per_tensor": ("scale", "zero_point"),
+            "per_channel": ("axis", "scales", "zero_points"),
+            "per_group": ("axis", "group_size", "scales", "zero_points"),
+        }[kind.text]
         self.expect("(", "'('")
         fields: dict[str, object] = {}
         for i, key in enumerate(keys):
@@ -495,9 +585,16 @@ class _Parser:
             else:
                 fields[key] = self.value()
         self.expect(")", "')'")
-        return Quant(kind.text, fields.get("scale"), fields.get("zero_point"),
-                     fields.get("axis"), fields.get("group_size"), fields.get("scales", ()),
-                     fields.get("zero_points", ()), self.span(kind))
+        return Quant(
+            kind.text,
+            fields.get("scale"),
+            fields.get("zero_point"),
+            fields.get("axis"),
+            fields.get("group_size"),
+            fields.get("scales", ()),
+            fields.get("zero_points", ()),
+            self.span(kind),
+        )
 
     def decos(self) -> tuple[Decorator, ...]:
         out = []
@@ -609,8 +706,9 @@ class _Parser:
         self.expect("{", "'{'")
         spec = topo = chars = mandatory = extended = None
         while not self.at("}"):
-            key = self.ident("spec_version, topology, unit_characteristics, opcode.mandatory "
-                             "or opcode.extended")
+            key = self.ident(
+                "spec_version, topology, unit_characteristics, opcode.mandatory or opcode.extended"
+            )
             if key.text == "spec_version":
                 self.expect("=", "'='")
                 spec = self.expect("STRING", "a quoted spec version").text
@@ -618,8 +716,11 @@ class _Parser:
                 topo = self.topology(key)
             elif key.text == "unit_characteristics":
                 chars = self.unit_chars()
-            elif key.text == "opcode" and self.at(".") and self.peek(1).text in (
-                    "mandatory", "extended"):
+            elif (
+                key.text == "opcode"
+                and self.at(".")
+                and self.peek(1).text in ("mandatory", "extended")
+            ):
                 self.advance()
                 which = self.advance().text
                 refs = self.variant_refs()
@@ -628,11 +729,15 @@ class _Parser:
                 else:
                     extended = (extended or ()) + refs
             else:
-                raise self.fail("expected spec_version, topology, unit_characteristics, "
-                                "opcode.mandatory or opcode.extended", key)
+                raise self.fail(
+                    "expected spec_version, topology, unit_characteristics, "
+                    "opcode.mandatory or opcode.extended",
+                    key,
+                )
         self.advance()
-        return DeviceConfig(name.text, parent, spec, topo, chars, mandatory, extended,
-                            self.span(tok))
+        return DeviceConfig(
+            name.text, parent, spec, topo, chars, mandatory, extended, self.span(tok)
+        )
 
     def topology(self, tok: Token) -> Topology:
         self.expect("{", "'{'")
@@ -650,12 +755,19 @@ class _Parser:
                 fields["per_engine"], sp = self.unit_block(True, fields)
                 spans += sp
             else:
-                raise self.fail("expected num_engines, l2_size_bytes, device_units or "
-                                "per_engine", key)
+                raise self.fail(
+                    "expected num_engines, l2_size_bytes, device_units or per_engine", key
+                )
         self.advance()
-        return Topology(fields.get("num_engines"), fields.get("l2_size_bytes"),
-                        fields.get("device_units"), fields.get("per_engine", ()),
-                        fields.get("l1_size_bytes"), self.span(tok), tuple(spans))
+        return Topology(
+            fields.get("num_engines"),
+            fields.get("l2_size_bytes"),
+            fields.get("device_units"),
+            fields.get("per_engine", ()),
+            fields.get("l1_size_bytes"),
+            self.span(tok),
+            tuple(spans),
+        )
 
     def unit_block(self, per_engine: bool, fields=None):
         self.expect("{", "'{'")
@@ -768,8 +880,9 @@ class _Parser:
             else:
                 raise self.fail("expected ':' or '='")
         self.expect("}", "'}'")
-        return TypeFamily(name, tuple(params), tuple(operands), tuple(attrs), tuple(variants),
-                          self.span(tok))
+        return TypeFamily(
+            name, tuple(params), tuple(operands), tuple(attrs), tuple(variants), self.span(tok)
+        )
 
     def variant_decl(self) -> Variant:
         name = self.ident("a variant name")
@@ -818,7 +931,8 @@ def parse(text: str, file: str = "<string>", sink: DiagnosticSink | None = None)
     own = sink is None
     sink = sink if sink is not None else DiagnosticSink()
     tokens, comments = tokenize(text, file, sink)
-    doc = _Parser(tokens, file, sink).document(comments)
+    blanks = tuple(k + 1 for k, line in enumerate(text.split("\n")) if not line.strip())
+    doc = _Parser(tokens, file, sink).document(comments, blanks)
     if own and sink.errors:
         raise NemError(sink.sorted())
     return doc

@@ -102,8 +102,9 @@ def _build(doc: dict) -> Registry:
     opcodes = {}
     for name, spec in doc["opcodes"].items():
         operands = tuple(
-            OperandSpec(o["name"], o["direction"], o["required"], o["role"],
-                        o.get("constraints", ""))
+            OperandSpec(
+                o["name"], o["direction"], o["required"], o["role"], o.get("constraints", "")
+            )
             for o in spec["operands"]
         )
         attrs = tuple(
@@ -111,9 +112,16 @@ def _build(doc: dict) -> Registry:
             for a in spec.get("attributes", ())
         )
         opcodes[name] = Opcode(
-            name, spec["category"], spec["status"], tuple(spec["forms"]), operands, attrs,
-            tuple(spec.get("type_families", ())), spec.get("execution_unit"),
-            spec.get("hardware_status"), bool(spec.get("variadic_inputs", False)),
+            name,
+            spec["category"],
+            spec["status"],
+            tuple(spec["forms"]),
+            operands,
+            attrs,
+            tuple(spec.get("type_families", ())),
+            spec.get("execution_unit"),
+            spec.get("hardware_status"),
+            bool(spec.get("variadic_inputs", False)),
             bool(spec.get("variadic_outputs", False)),
         )
     return Registry(doc["version"], opcodes)
@@ -155,6 +163,8 @@ def _load_text(text: str, where: str) -> Registry:
     if errors:
         err = errors[0]
         at = "/".join(str(p) for p in err.absolute_path) or "<document>"
-        raise RegistryError(f"{where}: {at}: {err.message} (schema.json rule "
-                            f"{'/'.join(str(p) for p in err.schema_path)})")
+        raise RegistryError(
+            f"{where}: {at}: {err.message} (schema.json rule "
+            f"{'/'.join(str(p) for p in err.schema_path)})"
+        )
     return _build(doc)

@@ -49,8 +49,9 @@ def _ints(attrs, key: str, n: int, low: int) -> tuple[int, ...]:
     return value
 
 
-def derive(opcode: str, ins: list[tuple[int, ...]], attrs: dict,
-           layouts: list[str | None] | None = None) -> list[tuple[int, ...]] | None:
+def derive(
+    opcode: str, ins: list[tuple[int, ...]], attrs: dict, layouts: list[str | None] | None = None
+) -> list[tuple[int, ...]] | None:
     """Output shapes of ``opcode`` for input shapes ``ins``; ``None`` if not derivable here.
 
     Raises
@@ -62,15 +63,20 @@ def derive(opcode: str, ins: list[tuple[int, ...]], attrs: dict,
     if opcode in ("gemm", "matmul"):
         a, b = ins[0], ins[1]
         _need(len(a) >= 2 and len(b) >= 2, f"A and B need rank >= 2 (A {list(a)}, B {list(b)})")
-        _need(a[-1] == b[-2], f"inner dimensions differ: A {list(a)} has K={a[-1]}, "
-              f"B {list(b)} has K={b[-2]}")
+        _need(
+            a[-1] == b[-2],
+            f"inner dimensions differ: A {list(a)} has K={a[-1]}, B {list(b)} has K={b[-2]}",
+        )
         batch = broadcast(a[:-2], b[:-2])
-        _need(batch is not None, f"batch dimensions of A {list(a)} and B {list(b)} do not "
-              "broadcast")
+        _need(
+            batch is not None, f"batch dimensions of A {list(a)} and B {list(b)} do not broadcast"
+        )
         y = (*batch, a[-2], b[-1])
         if len(ins) > 2:
-            _need(broadcast(ins[2], y) == y, f"C {list(ins[2])} does not broadcast to the "
-                  f"output shape {list(y)}")
+            _need(
+                broadcast(ins[2], y) == y,
+                f"C {list(ins[2])} does not broadcast to the output shape {list(y)}",
+            )
         return [y]
     if opcode == "conv2d":
         x, w = ins[0], ins[1]
@@ -84,8 +90,10 @@ def derive(opcode: str, ins: list[tuple[int, ...]], attrs: dict,
         _need(isinstance(groups, int) and groups >= 1, f"groups must be >= 1, not {groups}")
         n, h, wd, cin = x
         kh, kw, cin_g, cout = w
-        _need(cin == cin_g * groups, f"X has {cin} channels, W expects {cin_g} x groups "
-              f"{groups} = {cin_g * groups}")
+        _need(
+            cin == cin_g * groups,
+            f"X has {cin} channels, W expects {cin_g} x groups {groups} = {cin_g * groups}",
+        )
         _need(cout % groups == 0, f"Cout {cout} is not divisible by groups {groups}")
         ho = conv_out(h, kh, pads[0], pads[2], strides[0], dil[0])
         wo = conv_out(wd, kw, pads[1], pads[3], strides[1], dil[1])
@@ -106,28 +114,36 @@ def derive(opcode: str, ins: list[tuple[int, ...]], attrs: dict,
         return [(x[0], ho, wo, x[3])]
     if opcode == "transpose":
         perm = tuple(attrs.get("perm") or ())
-        _need(sorted(perm) == list(range(len(ins[0]))),
-              f"perm {list(perm)} is not a permutation of the {len(ins[0])} axes")
+        _need(
+            sorted(perm) == list(range(len(ins[0]))),
+            f"perm {list(perm)} is not a permutation of the {len(ins[0])} axes",
+        )
         return [tuple(ins[0][p] for p in perm)]
     if opcode == "reshape":
         target = tuple(attrs.get("target_shape") or ())
-        _need(math.prod(target) == math.prod(ins[0]),
-              f"target_shape {list(target)} holds {math.prod(target)} elements, X "
-              f"{list(ins[0])} holds {math.prod(ins[0])}")
+        _need(
+            math.prod(target) == math.prod(ins[0]),
+            f"target_shape {list(target)} holds {math.prod(target)} elements, X "
+            f"{list(ins[0])} holds {math.prod(ins[0])}",
+        )
         return [target]
     if opcode in ("layernorm", "rmsnorm", "softmax", "log_softmax"):
         axis = attrs.get("axis", -1)
         rank = len(ins[0])
-        _need(isinstance(axis, int) and -rank <= axis < rank,
-              f"axis {axis} outside rank {rank}")
+        _need(isinstance(axis, int) and -rank <= axis < rank, f"axis {axis} outside rank {rank}")
         for extra in ins[1:]:
-            _need(broadcast(extra, ins[0]) == tuple(ins[0]),
-                  f"{list(extra)} does not broadcast to X {list(ins[0])}")
+            _need(
+                broadcast(extra, ins[0]) == tuple(ins[0]),
+                f"{list(extra)} does not broadcast to X {list(ins[0])}",
+            )
         return [tuple(ins[0])]
     if opcode in ("cast", "quantize", "dequantize") or opcode in _ELTWISE:
         for other in ins[1:]:
-            _need(tuple(other) == tuple(ins[0]), f"input shapes differ: {list(ins[0])} and "
-                  f"{list(other)} (elementwise shapes must be identical)")
+            _need(
+                tuple(other) == tuple(ins[0]),
+                f"input shapes differ: {list(ins[0])} and "
+                f"{list(other)} (elementwise shapes must be identical)",
+            )
         return [tuple(ins[0])]
     if opcode == "concat":
         axis = attrs.get("axis", 0)
@@ -135,25 +151,50 @@ def derive(opcode: str, ins: list[tuple[int, ...]], attrs: dict,
         _need(-rank <= axis < rank, f"axis {axis} outside rank {rank}")
         axis %= rank
         for other in ins[1:]:
-            _need(len(other) == rank and all(o == s for k, (o, s) in
-                                             enumerate(zip(other, ins[0], strict=True))
-                                             if k != axis),
-                  f"{list(other)} differs from {list(ins[0])} outside axis {axis}")
+            _need(
+                len(other) == rank
+                and all(
+                    o == s for k, (o, s) in enumerate(zip(other, ins[0], strict=True)) if k != axis
+                ),
+                f"{list(other)} differs from {list(ins[0])} outside axis {axis}",
+            )
         out = list(ins[0])
         out[axis] = sum(s[axis] for s in ins)
         return [tuple(out)]
     if opcode == "pad":
         pads = tuple(attrs.get("pads") or ())
         rank = len(ins[0])
-        _need(len(pads) == 2 * rank, f"pads needs {2 * rank} entries (begin then end per "
-              f"axis), has {len(pads)}")
+        _need(
+            len(pads) == 2 * rank,
+            f"pads needs {2 * rank} entries (begin then end per axis), has {len(pads)}",
+        )
         return [tuple(d + pads[k] + pads[k + rank] for k, d in enumerate(ins[0]))]
     return None
 
 
-_ELTWISE = frozenset({"relu", "leaky_relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs",
-                      "neg", "gelu", "silu", "add", "sub", "mul", "div", "min", "max", "pow",
-                      "clamp"})
+_ELTWISE = frozenset(
+    {
+        "relu",
+        "leaky_relu",
+        "sigmoid",
+        "tanh",
+        "exp",
+        "log",
+        "sqrt",
+        "abs",
+        "neg",
+        "gelu",
+        "silu",
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "min",
+        "max",
+        "pow",
+        "clamp",
+    }
+)
 
 
 def check_shapes(opcode, specs, attrs) -> list[str]:
@@ -174,16 +215,19 @@ def check_shapes(opcode, specs, attrs) -> list[str]:
     messages = []
     for region, want in zip(outs, derived, strict=False):
         if tuple(region.shape) != tuple(want):
-            messages.append(f"output {region.label} has shape {list(region.shape)}, the "
-                            f"inputs and attributes give {list(want)}")
-        if opcode.name in ("conv2d", "maxpool", "avgpool") and region.layout not in (None,
-                                                                                      "NHWC"):
+            messages.append(
+                f"output {region.label} has shape {list(region.shape)}, the "
+                f"inputs and attributes give {list(want)}"
+            )
+        if opcode.name in ("conv2d", "maxpool", "avgpool") and region.layout not in (None, "NHWC"):
             messages.append(f"output {region.label} layout must be NHWC, not {region.layout}")
     if opcode.name in ("maxpool", "avgpool", "transpose", "reshape", "concat", "pad"):
         for region in outs:
             if region.elem != ins[0].elem:
-                messages.append(f"output {region.label} is {region.elem}, the input is "
-                                f"{ins[0].elem} (the element type is preserved)")
+                messages.append(
+                    f"output {region.label} is {region.elem}, the input is "
+                    f"{ins[0].elem} (the element type is preserved)"
+                )
     return messages
 
 
@@ -195,12 +239,14 @@ def _check_split(ins, outs, attrs) -> list[str]:
         return [f"axis {axis} outside rank {len(x)}"]
     axis %= len(x)
     if sum(sizes) != x[axis] or len(sizes) != len(outs):
-        return [f"split_sizes {list(sizes)} must sum to dim {x[axis]} and match the "
-                f"{len(outs)} outputs"]
+        return [
+            f"split_sizes {list(sizes)} must sum to dim {x[axis]} and match the {len(outs)} outputs"
+        ]
     messages = []
     for region, size in zip(outs, sizes, strict=True):
         want = tuple(size if k == axis else d for k, d in enumerate(x))
         if tuple(region.shape) != want:
-            messages.append(f"output {region.label} has shape {list(region.shape)}, expected "
-                            f"{list(want)}")
+            messages.append(
+                f"output {region.label} has shape {list(region.shape)}, expected {list(want)}"
+            )
     return messages

@@ -48,10 +48,6 @@ __all__ = [
 NOSPAN = Span("<none>", 0, 0)
 
 
-def _span() -> Span:
-    return field(default=NOSPAN, compare=False, repr=False)
-
-
 # --- expressions and values ----------------------------------------------------------------
 
 
@@ -61,7 +57,7 @@ class Num:
 
     value: int | float
     text: str
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ class Name:
     """An identifier used as a value (a const, a loop variable, ``i32``, ``constant``...)."""
 
     id: str
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,7 @@ class BinOp:
     op: str
     left: Expr
     right: Expr
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,7 @@ class Neg:
     """Unary minus (an extension: the grammar has none, quant zero points need it)."""
 
     operand: Expr
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 Expr = Num | Name | BinOp | Neg
@@ -98,7 +94,7 @@ class Str:
     """A STRING literal (without its quotes)."""
 
     value: str
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -106,7 +102,7 @@ class ListValue:
     """``[v0, v1, ...]``."""
 
     items: tuple[Value, ...]
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -120,7 +116,7 @@ class Quant:
     group_size: Expr | None = None
     scales: tuple[Value, ...] = ()
     zero_points: tuple[Value, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ class TypeAttrs:
     layout: str | None = None
     strides: tuple[Expr, ...] | None = None
     quant: Quant | None = None
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -143,7 +139,7 @@ class Decorator:
     args: tuple[Value, ...] = ()
     unit: str | None = None
     index: Expr | None = None
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -154,7 +150,7 @@ class RegionExpr:
     offset: Expr
     extent: Expr
     type: TypeAttrs | None = None
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 Value = Num | Name | BinOp | Neg | Str | ListValue | RegionExpr
@@ -166,7 +162,7 @@ class Operand:
 
     ref: str | RegionExpr
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 # --- program statements --------------------------------------------------------------------
@@ -187,7 +183,7 @@ class Const:
 
     name: str
     expr: Expr
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -200,7 +196,7 @@ class Buffer:
     size: Expr | None
     align: Expr | None
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -211,7 +207,7 @@ class RegionDecl:
     value: Value
     let: bool
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -225,7 +221,7 @@ class Transfer:
     src: Operand
     deps: tuple[str, ...] | None = None
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -235,7 +231,7 @@ class Wait:
     tokens: tuple[str, ...]
     token: str | None = None
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -250,7 +246,7 @@ class Compute:
     attrs: tuple[tuple[str, Value], ...] = ()
     deps: tuple[str, ...] | None = None
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
     attr_spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
 
 
@@ -263,7 +259,7 @@ class Loop:
     end: Expr
     body: tuple[Stmt, ...]
     decos: tuple[Decorator, ...] = ()
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 Stmt = Const | Buffer | RegionDecl | Transfer | Wait | Compute | Loop
@@ -279,7 +275,7 @@ class VariantRef:
     family: str
     inst: tuple[str, ...]
     variant: str
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
     def __str__(self) -> str:
         inst = f"<{', '.join(self.inst)}>" if self.inst else ""
@@ -295,7 +291,7 @@ class Topology:
     device_units: tuple[tuple[str, Expr], ...] | None
     per_engine: tuple[tuple[str, Expr], ...]
     l1_size_bytes: Expr | None
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
     unit_spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
 
 
@@ -310,7 +306,7 @@ class DeviceConfig:
     unit_characteristics: tuple[tuple[str, tuple[tuple[str, Expr], ...]], ...] | None
     mandatory: tuple[VariantRef, ...] | None
     extended: tuple[VariantRef, ...] | None
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -319,7 +315,7 @@ class DeviceRef:
 
     target: str
     is_path: bool
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -338,7 +334,7 @@ class Variant:
     name: str
     operands: tuple[tuple[str, str], ...]
     conformance: tuple[tuple[str, tuple[str, ...]], ...]
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -350,7 +346,7 @@ class TypeFamily:
     operands: tuple[tuple[str, str], ...]
     attrs: tuple[FamilyAttr, ...]
     variants: tuple[Variant, ...]
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -358,7 +354,7 @@ class Include:
     """``include "path"``."""
 
     path: str
-    span: Span = _span()
+    span: Span = field(default=NOSPAN, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -379,3 +375,4 @@ class Document:
     is_program: bool = True
     file: str = field(default="<string>", compare=False)
     comments: tuple[Comment, ...] = field(default=(), compare=False, repr=False)
+    blank_lines: tuple[int, ...] = field(default=(), compare=False, repr=False)
