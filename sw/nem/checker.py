@@ -45,7 +45,17 @@ from nem.tree import (
     Wait,
 )
 
-__all__ = ["BITS", "CheckResult", "Region", "check_file", "check_text", "check_workspace"]
+__all__ = [
+    "BITS",
+    "BufferInfo",
+    "CheckResult",
+    "Plan",
+    "Region",
+    "TaskInstance",
+    "check_file",
+    "check_text",
+    "check_workspace",
+]
 
 BITS = {
     "i4": 4,
@@ -108,13 +118,53 @@ class Region:
 
 
 @dataclass
-class _BufferInfo:
+class BufferInfo:
+    """A declared buffer with its expressions evaluated."""
+
     name: str
     level: str
     engine: int | None
     size: int | None
     decos: frozenset[str]
     span: Span
+    align: int | None = None
+
+
+@dataclass(frozen=True)
+class TaskInstance:
+    """One task of the program with loops unrolled: what the executor and binder run.
+
+    ``index`` is the program (issue) order, ``node`` the task's node in the happens-before
+    :class:`~nem.hazards.Order`. ``resource`` is the ``@resource`` binding after the Target
+    Resource Validity Rule (``(unit, index)``), ``engine`` the engine from L1 placement or
+    ``@seq_engine`` (``None``: engine-agnostic). ``attrs`` holds every registry attribute,
+    evaluated, defaults included.
+    """
+
+    index: int
+    node: int
+    kind: str
+    opcode: str
+    form: str
+    ins: tuple[Region, ...]
+    outs: tuple[Region, ...]
+    attrs: dict
+    decos: frozenset[str]
+    resource: tuple[str, int] | None
+    engine: int | None
+    label: str
+    span: Span
+
+
+@dataclass
+class Plan:
+    """The elaborated program: buffers in declaration order, task instances in issue order,
+    and the happens-before order over them (see :mod:`nem.hazards`)."""
+
+    buffers: dict[str, BufferInfo]
+    tasks: list[TaskInstance]
+    order: Order
+    consts: dict[str, int]
 
 
 @dataclass
@@ -125,6 +175,7 @@ class CheckResult:
     device: Device | None
     workspace: Workspace
     task_count: int = 0
+    plan: Plan | None = None
 
     @property
     def ok(self) -> bool:
@@ -159,11 +210,12 @@ class _Checker:
         self.registry = registry
         self.consts: dict[str, int] = {}
         self.const_later: set[str] = set()
-        self.buffers: dict[str, _BufferInfo] = {}
+        self.buffers: dict[str, BufferInfo] = {}
         self.order = Order()
         self.accesses: list[Access] = []
         self.reported: set[tuple[str, Span]] = set()
         self.tasks = 0
+        self.instances: list[TaskInstance] = []
         self.file = ws.doc.file
 
     # --- reporting -------------------------------------------------------------------------
@@ -368,6 +420,7 @@ class _Checker:
         elif size is not None and size <= 0:
             self.err("E607", f"buffer {stmt.name}: size must be > 0 bytes, not {size}", stmt.span)
             size = None
+        align = None
         if stmt.align is not None:
             align = self.int_of(stmt.align, scope, f"align of buffer {stmt.name}")
             if align is not None and (align <= 0 or align & (align - 1)):
@@ -390,8 +443,8 @@ class _Checker:
                     )
         if self.define(scope, stmt.name, "buffer", None, stmt.span):
             del scope.names[stmt.name]
-            self.buffers[stmt.name] = _BufferInfo(
-                stmt.name, stmt.level, engine, size, frozenset(decos), stmt.span
+            self.buffers[stmt.name] = BufferInfo(
+                stmt.name, stmt.level, engine, size, frozenset(decos), stmt.span, align
             )
 
     def region_decl(self, stmt: RegionDecl, scope: _Scope) -> None:
@@ -663,6 +716,7 @@ class _Checker:
         decos = self.decorators(stmt.decos, kind, scope)
         reads: list[Region] = []
         writes: list[Region] = []
+        attrs: dict = {}
         if isinstance(stmt, Transfer):
             name = f"{stmt.op}.{stmt.form}"
             dst = self.operand(stmt.dst, scope, f"{name} dst")
@@ -701,16 +755,17 @@ class _Checker:
                         f"{stmt.opcode} has forms {', '.join(opcode.forms)}, not {stmt.form!r}",
                         stmt.span,
                     )
-                self.compute(stmt, opcode, ins, outs, scope)
+                attrs = self.compute(stmt, opcode, ins, outs, scope)
         for region in writes:
             if "readonly" in region.decos:
                 self.err("E715", f"{region.label} is @readonly but this task writes it", stmt.span)
         for region in reads:
             if "writeonly" in region.decos:
                 self.err("E715", f"{region.label} is @writeonly but this task reads it", stmt.span)
-        self.placement(stmt, [*reads, *writes], decos, scope)
+        engine = self.placement(stmt, [*reads, *writes], decos, scope)
+        bound = None
         if "resource" in decos and opcode is not None:
-            self.resource(stmt, decos["resource"], opcode, scope)
+            bound = self.resource(stmt, decos["resource"], opcode, scope)
         preds = [thread.barrier]
         for tok in stmt.deps or ():
             node = self.token(scope, tok, stmt.span)
@@ -748,6 +803,23 @@ class _Checker:
                     stmt.span,
                 )
             )
+        self.instances.append(
+            TaskInstance(
+                len(self.instances),
+                node,
+                kind if isinstance(stmt, Compute) else stmt.op,
+                stmt.opcode if isinstance(stmt, Compute) else stmt.op,
+                stmt.form,
+                tuple(reads),
+                tuple(writes),
+                attrs or {},
+                frozenset(decos),
+                bound,
+                engine,
+                label,
+                stmt.span,
+            )
+        )
         if stmt.token is not None:
             self.define(scope, stmt.token, "token", node, stmt.span)
         if stmt.form == "sync":
@@ -792,8 +864,9 @@ class _Checker:
                 stmt.span,
             )
 
-    def placement(self, stmt, regions: list[Region], decos, scope: _Scope) -> None:
+    def placement(self, stmt, regions: list[Region], decos, scope: _Scope) -> int | None:
         engines = sorted({r.engine for r in regions if r.level == "L1" and r.engine is not None})
+        engine = engines[0] if engines else None
         if len(engines) > 1:
             self.err(
                 "E807",
@@ -816,8 +889,14 @@ class _Checker:
                     f"@seq_engine({k}) but the task references L1[{engines[0]}]",
                     decos["seq_engine"].span,
                 )
+            elif k is not None:
+                engine = k
+        return engine
 
-    def resource(self, stmt, deco: Decorator, opcode: Opcode, scope: _Scope) -> None:
+    def resource(
+        self, stmt, deco: Decorator, opcode: Opcode, scope: _Scope
+    ) -> tuple[str, int] | None:
+        """Check ``@resource``; return the binding after Target Resource Validity rules 2-3."""
         unit = deco.unit
         if unit in RESOURCE_INVALID:
             self.err(
@@ -847,7 +926,7 @@ class _Checker:
             )
             return
         if self.device is None or not self.device.concrete or index is None:
-            return
+            return None if index is None else (unit, index)
         count = self.device.units(unit)
         if count == 0:
             present = [u for u in eligible if self.device.units(u) > 0]
@@ -858,6 +937,7 @@ class _Checker:
                     f"translates {opcode.name} to {present[0]}",
                     deco.span,
                 )
+                return present[0], index % self.device.units(present[0])
             else:
                 self.err(
                     "E806",
@@ -869,13 +949,15 @@ class _Checker:
             self.err(
                 "W801",
                 f"{unit}[{index}] does not exist on {self.device.name!r} "
-                f"({count} per engine); the binder remaps it",
+                f"({count} per engine); the binder remaps it to {unit}[{index % count}]",
                 deco.span,
             )
+            return unit, index % count
+        return unit, index
 
     # --- compute ---------------------------------------------------------------------------
 
-    def compute(self, stmt: Compute, opcode: Opcode, ins, outs, scope: _Scope) -> None:
+    def compute(self, stmt: Compute, opcode: Opcode, ins, outs, scope: _Scope) -> dict:
         specs = []
         for direction, given, spec_list, variadic in (
             ("in", ins, opcode.inputs, opcode.variadic_inputs),
@@ -891,7 +973,7 @@ class _Checker:
                     f"{' (variadic)' if variadic else ''}; {len(given)} given",
                     stmt.span,
                 )
-                return
+                return {}
             for k, region in enumerate(given):
                 spec = spec_list[min(k, len(spec_list) - 1)]
                 specs.append((spec, region))
@@ -903,9 +985,11 @@ class _Checker:
                     "elem=, shape= and layout=/strides=",
                     stmt.span,
                 )
+        before = len(self.sink.items)
         attrs = self.attributes(stmt, opcode, scope)
+        attrs_ok = len(self.sink.items) == before
         if any(r is None or not r.typed for _, r in specs):
-            return
+            return attrs
         facts = [
             OperandFacts(s.name, r.elem, r.quant is not None, s.required, s.direction)
             for s, r in specs
@@ -913,8 +997,11 @@ class _Checker:
         self.families(stmt, opcode, facts, attrs.get("accum_type"))
         from nem.shapes import check_shapes
 
+        if not attrs_ok:
+            return attrs
         for message in check_shapes(opcode, specs, attrs):
             self.err("E710", f"{opcode.name}: {message}", stmt.span)
+        return attrs
 
     def attributes(self, stmt: Compute, opcode: Opcode, scope: _Scope) -> dict[str, object]:
         out: dict[str, object] = {}
@@ -1169,7 +1256,8 @@ def check_workspace(
     target = _target_device(ws, device, base_dir)
     checker = _Checker(ws, target, registry)
     checker.run()
-    return CheckResult(ws.sink.sorted(), target, ws, checker.tasks)
+    plan = Plan(checker.buffers, checker.instances, checker.order, checker.consts)
+    return CheckResult(ws.sink.sorted(), target, ws, checker.tasks, plan)
 
 
 def check_file(path: str | os.PathLike, *, device: str | None = None) -> CheckResult:

@@ -30,6 +30,7 @@ class Order:
 
     def __init__(self) -> None:
         self.ancestors: list[int] = []
+        self.preds: list[tuple[int, ...]] = []
 
     def node(self, preds: list[int]) -> int:
         """Add a node after ``preds``; return its number."""
@@ -37,6 +38,7 @@ class Order:
         for p in preds:
             mask |= self.ancestors[p] | (1 << p)
         self.ancestors.append(mask)
+        self.preds.append(tuple(sorted(set(preds))))
         return len(self.ancestors) - 1
 
     def before(self, a: int, b: int) -> bool:

@@ -129,7 +129,10 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                 while i < n and _is_id_char(text[i]):
                     i += 1
                 sink.add("E103", f"malformed number {text[start:i]!r}", Span(file, line, col))
-                gap = True
+                # Keep the digits as a number so that the parser does not cascade.
+                digits = "".join(c for c in text[start:i] if c.isdigit()) or "0"
+                tokens.append(Token("INT", digits[:18], line, col, bol, gap))
+                bol, gap, code_on_line = False, False, True
                 continue
         elif ch == '"':
             i += 1
@@ -143,7 +146,8 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                 sink.add(
                     "E102", "string not closed before the end of the line", Span(file, line, col)
                 )
-                gap = True
+                tokens.append(Token("STRING", "".join(out), line, col, bol, gap))
+                bol, gap, code_on_line = False, False, True
                 continue
             i += 1
             tokens.append(Token("STRING", "".join(out), line, col, bol, gap))

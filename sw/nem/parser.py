@@ -151,12 +151,11 @@ class _Parser:
         if tok.text == "wait":
             return self.at("(", k + 1)
         nxt = self.peek(k + 2)
-        return (
-            self.at(".", k + 1)
-            and not self.peek(k + 1).gap
-            and nxt.kind == "ID"
-            and nxt.text in ("async", "sync")
-        )
+        if not (self.at(".", k + 1) and not self.peek(k + 1).gap and nxt.kind == "ID"):
+            return False
+        # OPCODE.async / OPCODE.sync, or another form name followed by what a task call
+        # continues with (so that "relu.later in X out Y" is reported as a bad form).
+        return nxt.text in ("async", "sync") or self.at_kw("in", k + 3) or self.at("(", k + 3)
 
     # --- document --------------------------------------------------------------------------
 
@@ -299,6 +298,7 @@ class _Parser:
             return self.task(None, tok)
         if self.at("=", 1):
             if self.at_kw("region", 2) and self.at("(", 3):
+                self.advance()
                 self.advance()
                 self.advance()
                 region = self.region_expr()
