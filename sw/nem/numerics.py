@@ -28,17 +28,41 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = [
+    "INT_RANGES",
     "NumericsError",
+    "QuantParams",
     "Requant",
     "conv2d_int8_acc",
+    "dequantize_codes",
     "fold_input_zero_point",
     "gemm_int8_acc",
     "quantize_multiplier",
+    "quantize_real",
     "requant_params",
     "requantize",
+    "round_float",
 ]
 
 INT_RANGES = {"i8": (-128, 127), "i16": (-32768, 32767), "u8": (0, 255)}
+#: Value range of every integer element type (i4 included).
+ELEM_RANGES = {
+    "i4": (-8, 7),
+    "i8": (-128, 127),
+    "u8": (0, 255),
+    "i16": (-32768, 32767),
+    "u16": (0, 65535),
+    "i32": (-(1 << 31), (1 << 31) - 1),
+    "u32": (0, (1 << 32) - 1),
+}
+_INT_DTYPES = {
+    "i4": np.int8,
+    "i8": np.int8,
+    "u8": np.uint8,
+    "i16": np.int16,
+    "u16": np.uint16,
+    "i32": np.int32,
+    "u32": np.uint32,
+}
 
 
 class NumericsError(ValueError):
@@ -251,3 +275,85 @@ def conv2d_int8_acc(
     if bias_eff is not None:
         acc = acc + np.asarray(bias_eff, dtype=np.int64)
     return _check_int32(acc)
+
+
+# --- the real-valued path: CSTL / VPU operations and the float types -------------------------
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """An evaluated quantization descriptor of a region.
+
+    ``scales`` / ``zero_points`` have one entry (per tensor) or one per channel (``axis``) or
+    per group of ``group_size`` along ``axis``.
+    """
+
+    scales: np.ndarray
+    zero_points: np.ndarray
+    axis: int | None = None
+    group_size: int | None = None
+
+    def expand(self, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Scale and zero point arrays broadcastable against an array of ``shape``."""
+        if self.axis is None:
+            return self.scales.reshape(()), self.zero_points.reshape(())
+        axis = self.axis % len(shape)
+        per = np.arange(shape[axis]) // (self.group_size or 1)
+        bshape = [1] * len(shape)
+        bshape[axis] = shape[axis]
+        return self.scales[per].reshape(bshape), self.zero_points[per].reshape(bshape)
+
+
+IDENTITY = QuantParams(np.ones(1), np.zeros(1, dtype=np.int64))
+
+
+def dequantize_codes(q, qp: QuantParams | None):
+    """``real = scale * (q - zero_point)`` in float64 (exact for 32-bit codes and scales)."""
+    q = np.asarray(q, dtype=np.float64)
+    if qp is None:
+        return q
+    s, z = qp.expand(q.shape)
+    return s * (q - z)
+
+
+def quantize_real(real, elem: str, qp: QuantParams | None):
+    """Real values -> integer codes of ``elem``: one rounding, then saturation.
+
+    ``q = clamp(rne(real / scale) + zero_point, lo, hi)`` evaluated in float64, ``rne`` the
+    round-half-to-even of IEEE 754; NaN maps to the zero point, +-inf saturate.
+    """
+    real = np.asarray(real, dtype=np.float64)
+    if qp is not None:
+        s, z = qp.expand(real.shape)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            scaled = real / s
+    else:
+        scaled, z = real, 0
+    scaled = np.where(np.isnan(scaled), 0.0, scaled)
+    lo, hi = ELEM_RANGES[elem]
+    codes = np.clip(np.rint(np.clip(scaled, -2.0**40, 2.0**40)) + z, lo, hi)
+    return codes.astype(_INT_DTYPES[elem])
+
+
+def round_float(real, elem: str):
+    """float64 values -> ``f16`` / ``bf16`` / ``f32``: one round-to-nearest-even."""
+    real = np.asarray(real, dtype=np.float64)
+    if elem == "f16":
+        return real.astype(np.float16)
+    if elem == "f32":
+        return real.astype(np.float32)
+    if elem == "bf16":
+        import ml_dtypes
+
+        # ml_dtypes rounds float64 through float32 (two roundings). Round to float32 with
+        # round-to-odd first (truncate, then set the last bit when inexact): a later RNE to
+        # the 8-bit bf16 significand then equals one direct rounding.
+        with np.errstate(over="ignore", invalid="ignore"):
+            r32 = real.astype(np.float32)
+            wide = r32.astype(np.float64)
+            too_far = np.isfinite(real) & (np.abs(wide) > np.abs(real))
+            r32 = np.where(too_far, np.nextafter(r32, np.float32(0)), r32)
+            inexact = np.isfinite(real) & (r32.astype(np.float64) != real)
+        bits = r32.view(np.uint32) | inexact.astype(np.uint32)
+        return bits.view(np.float32).astype(ml_dtypes.bfloat16)
+    raise NumericsError(f"{elem} is not a float type")
