@@ -4,6 +4,10 @@
 document is valid (warnings allowed), 1 when it has errors, 2 on a usage problem (bad
 option, unreadable file). ``npu nem fmt FILE`` prints the canonical layout (or rewrites the
 file with ``--in-place``; ``--check`` exits 1 when the file is not canonical).
+``npu nem run FILE.nem --memory in.npz -o out.npz [--trace trace.json]`` checks and runs a
+program in the executor: the input npz maps buffer names to initial contents (raw
+little-endian bytes of each array, from the buffer's first byte), the output npz holds the
+final bytes of every buffer (uint8); the run's summary goes to stderr.
 """
 
 from __future__ import annotations
@@ -95,12 +99,42 @@ def _fmt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _load_npz(path: str) -> dict:
+    import numpy as np
+
+    from nem.executor import ExecError
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise ExecError(f"{path}: not a readable .npz file ({exc})") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from nem.executor import run_file
+
+    if not os.path.isfile(args.file):
+        print(f"npu nem run: error: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    initial = _load_npz(args.memory) if args.memory else {}
+    result = run_file(args.file, initial, device=args.device)
+    np.savez(args.output, **result.buffers())
+    if args.trace:
+        result.write_trace(args.trace)
+    print(result.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
 def register(subparsers):
     """Add ``npu nem``; return this package's user-error exception types."""
     from nem.diagnostics import NemError
+    from nem.executor import ExecError
     from nem.registry import RegistryError
 
-    nem = subparsers.add_parser("nem", help="NEM execution plans: check, format")
+    nem = subparsers.add_parser("nem", help="NEM execution plans: check, format, run")
     sub = nem.add_subparsers(dest="nem_command", metavar="NEM_COMMAND", required=True)
     p = sub.add_parser("check", help="check a NEM program or device file against the spec")
     p.add_argument("file", help="a .nem program or a device/config document")
@@ -119,4 +153,13 @@ def register(subparsers):
         "--check", action="store_true", help="exit 1 when FILE is not in canonical layout"
     )
     p.set_defaults(func=_fmt)
-    return (NemError, RegistryError)
+    p = sub.add_parser("run", help="run a NEM program in the bit-exact executor")
+    p.add_argument("file", help="a .nem program")
+    p.add_argument("--device", help="target device (as for check)")
+    p.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by buffer name")
+    p.add_argument(
+        "-o", "--output", required=True, metavar="OUT.npz", help="final bytes of every buffer"
+    )
+    p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome trace (Perfetto)")
+    p.set_defaults(func=_run)
+    return (NemError, RegistryError, ExecError)
