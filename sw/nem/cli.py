@@ -99,27 +99,15 @@ def _fmt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _load_npz(path: str) -> dict:
-    import numpy as np
-
-    from nem.executor import ExecError
-
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise ExecError(f"{path}: not a readable .npz file ({exc})") from None
-
-
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from nem.executor import run_file
+    from nem.executor import load_npz, run_file
 
     if not os.path.isfile(args.file):
         print(f"npu nem run: error: {args.file}: no such file", file=sys.stderr)
         return EXIT_USAGE
-    initial = _load_npz(args.memory) if args.memory else {}
+    initial = load_npz(args.memory) if args.memory else {}
     result = run_file(args.file, initial, device=args.device)
     np.savez(args.output, **result.buffers())
     if args.trace:

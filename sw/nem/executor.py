@@ -31,6 +31,8 @@ import heapq
 import json
 import math
 import os
+import zipfile
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -50,6 +52,7 @@ __all__ = [
     "RunResult",
     "TaskRecord",
     "execute",
+    "load_npz",
     "run_file",
 ]
 
@@ -435,3 +438,23 @@ def run_file(
             f"{os.fspath(path)}: no device: give one with a device directive or --device"
         )
     return execute(result.plan, result.device, initial)
+
+
+def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Initial buffer contents from an ``.npz`` file (name -> array), read completely.
+
+    Raises
+    ------
+    ExecError
+        When the file is missing, not an npz archive, corrupt, or holds object arrays.
+    """
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ExecError(f"{os.fspath(path)}: an .npy array, not an .npz archive of buffers")
+        with data:
+            return {name: np.asarray(data[name]) for name in data.files}
+    except ExecError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ExecError(f"{os.fspath(path)}: not a readable .npz file ({exc})") from None
