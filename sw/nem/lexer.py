@@ -49,6 +49,7 @@ class Token:
     col: int
     bol: bool  # first token on its line
     gap: bool  # whitespace (or a comment) precedes it
+    bad: bool = False  # malformed (already reported): a STRING not closed
 
     def span(self, file: str) -> Span:
         """The token's position in ``file``."""
@@ -109,6 +110,7 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                 while i < n and text[i].isdigit():
                     i += 1
                 kind = "FLOAT"
+                mantissa_end = i
                 if i < n and text[i] in "eE":
                     j = i + 1
                     if j < n and text[j] in "+-":
@@ -123,7 +125,16 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                             f"malformed exponent in number {text[start:j]!r}",
                             Span(file, line, col),
                         )
+                        # Keep the mantissa as the number so that the parser does not
+                        # cascade (and float() never sees "1.5e+").
+                        tokens.append(
+                            Token("FLOAT", text[start:mantissa_end], line, col, bol, gap)
+                        )
+                        bol, gap, code_on_line = False, False, True
                         i = j
+                        while i < n and _is_id_char(text[i]):
+                            i += 1
+                        continue
             if i < n and _is_id_start(text[i]):
                 # "3x" or "1e5" (an exponent needs a fraction part in NEM).
                 while i < n and _is_id_char(text[i]):
@@ -146,7 +157,7 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
                 sink.add(
                     "E102", "string not closed before the end of the line", Span(file, line, col)
                 )
-                tokens.append(Token("STRING", "".join(out), line, col, bol, gap))
+                tokens.append(Token("STRING", "".join(out), line, col, bol, gap, bad=True))
                 bol, gap, code_on_line = False, False, True
                 continue
             i += 1

@@ -179,7 +179,8 @@ class _Parser:
                             "include must come before everything else in a document",
                             self.span(tok),
                         )
-                    includes.append(Include(path.text, self.span(tok)))
+                    if not path.bad:  # an unclosed string is reported once, not looked up
+                        includes.append(Include(path.text, self.span(tok)))
                 elif self.at_kw("type_family"):
                     fam = self.type_family()
                     if program_started:
@@ -193,6 +194,9 @@ class _Parser:
                 elif self.at_kw("device"):
                     tok = self.advance()
                     if self.at("STRING"):
+                        if self.peek().bad:  # reported by the lexer; do not look it up
+                            self.advance()
+                            continue
                         ref = DeviceRef(self.advance().text, True, self.span(tok))
                     else:
                         dev_name = self.ident("a device name or a quoted file path")
