@@ -182,7 +182,6 @@ class Catalog:
     ) -> list[str]:
         """Why ``facts`` (one task's operands) do not match ``inst``; empty when they do."""
         why: list[str] = []
-        present = {f.name for f in facts}
         for binding, typ in inst.bindings:
             names = bind_names(binding, opcode)
             if not names:
@@ -194,7 +193,9 @@ class Catalog:
                         why.append(f"{name} is given but {inst.ref} has no {name}")
                     continue
                 if not got:
-                    if name not in present and any(
+                    # A variant binding that names an optional operand (with_bias: { B: i32 })
+                    # requires it; a group binding (input, src...) only types what is given.
+                    if binding == name and any(
                         o.name == name and not o.required for o in opcode.operands
                     ):
                         why.append(f"{name} is missing but {inst.ref} needs it ({typ})")
