@@ -266,10 +266,16 @@ def _family(out: _Out, fam: TypeFamily) -> None:
         on = f" on {attr.on}" if attr.on else ""
         out.add(f"{IND}{attr.name} = {attr.value}{on}", None)
     out.add("", None)
-    out.add(f"{IND}variants:", None)
-    for var in fam.variants:
+    # "variants:" takes the first variant's source line, so that blank lines and comments
+    # before that variant go above "variants:" and formatting twice changes nothing.
+    first = _line_of(fam.variants[0]) if fam.variants else None
+    out.add(f"{IND}variants:", first)
+    for k, var in enumerate(fam.variants):
         binds = " ".join(f"{n}: {t}" for n, t in var.operands)
-        out.add(f"{IND * 2}{var.name}: {{{' ' + binds + ' ' if binds else ''}}}", _line_of(var))
+        out.add(
+            f"{IND * 2}{var.name}: {{{' ' + binds + ' ' if binds else ''}}}",
+            _line_of(var) if k else None,
+        )
         entries = "   ".join(
             f"{cls} <{', '.join(inst)}>" if inst else cls for cls, inst in var.conformance
         )
