@@ -9,7 +9,11 @@ where the next token cannot continue it. The places where that needs a decision 
 * a region's type attributes continue while a ``,`` is followed by one of ``elem``,
   ``shape``, ``layout``, ``strides``, ``quant`` and ``=``; otherwise the ``,`` belongs to
   the surrounding operand list;
-* decorators (``@...``) always attach to what precedes them.
+* decorators (``@...``) attach to what precedes them, with one exception: after a compute
+  task's operand, a decorator that applies only to tasks (``@resource``, ``@seq_engine``,
+  ``@memmove``, ``@deterministic``, ``@max_in_flight``) ends the operand and belongs to the
+  task (``relu.async in X out Y @materialized @resource(CSTL[0])``: Y is materialized, the
+  task is bound to CSTL[0]).
 
 Errors are reported to the sink and parsing resumes at the next token that starts a line
 and can start a statement, so one run reports every independent syntax error.
@@ -70,6 +74,9 @@ _STMT_KEYWORDS = frozenset(
     }
 )
 _MAX_DEPTH = 100
+# Decorators that apply to tasks and never to regions: after a compute task's last operand
+# they belong to the task ("relu.async in X out Y @resource(CSTL[0])"), not to Y.
+_TASK_DECOS = frozenset({"resource", "seq_engine", "memmove", "deterministic", "max_in_flight"})
 
 
 class _Abort(Exception):
@@ -476,20 +483,21 @@ class _Parser:
         return tuple(ids)
 
     def operand_list(self) -> tuple[Operand, ...]:
-        ops = [self.operand()]
+        """A compute task's operands; task-only decorators end an operand (layout rule)."""
+        ops = [self.operand(_TASK_DECOS)]
         while self.at(","):
             self.advance()
-            ops.append(self.operand())
+            ops.append(self.operand(_TASK_DECOS))
         return tuple(ops)
 
-    def operand(self) -> Operand:
+    def operand(self, stop: frozenset[str] = frozenset()) -> Operand:
         tok = self.peek()
         if self.at_kw("region") and self.at("(", 1):
             self.advance()
             ref = self.region_expr()
         else:
             ref = self.ident("a region name or region(...)").text
-        return Operand(ref, self.decos(), self.span(tok))
+        return Operand(ref, self.decos(stop), self.span(tok))
 
     def region_expr(self) -> RegionExpr:
         """After ``region``: ``(buffer, offset, extent)`` and optional type attributes."""
@@ -600,9 +608,10 @@ class _Parser:
             self.span(kind),
         )
 
-    def decos(self) -> tuple[Decorator, ...]:
+    def decos(self, stop: frozenset[str] = frozenset()) -> tuple[Decorator, ...]:
+        """Decorators here; stops before one whose name is in ``stop``."""
         out = []
-        while self.at("@"):
+        while self.at("@") and not (self.at("ID", 1) and self.peek(1).text in stop):
             out.append(self.decorator())
         return tuple(out)
 
