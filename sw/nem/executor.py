@@ -43,7 +43,7 @@ from nem.cycles import CycleModel
 from nem.device import DEVICE_UNITS, Device
 from nem.diagnostics import NemError
 from nem.memory import AllocationError, Memory, Placement, allocate, memory_name
-from nem.ops import NMU_OPCODES, NotSupported, OpError, Work, run_compute
+from nem.ops import NMU_OPCODES, UNSUPPORTED, NotSupported, OpError, Work, run_compute
 from nem.registry import Registry, load_registry
 
 __all__ = [
@@ -324,6 +324,8 @@ def execute(
 
     prepared: list[_Prepared] = []
     for task in plan.tasks:
+        if task.kind == "compute" and task.opcode in UNSUPPORTED:
+            raise ExecError(f"{task.label}: not supported: {UNSUPPORTED[task.opcode]}")
         unit = _unit_type(task, device, registry)
         engine = None if unit in DEVICE_UNITS else (task.engine or 0)
         pool = pools.get((unit, engine), [])
