@@ -209,9 +209,13 @@ def requantize(acc, rq, channel_axis=-1):
     return y.astype({"i8": np.int8, "u8": np.uint8, "i16": np.int16}[rq.out_dtype])
 
 
-def fold_input_zero_point(bias, w, x_zero_point, reduce_axes):
-    """``bias_eff = bias - z_x * sum(w over reduce_axes)`` in int32 (checked)."""
-    w_sum = np.asarray(w, dtype=np.int64).sum(axis=reduce_axes)
+def fold_input_zero_point(bias, w, x_zero_point, reduce_axes, *, keepdims=False):
+    """``bias_eff = bias - z_x * sum(w over reduce_axes)`` in int32 (checked).
+
+    With ``keepdims`` the reduced axes stay (size 1), so that ``bias_eff`` broadcasts against
+    the accumulator of a batched matmul (``w`` of shape ``[..., K, N]``, reduced over ``K``).
+    """
+    w_sum = np.asarray(w, dtype=np.int64).sum(axis=reduce_axes, keepdims=keepdims)
     out = np.asarray(bias, dtype=np.int64) - int(x_zero_point) * w_sum
     if out.min() < -(1 << 31) or out.max() >= 1 << 31:
         raise NumericsError("folded bias does not fit in int32")
@@ -338,10 +342,9 @@ def quantize_real(real, elem: str, qp: QuantParams | None):
 def round_float(real, elem: str):
     """float64 values -> ``f16`` / ``bf16`` / ``f32``: one round-to-nearest-even."""
     real = np.asarray(real, dtype=np.float64)
-    if elem == "f16":
-        return real.astype(np.float16)
-    if elem == "f32":
-        return real.astype(np.float32)
+    if elem in ("f16", "f32"):
+        with np.errstate(over="ignore"):  # beyond the largest finite value: +-inf, as IEEE
+            return real.astype(np.float16 if elem == "f16" else np.float32)
     if elem == "bf16":
         import ml_dtypes
 

@@ -154,10 +154,14 @@ def _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes):
     channels = wr.shape[-1]
     if yr.elem == "i32" and qy is None:
         zx = 0 if qx is None else int(qx.zero_points[0])
-        eff = fold_input_zero_point(
-            np.zeros(channels, np.int64) if bias is None else bias, w, zx, reduce_axes
-        )
-        return acc_fn(x, w, eff, zx)
+        try:
+            eff = fold_input_zero_point(
+                np.zeros(channels, np.int64) if bias is None else bias, w, zx, reduce_axes,
+                keepdims=True,
+            )
+            return acc_fn(x, w, eff, zx)
+        except NumericsError as exc:
+            raise OpError(f"{name}: {exc}") from None
     if qx is None or qw is None or qy is None:
         missing = [r.label for r, q in zip(regions, qps, strict=True) if q is None]
         raise OpError(
@@ -174,7 +178,8 @@ def _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes):
             out_dtype=yr.elem,
         )
         base = np.zeros(channels, np.int64) if bias is None else bias
-        eff = fold_input_zero_point(base, w, zx, reduce_axes)
+        # keepdims: for a batched matmul the folded bias is per batch of B ([..., 1, N]).
+        eff = fold_input_zero_point(base, w, zx, reduce_axes, keepdims=True)
         return requantize(acc_fn(x, w, eff, zx), rq, channel_axis=-1)
     except NumericsError as exc:
         raise OpError(f"{name}: {exc}") from None
