@@ -458,5 +458,9 @@ def load_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
             return {name: np.asarray(data[name]) for name in data.files}
     except ExecError:
         raise
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+    except (
+        OSError, ValueError, EOFError, KeyError, NotImplementedError, RuntimeError,
+        zipfile.BadZipFile, zlib.error,
+    ) as exc:
+        # zipfile raises NotImplementedError / RuntimeError for unsupported or encrypted members.
         raise ExecError(f"{os.fspath(path)}: not a readable .npz file ({exc})") from None
