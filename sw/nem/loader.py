@@ -104,15 +104,24 @@ def _add_decls(ws: Workspace, doc: Document) -> None:
         ws.devices[dev.name] = (dev, len(ws.devices))
 
 
+def _shown(path: str) -> str:
+    """How a file is named in diagnostics: relative to the working directory when possible."""
+    if path == _PACKAGED or not os.path.isabs(path):
+        return path
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+
+
 def _visit(ws: Workspace, path: str, stack: list[str], span: Span | None) -> Document | None:
     if path in stack:
-        chain = " -> ".join([*stack[stack.index(path) :], path])
+        chain = " -> ".join(_shown(p) for p in [*stack[stack.index(path) :], path])
         ws.sink.add("E302", f"circular include: {chain}", span or Span(path, 1, 1))
         return None
     if path in ws._parsed:
         return ws._parsed[path]
-    shown = path if path == _PACKAGED else os.path.relpath(path)
-    doc = parse(_read(path), shown, ws.sink)
+    doc = parse(_read(path), _shown(path), ws.sink)
     ws._parsed[path] = doc
     base_dir = "<nem>" if path == _PACKAGED else os.path.dirname(path)
     stack.append(path)

@@ -7,8 +7,11 @@ codes; the formatter must give text that parses back to the same tree.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from nem_corpus import CORPUS, load_cases
+from nem_must import MUST_RULES
 
 from nem.checker import check_text
 from nem.diagnostics import CODES, DiagnosticSink
@@ -48,7 +51,7 @@ def test_format_round_trip(case):
 
 
 def test_corpus_size_and_coverage():
-    assert len(CASES) >= 200, len(CASES)
+    assert len(CASES) >= 230, len(CASES)
     names = [c.name for c in CASES]
     assert len(names) == len(set(names)), "case names must be unique"
     # Every diagnostic code is exercised by at least one case.
@@ -58,3 +61,21 @@ def test_corpus_size_and_coverage():
     negative = {r for c in CASES if not c.valid for r in c.rules}
     positive = {r for c in CASES if c.valid for r in c.rules}
     assert negative - positive == set(), sorted(negative - positive)
+
+
+def test_every_must_rule_has_a_positive_and_a_negative_case():
+    kinds = {"checked", "tool", "binder", "inexpressible", "registry"}
+    labels = {label for kind, label, _ in MUST_RULES if kind == "checked"}
+    assert {kind for kind, _, _ in MUST_RULES} <= kinds
+    clean = {r for c in CASES if not c.expect for r in c.rules}
+    flagged = {r for c in CASES if c.expect for r in c.rules}
+    assert labels - clean == set(), f"no case free of diagnostics: {labels - clean}"
+    assert labels - flagged == set(), f"no case with a finding: {labels - flagged}"
+    # Corpus labels that claim a MUST are in the inventory (no typos, nothing forgotten).
+    claimed = {r for c in CASES for r in c.rules if r.startswith("MUST ")}
+    assert claimed - labels == set(), sorted(claimed - labels)
+    # Toolkit obligations name the test module that covers them.
+    here = Path(__file__).parent
+    for kind, label, _ in MUST_RULES:
+        if kind == "tool":
+            assert (here / label).is_file(), label
