@@ -26,7 +26,8 @@ MUST_RULES: list[tuple[str, str, str]] = [
     # Core Program Objects
     ("checked", "MUST Buffers: sub-byte buffer size",
      "the size MUST be at least ceil(total_elements * bitwidth(E) / 8) bytes"),
-    ("checked", "MUST Buffers: sizes are whole bytes", "Buffer sizes MUST be whole numbers of bytes"),
+    ("checked", "MUST Buffers: sizes are whole bytes",
+     "Buffer sizes MUST be whole numbers of bytes"),
     ("inexpressible", "Buffers: no physical addresses",
      "Programs MUST NOT assume physical addresses, banking, slice mapping"),
     ("checked", "MUST Regions: byte-aligned offsets", "Byte offsets MUST be byte-aligned"),
@@ -62,7 +63,8 @@ MUST_RULES: list[tuple[str, str, str]] = [
      "Input, weight, and optional bias regions MUST satisfy rank and layout constraints"),
     ("checked", "MUST Convolution: output shape derived",
      "Output shape is derived from input shape, kernel shape, pads, strides, dilations, groups"),
-    ("checked", "MUST Convolution: accum_type specified", "accum_type MUST be specified or defaulted"),
+    ("checked", "MUST Convolution: accum_type specified",
+     "accum_type MUST be specified or defaulted"),
     ("checked", "Type Family Matching Rule",
      "Binders and compilers MUST reject any program where an opcode instance does not match "
      "a legal family variant"),
@@ -115,7 +117,8 @@ MUST_RULES: list[tuple[str, str, str]] = [
      "Region reuse MUST be proven safe via dependencies and bounded pipelining"),
     ("checked", "MUST Hazards 4: no out-of-bounds access", "Out-of-bounds access is invalid"),
     # Constants
-    ("checked", "Constant Declarations 1", "The same identifier MUST NOT be declared more than once"),
+    ("checked", "Constant Declarations 1",
+     "The same identifier MUST NOT be declared more than once"),
     ("checked", "Constant Declarations 3", "The right-hand side MUST be a constant expression"),
     ("checked", "Constant Declarations 4",
      "An expr in a const declaration MUST NOT reference an identifier not declared before"),
