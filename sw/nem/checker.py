@@ -187,6 +187,17 @@ class CheckResult:
 class _Scope:
     names: dict[str, tuple[str, object, Span]]  # name -> (kind, value, span)
     parent: _Scope | None = None
+    # the integer names (loop variables and integer lets) of this scope, kept apart so that
+    # expression evaluation does not walk every region and token name
+    ints: dict[str, int] = field(default_factory=dict)
+    loopvars: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, (kind, value, _) in self.names.items():
+            if kind in ("loopvar", "let_int"):
+                self.ints[name] = value
+            if kind == "loopvar":
+                self.loopvars[name] = value
 
     def get(self, name: str):
         scope = self
@@ -216,6 +227,7 @@ class _Checker:
         self.reported: set[tuple[str, Span]] = set()
         self.tasks = 0
         self.instances: list[TaskInstance] = []
+        self._family_verdicts: dict[tuple, list[tuple[str, str]]] = {}
         self.file = ws.doc.file
 
     # --- reporting -------------------------------------------------------------------------
@@ -237,9 +249,7 @@ class _Checker:
             chain.append(s)
             s = s.parent
         for s in reversed(chain):
-            for name, (kind, value, _) in s.names.items():
-                if kind in ("loopvar", "let_int"):
-                    env[name] = value
+            env.update(s.ints)
         return env
 
     def int_of(self, expr, scope: _Scope, what: str, *, floats: bool = False):
@@ -287,6 +297,8 @@ class _Checker:
                 self.err("E306", f"{kind} {name!r} is already defined as a {prev[0]}{where}", span)
             return False
         scope.names[name] = (kind, value, span)
+        if kind in ("loopvar", "let_int"):
+            scope.ints[name] = value
         return True
 
     # --- decorators ------------------------------------------------------------------------
@@ -773,7 +785,11 @@ class _Checker:
                 preds.append(node)
         node = self.order.node(preds)
         where = stmt.token or (stmt.opcode if isinstance(stmt, Compute) else stmt.op)
-        iters = [f"{n}={e[1]}" for n, e in self._all_names(scope) if e[0] == "loopvar"]
+        iters = []
+        s = scope
+        while s is not None:
+            iters.extend(f"{n}={v}" for n, v in s.loopvars.items())
+            s = s.parent
         label = f"{where} (line {stmt.span.line}{', ' + ', '.join(iters) if iters else ''})"
         for region in reads:
             self.accesses.append(
@@ -1079,9 +1095,21 @@ class _Checker:
             return _Bad(exc.message)
 
     def families(self, stmt: Compute, opcode: Opcode, facts, accum) -> None:
+        # The verdict depends only on the opcode, the operand facts and accum_type, so it
+        # is computed once per combination (a loop body repeats the same one many times).
+        key = (opcode.name, tuple(facts), accum)
+        verdict = self._family_verdicts.get(key)
+        if verdict is None:
+            verdict = self._family_verdict(opcode, facts, accum)
+            self._family_verdicts[key] = verdict
+        for code, message in verdict:
+            self.err(code, message, stmt.span)
+
+    def _family_verdict(self, opcode: Opcode, facts, accum) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
         catalog = self.ws.catalog
         if not opcode.type_families:
-            return
+            return out
         from nem.families import baseline_catalog
 
         candidates = []
@@ -1090,21 +1118,20 @@ class _Checker:
             for inst in source.by_family(fam):
                 candidates.append((inst, source.mismatches(inst, opcode, facts, accum)))
         if not candidates:
-            return
+            return out
         matching = [inst for inst, why in candidates if not why]
         shown = ", ".join(f"{f.name}:{f.elem}{'+q' if f.has_quant else ''}" for f in facts)
         if not matching:
             inst, why = min(candidates, key=lambda c: len(c[1]))
-            self.err(
+            out.append((
                 "E708",
                 f"{opcode.name} with ({shown}) matches no variant of "
                 f"{', '.join(opcode.type_families)}; nearest: {inst.ref} ({'; '.join(why)})",
-                stmt.span,
-            )
-            return
+            ))
+            return out
         dev = self.device
         if dev is None:
-            return
+            return out
         legal = [inst for inst in matching if inst.ref in dev.effective]
         if not legal:
             on_device = [(i, w) for i, w in candidates if i.ref in dev.effective]
@@ -1112,13 +1139,13 @@ class _Checker:
             if on_device:
                 inst, why = min(on_device, key=lambda c: len(c[1]))
                 near = f"; nearest legal on this device: {inst.ref} ({'; '.join(why)})"
-            self.err(
+            out.append((
                 "E709",
                 f"{opcode.name} matches {', '.join(i.ref for i in matching)}, "
                 f"which device {dev.name!r} does not list in opcode.mandatory or "
                 f"opcode.extended{near}",
-                stmt.span,
-            )
+            ))
+        return out
 
     # --- whole-program checks ----------------------------------------------------------------
 

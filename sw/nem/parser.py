@@ -94,7 +94,9 @@ class _Parser:
     # --- token helpers ---------------------------------------------------------------------
 
     def peek(self, k: int = 0) -> Token:
-        return self.toks[min(self.pos + k, len(self.toks) - 1)]
+        j = self.pos + k
+        toks = self.toks
+        return toks[j] if j < len(toks) else toks[-1]
 
     def span(self, tok: Token | None = None) -> Span:
         return (tok or self.peek()).span(self.file)

@@ -154,7 +154,7 @@ def _default_registry() -> Registry:
 
 def _load_text(text: str, where: str) -> Registry:
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise RegistryError(f"{where}: not valid YAML: {exc}") from None
     schema = json.loads(_data("schema.json"))
