@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from npu.cli import main
-
 from nem.checker import check_text
 from nem.formatter import format_document
 from nem.parser import parse
+from npu.cli import main
 
 DEVICE = (Path(__file__).parent / "corpus" / "test_device.nem").read_text()
 
@@ -90,8 +89,8 @@ def test_check_with_device_option(files, capsys):
     capsys.readouterr()
 
 
-def test_fmt(files, capsys, tmp_path):
-    tmp, valid, _ = files
+def test_fmt(files, capsys):
+    tmp, _, _ = files
     messy = tmp / "messy.nem"
     messy.write_text(
         VALID.replace("t = transfer", "t   =   transfer").replace("(size=64)", "( size = 64 )")
