@@ -247,7 +247,8 @@ def conv2d_int8_acc(
     w : array (KH, KW, C, F) of int8
     bias_eff : array (F,) of int32, optional
     stride, dilation : (int, int)
-    pads : (top, bottom, left, right)
+    pads : (top, left, bottom, right)
+        The order of NEM's ``pads`` attribute (and ``nem.shapes``, ``nem.ops``).
     pad_value : int
         Value of padded input positions (the input zero point, see module docs).
     """
@@ -257,7 +258,7 @@ def conv2d_int8_acc(
     kh, kw, wc, f = w.shape
     if wc != c:
         raise NumericsError(f"conv2d: input has {c} channels, weights expect {wc}")
-    top, bottom, left, right = pads
+    top, left, bottom, right = pads
     xp = np.full((n, h + top + bottom, wd + left + right, c), pad_value, dtype=np.int64)
     xp[:, top : top + h, left : left + wd, :] = x
     sh, sw = stride

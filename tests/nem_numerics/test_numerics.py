@@ -92,7 +92,7 @@ def _conv_loops(x, w, stride, dilation, pads, zx):
     # Direct convolution of (x - zx) with zero padding: the definition, no folding.
     n, h, wd, c = x.shape
     kh, kw, _, f = w.shape
-    top, bottom, left, right = pads
+    top, left, bottom, right = pads  # NEM order
     oh = (h + top + bottom - dilation[0] * (kh - 1) - 1) // stride[0] + 1
     ow = (wd + left + right - dilation[1] * (kw - 1) - 1) // stride[1] + 1
     out = np.zeros((n, oh, ow, f), dtype=np.int64)
