@@ -1,4 +1,4 @@
-"""Token-level mutations of NEM sources, shared by ``test_fuzz.py`` and ``fuzz/fuzz_nem.py``.
+"""Token-level mutations of NEM sources, shared by ``test_nem_fuzz.py`` and ``fuzz/fuzz_nem.py``.
 
 A source is cut into segments, each one token with the whitespace and comments that follow
 it (so that deleting or moving a token keeps the text around it intact). A mutation deletes,
