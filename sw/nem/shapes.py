@@ -169,7 +169,57 @@ def derive(
             f"pads needs {2 * rank} entries (begin then end per axis), has {len(pads)}",
         )
         return [tuple(d + pads[k] + pads[k + rank] for k, d in enumerate(ins[0]))]
+    if opcode == "slice":
+        return [_slice_shape(ins[0], attrs)]
+    if opcode == "gather":
+        x, idx = ins[0], ins[1]
+        axis = attrs.get("axis", 0) or 0
+        _need(-len(x) <= axis < len(x), f"axis {axis} outside rank {len(x)}")
+        axis %= len(x)
+        return [(*x[:axis], *idx, *x[axis + 1 :])]
+    if opcode in ("reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"):
+        return [_reduce_shape(opcode, ins[0], attrs)]
     return None
+
+
+def _axis_list(axes, rank: int, what: str) -> list[int]:
+    out = []
+    for a in axes:
+        _need(-rank <= a < rank, f"{what} {a} outside rank {rank}")
+        out.append(a % rank)
+    _need(len(set(out)) == len(out), f"{what} {list(axes)} name an axis twice")
+    return out
+
+
+def _slice_shape(x: tuple[int, ...], attrs) -> tuple[int, ...]:
+    # numpy/ONNX slicing: negative positions count from the end, out-of-range ends clamp
+    starts, ends = list(attrs.get("starts") or ()), list(attrs.get("ends") or ())
+    _need(len(starts) == len(ends), f"starts has {len(starts)} entries, ends {len(ends)}")
+    axes = _axis_list(attrs.get("axes") or range(len(starts)), len(x), "slice axis")
+    steps = list(attrs.get("steps") or [1] * len(starts))
+    _need(
+        len(axes) == len(starts) == len(steps),
+        f"starts, ends, axes and steps need one entry per sliced axis ({len(starts)}, "
+        f"{len(ends)}, {len(axes)}, {len(steps)})",
+    )
+    _need(all(st != 0 for st in steps), f"steps {steps} contain 0")
+    out = list(x)
+    for s, e, ax, st in zip(starts, ends, axes, steps, strict=True):
+        out[ax] = len(range(*slice(s, e, st).indices(x[ax])))
+    _need(all(d >= 1 for d in out), f"the slice is empty: output shape {out}")
+    return tuple(out)
+
+
+def _reduce_shape(opcode: str, x: tuple[int, ...], attrs) -> tuple[int, ...]:
+    keep = attrs.get("keepdims")
+    keep = True if keep is None else bool(keep)
+    if opcode in ("argmax", "argmin"):
+        axes = _axis_list([attrs.get("axis", 0) or 0], len(x), "axis")
+    else:
+        axes = _axis_list(attrs.get("axes") or range(len(x)), len(x), "axis")
+    if keep:
+        return tuple(1 if k in axes else d for k, d in enumerate(x))
+    return tuple(d for k, d in enumerate(x) if k not in axes)
 
 
 _ELTWISE = frozenset(
