@@ -1,0 +1,186 @@
+"""The task binary container: hand-derived bytes, round trips, and bad binaries."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nem.taskformat import (
+    REGISTER_MAPS,
+    BufferEntry,
+    Program,
+    Task,
+    TaskFormatError,
+    Unit,
+    decode,
+    encode,
+)
+
+DEV = hashlib.sha256(b"test device").digest()
+
+
+def _small() -> Program:
+    dma = REGISTER_MAPS[Unit.DMA]
+    return Program(
+        DEV,
+        (BufferEntry("X_L2", "L2", None, 64, 0x40, 256), BufferEntry("X_L1", "L1", 0, 64, 0, 256)),
+        (
+            Task(
+                Unit.DMA, 1, 0, 0x0, 0x4, ((dma.index("SRC_LO"), 0x40), (dma.index("COUNT0"), 256))
+            ),
+        ),
+    )
+
+
+def test_bytes_by_hand():
+    data = encode(_small())
+    # header: "NEMB", version 1.0, header size 68, the hash, 1 task, 2 buffers, table at 68,
+    # tasks at 68 + 2 * 56 = 180, task stream 12 + 2 * 5 = 22 bytes, reserved 0
+    assert data[:4] == b"NEMB"
+    assert data[4:8] == b"\x01\x00\x00\x00"
+    assert data[8:12] == (68).to_bytes(4, "little")
+    assert data[12:44] == DEV
+    assert [int.from_bytes(data[k : k + 4], "little") for k in range(44, 68, 4)] == [
+        1, 2, 68, 180, 22, 0,
+    ]  # fmt: skip
+    # buffer 0: name padded to 32 bytes, level L2 = 1, no engine = 0xFF, reserved, align 64,
+    # address 0x40, size 256
+    assert data[68:100] == b"X_L2" + bytes(28)
+    assert data[100:104] == b"\x01\xff\x00\x00"
+    assert data[104:108] == (64).to_bytes(4, "little")
+    assert data[108:116] == (0x40).to_bytes(8, "little")
+    assert data[116:124] == (256).to_bytes(8, "little")
+    assert data[124 + 32 : 124 + 34] == b"\x02\x00"  # buffer 1: L1, engine 0
+    # the task: DMA = 0, instance 1, engine 0, 2 writes, waits on nothing, signals token 2;
+    # SRC_LO is register 0, COUNT0 register 4
+    assert data[180:192] == bytes([0, 1, 0, 2]) + (0).to_bytes(4, "little") + (4).to_bytes(
+        4, "little"
+    )
+    assert data[192:197] == b"\x00" + (0x40).to_bytes(4, "little")
+    assert data[197:202] == b"\x04" + (256).to_bytes(4, "little")
+    assert len(data) == 202
+    assert decode(data, device_hash=DEV) == _small()
+
+
+def test_register_map_names():
+    dma = REGISTER_MAPS[Unit.DMA]
+    names = [r.name for r in dma.registers]
+    assert names[:5] == ["SRC_LO", "SRC_HI", "DST_LO", "DST_HI", "COUNT0"]
+    assert dma.name(dma.index("DST_STRIDE3")) == "DST_STRIDE3"
+    with pytest.raises(TaskFormatError, match="no register 'NOPE'"):
+        dma.index("NOPE")
+
+
+u32 = st.integers(0, (1 << 32) - 1)
+buffers = st.lists(
+    st.builds(
+        BufferEntry,
+        st.text("abcXYZ_019", min_size=1, max_size=31),
+        st.sampled_from(["DDR", "L2", "L1"]),
+        st.one_of(st.none(), st.integers(0, 254)),
+        u32,
+        st.integers(0, (1 << 64) - 1),
+        st.integers(0, (1 << 64) - 1),
+    ),
+    max_size=4,
+)
+
+
+@st.composite
+def tasks(draw):
+    unit = draw(st.sampled_from(list(Unit)))
+    n = len(REGISTER_MAPS[unit]) if unit in REGISTER_MAPS else 256
+    writes = draw(st.lists(st.tuples(st.integers(0, n - 1), u32), max_size=8))
+    return Task(
+        unit,
+        draw(st.integers(0, 255)),
+        draw(st.integers(0, 255)),
+        draw(u32),
+        draw(u32),
+        tuple(writes),
+    )
+
+
+programs = st.builds(
+    Program,
+    st.binary(min_size=32, max_size=32),
+    buffers.map(tuple),
+    st.lists(tasks(), max_size=6).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(programs)
+def test_round_trip(program):
+    data = encode(program)
+    assert decode(data) == program
+    assert encode(decode(data)) == data
+
+
+@settings(max_examples=100, deadline=None)
+@given(programs, st.data())
+def test_every_truncation_and_byte_flip_is_a_clear_error(program, data):
+    raw = encode(program)
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    with pytest.raises(TaskFormatError, match="offset"):
+        decode(raw[:cut])
+    at = data.draw(st.integers(0, len(raw) - 1))
+    flipped = bytearray(raw)
+    flipped[at] ^= data.draw(st.integers(1, 255))
+    try:
+        decode(bytes(flipped))
+    except TaskFormatError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes(raw):
+    try:
+        decode(b"NEMB\x01\x00\x00\x00" + raw)
+    except TaskFormatError:
+        pass
+
+
+def test_bad_binaries_name_the_field():
+    good = encode(_small())
+    with pytest.raises(TaskFormatError, match=r"offset 0: magic b'XEMB'"):
+        decode(b"X" + good[1:])
+    with pytest.raises(TaskFormatError, match=r"offset 4: format version 2\.0"):
+        decode(good[:4] + b"\x02\x00" + good[6:])
+    with pytest.raises(TaskFormatError, match="offset 12: bound for device"):
+        decode(good, device_hash=bytes(32))
+    with pytest.raises(TaskFormatError, match="trailing bytes"):
+        decode(good + b"\0")
+    with pytest.raises(TaskFormatError, match="truncated"):
+        decode(good[:-1])
+    # register index 17 in the first write of the DMA task (the map has 14 registers)
+    bad = bytearray(good)
+    bad[192] = 17
+    with pytest.raises(TaskFormatError, match=r"offset 192: task 0: DMA register index 17"):
+        decode(bytes(bad))
+    bad = bytearray(good)
+    bad[180] = 9
+    with pytest.raises(TaskFormatError, match="offset 180: task 0: unit type 9 unknown"):
+        decode(bytes(bad))
+    bad = bytearray(good)
+    bad[100] = 7
+    with pytest.raises(TaskFormatError, match="buffer 'X_L2': level 7 unknown"):
+        decode(bytes(bad))
+
+
+def test_encode_refuses_what_does_not_fit():
+    p = _small()
+    with pytest.raises(TaskFormatError, match="task 0: signal 4294967296 does not fit"):
+        encode(Program(DEV, (), (Task(Unit.NMU, 0, 0, 0, 1 << 32, ()),)))
+    with pytest.raises(TaskFormatError, match=r"DMA has registers 0\.\.13, not 14"):
+        encode(Program(DEV, (), (Task(Unit.DMA, 0, 0, 0, 0, ((14, 0),)),)))
+    with pytest.raises(TaskFormatError, match="the name needs 1 to 31"):
+        encode(Program(DEV, (BufferEntry("x" * 32, "L2", None, 1, 0, 1),), p.tasks))
+    with pytest.raises(TaskFormatError, match="device hash has 3 bytes"):
+        encode(Program(b"abc", (), ()))
+    assert struct.calcsize("<4sHHI32sIIIIII") == 68
