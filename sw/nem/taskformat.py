@@ -132,6 +132,8 @@ def _copy_registers() -> list[tuple[str, str]]:
         regs.append((f"COUNT{d}", f"repetitions along dimension {d} (1: unused)"))
         regs.append((f"SRC_STRIDE{d}", f"source byte stride of dimension {d}"))
         regs.append((f"DST_STRIDE{d}", f"destination byte stride of dimension {d}"))
+    regs.append(("SRC_LEVEL", "memory of the source: 0 DDR, 1 L2, 2 L1 (of the task's engine)"))
+    regs.append(("DST_LEVEL", "memory of the destination, coded like SRC_LEVEL"))
     return regs
 
 

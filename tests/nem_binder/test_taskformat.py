@@ -158,7 +158,7 @@ def test_bad_binaries_name_the_field():
         decode(good + b"\0")
     with pytest.raises(TaskFormatError, match="truncated"):
         decode(good[:-1])
-    # register index 17 in the first write of the DMA task (the map has 14 registers)
+    # register index 17 in the first write of the DMA task (the map has 16 registers)
     bad = bytearray(good)
     bad[192] = 17
     with pytest.raises(TaskFormatError, match=r"offset 192: task 0: DMA register index 17"):
@@ -177,8 +177,8 @@ def test_encode_refuses_what_does_not_fit():
     p = _small()
     with pytest.raises(TaskFormatError, match="task 0: signal 4294967296 does not fit"):
         encode(Program(DEV, (), (Task(Unit.NMU, 0, 0, 0, 1 << 32, ()),)))
-    with pytest.raises(TaskFormatError, match=r"DMA has registers 0\.\.13, not 14"):
-        encode(Program(DEV, (), (Task(Unit.DMA, 0, 0, 0, 0, ((14, 0),)),)))
+    with pytest.raises(TaskFormatError, match=r"DMA has registers 0\.\.15, not 16"):
+        encode(Program(DEV, (), (Task(Unit.DMA, 0, 0, 0, 0, ((16, 0),)),)))
     with pytest.raises(TaskFormatError, match="the name needs 1 to 31"):
         encode(Program(DEV, (BufferEntry("x" * 32, "L2", None, 1, 0, 1),), p.tasks))
     with pytest.raises(TaskFormatError, match="device hash has 3 bytes"):
