@@ -1,0 +1,316 @@
+"""The binder: a checked NEM program -> task binary, and the executor's binary front-end.
+
+:func:`bind` places buffers with :func:`nem.memory.allocate` (the executor's allocator),
+unrolls loops (the checker's plan already is unrolled: the sequencer has no loop state to
+get wrong, at the price of binary size), reduces the happens-before order to direct task
+dependencies and maps them onto physical tokens (:mod:`nem.tokens`), and encodes every
+task as register writes of its unit (:mod:`nem.taskformat`).
+
+:func:`plan_from_binary` turns a decoded binary back into the executor's elaborated program
+(buffers, tasks with regions, and the order the tokens imply), so that
+``nem.executor.execute`` runs the binary with the same units, timing model and race
+detector as the NEM text.
+
+Scope today: transfers and stores (DMA and sDMA). A copy is at most 4-D with a contiguous
+innermost run. Stores go to a DMA like transfers do (the registry runs store on DMA; the
+CSTL register map does not exist yet). Compute tasks are refused with a clear error until
+the NMU/CSTL register maps are defined (issue 7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+
+from nem.checker import BITS, BufferInfo, CheckResult, Plan, Region, TaskInstance
+from nem.device import Device
+from nem.diagnostics import Span
+from nem.hazards import Order
+from nem.memory import AllocationError, Placement, allocate, dense_strides
+from nem.taskformat import (
+    LEVELS,
+    REGISTER_MAPS,
+    BufferEntry,
+    Program,
+    Task,
+    TaskFormatError,
+    Unit,
+)
+from nem.tokens import TokenError, assign_tokens, reduce_deps
+
+__all__ = ["BindError", "bind", "device_hash", "plan_from_binary"]
+
+
+class BindError(ValueError):
+    """The program cannot be bound (the message names the task and the reason)."""
+
+
+def device_hash(device: Device) -> bytes:
+    """sha256 of the resolved device's canonical JSON (sorted keys, sets sorted)."""
+
+    def canon(value):
+        if isinstance(value, (frozenset, set)):
+            return sorted(value)
+        if isinstance(value, dict):
+            return {k: canon(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [canon(v) for v in value]
+        return value
+
+    text = json.dumps(canon(asdict(device)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+def _side(region: Region, placements: dict[str, Placement]):
+    """(level, address, shape, byte strides, element bytes) of one side of a copy."""
+    p = placements[region.buffer]
+    base = p.address + region.offset
+    if region.strides is None or not region.typed:
+        return p.level, base, None, None, None
+    bits = BITS[region.elem]
+    if bits % 8:
+        raise BindError(f"{region.label}: strided copies of sub-byte {region.elem} elements")
+    size = bits // 8
+    return p.level, base, tuple(region.shape), tuple(s * size for s in region.strides), size
+
+
+def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list[tuple[str, int]]:
+    """Register writes of a copy unit for a transfer or store, as the executor performs it."""
+    src, dst = task.ins[0], task.outs[0]
+    s_level, s_addr, s_shape, s_strides, s_size = _side(src, placements)
+    d_level, d_addr, d_shape, d_strides, d_size = _side(dst, placements)
+    if (s_shape is None and d_shape is None) or not (src.typed and dst.typed):
+        # the executor copies the source's bytes to the start of the destination
+        run = src.extent
+        dims: list[tuple[int, int, int]] = []
+    else:
+        shape = tuple(src.shape)
+        if tuple(d for d in src.shape if d != 1) != tuple(d for d in dst.shape if d != 1):
+            raise BindError(
+                f"{task.label}: copy from shape {list(src.shape)} to {list(dst.shape)}; the "
+                "copy unit walks one shape on both sides"
+            )
+        size = s_size or d_size or BITS[src.elem] // 8
+        if BITS[src.elem] % 8:
+            raise BindError(f"{task.label}: strided copy of sub-byte {src.elem} elements")
+        ss = s_strides or tuple(x * size for x in dense_strides(shape))
+        ds = d_strides or tuple(x * size for x in dense_strides(tuple(dst.shape)))
+        # align the destination strides with the source shape (the shapes agree up to 1s)
+        ds_full = [x for d, x in zip(dst.shape, ds, strict=True) if d != 1]
+        ss_full = [x for d, x in zip(shape, ss, strict=True) if d != 1]
+        dims_all = [d for d in shape if d != 1]
+        run = size
+        dims = []
+        for d, a, b in reversed(list(zip(dims_all, ss_full, ds_full, strict=True))):
+            if not dims and a == run and b == run:
+                run *= d
+            else:
+                dims.append((d, a, b))
+    if len(dims) > 3:
+        raise BindError(
+            f"{task.label}: the copy needs {len(dims) + 1} dimensions after merging "
+            "contiguous ones; the copy units walk at most 4"
+        )
+    if run >= 1 << 32:
+        raise BindError(f"{task.label}: a contiguous run of {run} bytes (at most 2^32 - 1)")
+    writes = [
+        ("SRC_LO", s_addr & 0xFFFFFFFF),
+        ("SRC_HI", s_addr >> 32),
+        ("DST_LO", d_addr & 0xFFFFFFFF),
+        ("DST_HI", d_addr >> 32),
+        ("COUNT0", run),
+    ]
+    for k in range(3):
+        count, a, b = dims[k] if k < len(dims) else (1, 0, 0)
+        writes += [(f"COUNT{k + 1}", count), (f"SRC_STRIDE{k + 1}", a), (f"DST_STRIDE{k + 1}", b)]
+    writes += [("SRC_LEVEL", LEVELS.index(s_level)), ("DST_LEVEL", LEVELS.index(d_level))]
+    return writes
+
+
+def _task_deps(plan: Plan) -> list[list[int]]:
+    """Per task, the nearest earlier tasks in the happens-before order (through barriers)."""
+    task_of = {t.node: t.index for t in plan.tasks}
+    out = []
+    for task in plan.tasks:
+        found: set[int] = set()
+        seen: set[int] = set()
+        stack = list(plan.order.preds[task.node])
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n in task_of:
+                found.add(task_of[n])
+            else:
+                stack.extend(plan.order.preds[n])
+        out.append(sorted(found))
+    return out
+
+
+def _copy_unit(task: TaskInstance, placements: dict[str, Placement], device: Device) -> Unit:
+    levels = {placements[task.ins[0].buffer].level, placements[task.outs[0].buffer].level}
+    if "L1" not in levels and "DDR" in levels and device.units("sDMA"):
+        return Unit.SDMA
+    return Unit.DMA
+
+
+def bind(result: CheckResult) -> Program:
+    """Bind a checked program for its device.
+
+    Raises
+    ------
+    BindError
+        When the program has errors, does not fit, needs more tokens than the device has, or
+        uses what this binder cannot encode yet (the message names the task).
+    """
+    if not result.ok:
+        first = next(d for d in result.diagnostics if d.severity == "error")
+        raise BindError(f"the program is not valid; first error: {first}")
+    device = result.device
+    if device is None or not device.concrete:
+        raise BindError("binding needs a concrete device (with a topology)")
+    plan = result.plan
+    try:
+        placements, _ = allocate(plan.buffers, device)
+    except AllocationError as exc:
+        raise BindError(str(exc)) from None
+    deps = reduce_deps(_task_deps(plan))
+    count = min(device.unit_characteristics.get("SEQ", {}).get("max_active_tokens", 32), 32)
+    try:
+        wait, signal = assign_tokens(deps, count, [t.label for t in plan.tasks])
+    except TokenError as exc:
+        raise BindError(str(exc)) from None
+    tasks = []
+    for task in plan.tasks:
+        if task.kind not in ("transfer", "store"):
+            raise BindError(
+                f"{task.label}: {task.opcode} runs on a compute unit, whose register map is "
+                "not defined yet (this binder encodes transfers and stores)"
+            )
+        unit = _copy_unit(task, placements, device)
+        instance = task.resource[1] if task.resource and task.resource[0] in ("DMA", "sDMA") else 0
+        count_units = device.units("sDMA" if unit is Unit.SDMA else "DMA") or 1
+        regs = REGISTER_MAPS[unit]
+        writes = tuple(
+            (regs.index(name), value) for name, value in copy_registers(task, placements)
+        )
+        engine = 0 if unit is Unit.SDMA else (task.engine or 0)
+        tasks.append(
+            Task(unit, instance % count_units, engine, wait[task.index], signal[task.index], writes)
+        )
+    buffers = tuple(
+        BufferEntry(
+            p.name, p.level, p.engine if p.level == "L1" else None, p.align, p.address, p.size
+        )
+        for p in placements.values()
+    )
+    return Program(device_hash(device), buffers, tuple(tasks))
+
+
+def plan_from_binary(program: Program, device: Device) -> Plan:
+    """The executor's view of a decoded binary: buffers, copy tasks, and the token order.
+
+    Raises
+    ------
+    TaskFormatError
+        When the binary does not fit the device or addresses lie outside every buffer.
+    """
+    if program.device_hash != device_hash(device):
+        raise TaskFormatError(
+            f"the binary was bound for another device (hash {program.device_hash.hex()[:16]}..., "
+            f"{device.name} is {device_hash(device).hex()[:16]}...)"
+        )
+    span = Span("<binary>", 0, 0)
+    buffers = {
+        b.name: BufferInfo(b.name, b.level, b.engine, b.size, frozenset(), span, b.align)
+        for b in program.buffers
+    }
+    placements, _ = allocate(buffers, device)
+    for b in program.buffers:
+        p = placements[b.name]
+        if p.address != b.address:
+            raise TaskFormatError(
+                f"buffer {b.name}: address {b.address}, but the device's allocator places it at "
+                f"{p.address}"
+            )
+    order = Order()
+    producer: dict[int, int] = {}
+    tasks = []
+    for k, rec in enumerate(program.tasks):
+        preds = [producer[t] for t in range(32) if rec.wait >> t & 1 and t in producer]
+        missing = [t for t in range(32) if rec.wait >> t & 1 and t not in producer]
+        if missing:
+            raise TaskFormatError(
+                f"task {k} waits on token {missing[0]}, which no earlier task signals "
+                "(it would wait forever)"
+            )
+        node = order.node(preds)
+        for t in range(32):
+            if rec.signal >> t & 1:
+                producer[t] = node
+        tasks.append(_copy_task(k, rec, node, program.buffers))
+    return Plan(buffers, tasks, order, {})
+
+
+def _copy_task(k: int, rec: Task, node: int, table) -> TaskInstance:
+    if rec.unit not in (Unit.DMA, Unit.SDMA):
+        raise TaskFormatError(f"task {k}: unit {rec.unit.name} is not executable yet")
+    regs = REGISTER_MAPS[rec.unit]
+    values = dict.fromkeys((r.name for r in regs.registers), 0)
+    for index, value in rec.writes:
+        values[regs.name(index)] = value
+    counts = [values[f"COUNT{d}"] for d in (3, 2, 1)]
+
+    def side(prefix: str) -> Region:
+        level_code = values[f"{prefix}_LEVEL"]
+        if level_code >= len(LEVELS):
+            raise TaskFormatError(f"task {k}: {prefix}_LEVEL {level_code} is not a level")
+        level = LEVELS[level_code]
+        address = values[f"{prefix}_LO"] | values[f"{prefix}_HI"] << 32
+        strides = [values[f"{prefix}_STRIDE{d}"] for d in (3, 2, 1)]
+        extent = values["COUNT0"] + sum((c - 1) * s for c, s in zip(counts, strides, strict=True))
+        for b in table:
+            engine_ok = level != "L1" or (b.engine or 0) == rec.engine
+            if b.level == level and engine_ok and b.address <= address < b.address + b.size:
+                if address + extent > b.address + b.size:
+                    break
+                return Region(
+                    None,
+                    b.name,
+                    level,
+                    b.engine,
+                    address - b.address,
+                    extent,
+                    "u8",
+                    (*counts, values["COUNT0"]),
+                    None,
+                    (*strides, 1),
+                )
+        raise TaskFormatError(
+            f"task {k}: {prefix} bytes [{address}, {address + extent}) of {level} are not "
+            "inside one buffer"
+        )
+
+    if values["COUNT0"] == 0 or 0 in counts:
+        raise TaskFormatError(f"task {k}: a copy count is 0")
+    src, dst = side("SRC"), side("DST")
+    label = f"task {k} ({rec.unit.name}[{rec.instance}])"
+    resource = ("sDMA" if rec.unit is Unit.SDMA else "DMA", rec.instance)
+    engine = None if rec.unit is Unit.SDMA else rec.engine
+    return TaskInstance(
+        k,
+        node,
+        "transfer",
+        "transfer",
+        "async",
+        (src,),
+        (dst,),
+        {},
+        frozenset(),
+        resource,
+        engine,
+        label,
+        Span("<binary>", 0, 0),
+    )
