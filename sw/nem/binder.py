@@ -183,6 +183,7 @@ def bind(result: CheckResult) -> Program:
     except TokenError as exc:
         raise BindError(str(exc)) from None
     tasks = []
+    next_instance: dict[tuple[Unit, int], int] = {}
     for task in plan.tasks:
         if task.kind not in ("transfer", "store"):
             raise BindError(
@@ -190,16 +191,20 @@ def bind(result: CheckResult) -> Program:
                 "not defined yet (this binder encodes transfers and stores)"
             )
         unit = _copy_unit(task, placements, device)
-        instance = task.resource[1] if task.resource and task.resource[0] in ("DMA", "sDMA") else 0
         count_units = device.units("sDMA" if unit is Unit.SDMA else "DMA") or 1
+        engine = 0 if unit is Unit.SDMA else (task.engine or 0)
+        if task.resource and task.resource[0] in ("DMA", "sDMA"):
+            instance = task.resource[1] % count_units
+        else:
+            # no @resource: spread over the instances in turn, so that independent copies
+            # can run at the same time (the binary fixes the instance, SEQ does not choose)
+            instance = next_instance.get((unit, engine), 0)
+            next_instance[(unit, engine)] = (instance + 1) % count_units
         regs = REGISTER_MAPS[unit]
         writes = tuple(
             (regs.index(name), value) for name, value in copy_registers(task, placements)
         )
-        engine = 0 if unit is Unit.SDMA else (task.engine or 0)
-        tasks.append(
-            Task(unit, instance % count_units, engine, wait[task.index], signal[task.index], writes)
-        )
+        tasks.append(Task(unit, instance, engine, wait[task.index], signal[task.index], writes))
     buffers = tuple(
         BufferEntry(
             p.name, p.level, p.engine if p.level == "L1" else None, p.align, p.address, p.size

@@ -99,16 +99,61 @@ def _fmt(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _device_of(path: str):
+    """Resolve a device file (or a device name visible from it) for a binary."""
+    from nem.binder import BindError
+    from nem.checker import check_text
+
+    result = check_text(
+        f'device "{os.path.basename(path)}"\n',
+        file=f"<device {path}>",
+        base_dir=os.path.dirname(os.path.abspath(path)),
+    )
+    if not result.ok or result.device is None or not result.device.concrete:
+        first = next((str(d) for d in result.diagnostics), "no concrete device")
+        raise BindError(f"{path}: not a usable device file: {first}")
+    return result.device
+
+
+def _read_binary(path: str):
+    from nem.taskformat import decode
+
+    with open(path, "rb") as fh:
+        data = fh.read()
+    return decode(data)
+
+
+def _is_binary(path: str) -> bool:
+    from nem.taskformat import MAGIC
+
+    with open(path, "rb") as fh:
+        return fh.read(4) == MAGIC
+
+
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from nem.executor import load_npz, run_file
+    from nem.executor import execute, load_npz, run_file
 
     if not os.path.isfile(args.file):
         print(f"npu nem run: error: {args.file}: no such file", file=sys.stderr)
         return EXIT_USAGE
     initial = load_npz(args.memory) if args.memory else {}
-    result = run_file(args.file, initial, device=args.device)
+    if _is_binary(args.file):
+        from nem.binder import plan_from_binary
+
+        if not args.device or not os.path.isfile(args.device):
+            print(
+                "npu nem run: error: a task binary needs --device DEVICE_FILE (the device "
+                "it was bound for)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        device = _device_of(args.device)
+        plan = plan_from_binary(_read_binary(args.file), device)
+        result = execute(plan, device, initial)
+    else:
+        result = run_file(args.file, initial, device=args.device)
     np.savez(args.output, **result.buffers())
     if args.trace:
         result.write_trace(args.trace)
@@ -116,13 +161,70 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bind(args: argparse.Namespace) -> int:
+    from nem.binder import bind
+    from nem.checker import check_file
+    from nem.taskformat import encode
+
+    if not os.path.isfile(args.file):
+        print(f"npu nem bind: error: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    result = check_file(args.file, device=args.device)
+    if not result.ok:
+        for diag in result.diagnostics:
+            print(diag)
+        print(f"{args.file}: invalid, not bound", file=sys.stderr)
+        return EXIT_INVALID
+    program = bind(result)
+    data = encode(program)
+    with open(args.output, "wb") as fh:
+        fh.write(data)
+    print(
+        f"{args.output}: {len(program.tasks)} task(s), {len(program.buffers)} buffer(s), "
+        f"{len(data)} bytes, device {result.device.name}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _dis(args: argparse.Namespace) -> int:
+    from nem.taskformat import REGISTER_MAPS
+
+    if not os.path.isfile(args.file):
+        print(f"npu nem dis: error: {args.file}: no such file", file=sys.stderr)
+        return EXIT_USAGE
+    program = _read_binary(args.file)
+    major, minor = program.version
+    print(f"; NEM task binary {major}.{minor}, device sha256 {program.device_hash.hex()}")
+    print(f"; {len(program.buffers)} buffer(s), {len(program.tasks)} task(s)")
+    for b in program.buffers:
+        where = f"L1[{b.engine}]" if b.level == "L1" else b.level
+        print(
+            f"buffer {b.name:<16} {where:<6} @ 0x{b.address:08x}  {b.size} bytes  align {b.align}"
+        )
+    for k, t in enumerate(program.tasks):
+        waits = [str(i) for i in range(32) if t.wait >> i & 1]
+        sigs = [str(i) for i in range(32) if t.signal >> i & 1]
+        print(
+            f"task {k}: {t.unit.name}[{t.instance}] engine {t.engine}  wait {{{', '.join(waits)}}}"
+            f"  signal {{{', '.join(sigs)}}}"
+        )
+        regs = REGISTER_MAPS.get(t.unit)
+        for index, value in t.writes:
+            name = regs.name(index) if regs else f"R{index}"
+            print(f"    {name:<12} = 0x{value:08x}  ({value})")
+    return EXIT_OK
+
+
 def register(subparsers):
     """Add ``npu nem``; return this package's user-error exception types."""
+    from nem.binder import BindError
     from nem.diagnostics import NemError
     from nem.executor import ExecError
     from nem.registry import RegistryError
+    from nem.taskformat import TaskFormatError
 
-    nem = subparsers.add_parser("nem", help="NEM execution plans: check, format, run")
+    nem = subparsers.add_parser("nem", help="NEM execution plans: check, format, run, bind")
     sub = nem.add_subparsers(dest="nem_command", metavar="NEM_COMMAND", required=True)
     p = sub.add_parser("check", help="check a NEM program or device file against the spec")
     p.add_argument("file", help="a .nem program or a device/config document")
@@ -141,13 +243,24 @@ def register(subparsers):
         "--check", action="store_true", help="exit 1 when FILE is not in canonical layout"
     )
     p.set_defaults(func=_fmt)
-    p = sub.add_parser("run", help="run a NEM program in the bit-exact executor")
-    p.add_argument("file", help="a .nem program")
-    p.add_argument("--device", help="target device (as for check)")
+    p = sub.add_parser("run", help="run a NEM program or task binary in the bit-exact executor")
+    p.add_argument("file", help="a .nem program, or a task binary from npu nem bind")
+    p.add_argument(
+        "--device",
+        help="target device (as for check); for a binary, the device file it was bound for",
+    )
     p.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by buffer name")
     p.add_argument(
         "-o", "--output", required=True, metavar="OUT.npz", help="final bytes of every buffer"
     )
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome trace (Perfetto)")
     p.set_defaults(func=_run)
-    return (NemError, RegistryError, ExecError)
+    p = sub.add_parser("bind", help="bind a checked NEM program to a task binary")
+    p.add_argument("file", help="a .nem program")
+    p.add_argument("--device", help="target device (as for check)")
+    p.add_argument("-o", "--output", required=True, metavar="PROG.bin")
+    p.set_defaults(func=_bind)
+    p = sub.add_parser("dis", help="list the tasks of a task binary with register names")
+    p.add_argument("file", help="a task binary")
+    p.set_defaults(func=_dis)
+    return (NemError, RegistryError, ExecError, BindError, TaskFormatError)

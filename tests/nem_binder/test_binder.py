@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +19,10 @@ import pytest
 
 from nem.binder import BindError, bind, copy_registers, device_hash, plan_from_binary
 from nem.checker import check_text
-from nem.executor import execute
+from nem.executor import RaceError, execute
 from nem.memory import allocate
 from nem.taskformat import TaskFormatError, decode, encode
+from npu.cli import main
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "nem_executor" / "programs"
 
@@ -201,3 +204,76 @@ def test_compute_tasks_are_refused_clearly():
     )
     with pytest.raises(BindError, match="register map is not defined yet"):
         bind(result)
+
+
+def test_wrong_token_reuse_is_caught_by_the_executor_as_a_race():
+    # 0: a long copy into X[0:4096]; 1: a short copy; 2 reads X[0:64] after 0; 3 after 1
+    text = """device "exec_device.nem"
+buffer S : L2 (size=8192)
+buffer X : L1 (size=8192)
+t0 = transfer.async(dst=region(X, 0, 4096), src=region(S, 0, 4096))
+t1 = transfer.async(dst=region(X, 4096, 64), src=region(S, 4096, 64))
+t2 = transfer.async(dst=region(S, 6144, 64), src=region(X, 0, 64), deps=[t0])
+t3 = transfer.async(dst=region(S, 7168, 64), src=region(X, 4096, 64), deps=[t1])
+"""
+    result = _check(text)
+    program = bind(result)
+    assert [t.signal for t in program.tasks] == [1, 2, 0, 0]
+    execute(plan_from_binary(program, result.device), result.device)  # fine as bound
+    # both producers on token 0: task 2 now waits for task 1 and may start during task 0
+    wrong = [
+        program.tasks[0],
+        program.tasks[1].__class__(**{**program.tasks[1].__dict__, "signal": 1}),
+        *program.tasks[2:],
+    ]
+    wrong[3] = wrong[3].__class__(**{**wrong[3].__dict__, "wait": 1})
+    # and task 2 on the DMA that task 1 frees early
+    wrong[2] = wrong[2].__class__(**{**wrong[2].__dict__, "instance": wrong[1].instance})
+    bad = program.__class__(program.device_hash, program.buffers, tuple(wrong))
+    with pytest.raises(RaceError, match=r"task 2 .*task 0"):
+        execute(plan_from_binary(bad, result.device), result.device)
+
+
+def test_cli_bind_dis_run(tmp_path):
+    src = tmp_path / "tiles.nem"
+    src.write_text(TILED)
+    shutil.copy(PROGRAMS / "exec_device.nem", tmp_path / "exec_device.nem")
+    binary = tmp_path / "tiles.bin"
+    assert main(["nem", "bind", str(src), "-o", str(binary)]) == 0
+    assert binary.read_bytes()[:4] == b"NEMB"
+    assert main(["nem", "dis", str(binary)]) == 0
+    listing = subprocess.run(
+        [sys.executable, "-m", "npu", "nem", "dis", str(binary)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "task 0: SDMA[0]" in listing and "SRC_LO" in listing and "COUNT0" in listing
+    assert "buffer IN" in listing
+    result = _check(TILED)
+    init = _initial(result, 9)
+    inp = tmp_path / "in.npz"
+    np.savez(inp, **init)
+    out_text, out_bin = tmp_path / "a.npz", tmp_path / "b.npz"
+    assert main(["nem", "run", str(src), "--memory", str(inp), "-o", str(out_text)]) == 0
+    dev = str(tmp_path / "exec_device.nem")
+    assert (
+        main(["nem", "run", str(binary), "--device", dev, "--memory", str(inp), "-o", str(out_bin)])
+        == 0
+    )
+    a, b = np.load(out_text), np.load(out_bin)
+    assert sorted(a.files) == sorted(b.files)
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], b[name])
+    # a truncated binary and a binary without its device are clear errors
+    short = tmp_path / "short.bin"
+    short.write_bytes(binary.read_bytes()[:-3])
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu", "nem", "dis", str(short)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
+    assert main(["nem", "run", str(binary), "-o", str(out_bin)]) == 2
