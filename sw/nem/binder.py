@@ -129,24 +129,27 @@ def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list
 
 
 def _task_deps(plan: Plan) -> list[list[int]]:
-    """Per task, the nearest earlier tasks in the happens-before order (through barriers)."""
+    """Per task, the nearest earlier tasks in the happens-before order (through barriers).
+
+    Every node's set of nearest task ancestors is computed once, in node order (which is
+    topological), and kept to its maximal elements, so loops with many iterations cost
+    linear time rather than a walk back through every earlier barrier per task.
+    """
+    order = plan.order
+    is_task = {t.node for t in plan.tasks}
+    front: list[frozenset[int]] = []
+    for preds in order.preds:
+        union: set[int] = set()
+        for p in preds:
+            union |= {p} if p in is_task else front[p]
+        if len(union) > 1:
+            covered = 0
+            for m in union:
+                covered |= order.ancestors[m]
+            union = {m for m in union if not covered >> m & 1}
+        front.append(frozenset(union))
     task_of = {t.node: t.index for t in plan.tasks}
-    out = []
-    for task in plan.tasks:
-        found: set[int] = set()
-        seen: set[int] = set()
-        stack = list(plan.order.preds[task.node])
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n in task_of:
-                found.add(task_of[n])
-            else:
-                stack.extend(plan.order.preds[n])
-        out.append(sorted(found))
-    return out
+    return [sorted(task_of[m] for m in front[t.node]) for t in plan.tasks]
 
 
 def _copy_unit(task: TaskInstance, placements: dict[str, Placement], device: Device) -> Unit:
