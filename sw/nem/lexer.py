@@ -38,8 +38,6 @@ _PUNCT = (
     ";",
     ".",
 )
-_PUNCT_RE = re.compile("|".join(re.escape(p) for p in _PUNCT))
-_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ID_TAIL_RE = re.compile(r"[A-Za-z0-9_]*")
 _DIGITS_RE = re.compile(r"[0-9]*")
 _SPACE_RE = re.compile(r"[ \t\r\f]+")
@@ -123,10 +121,9 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
             gap = True
             continue
         start = i
-        if "a" <= ch <= "z" or "A" <= ch <= "Z" or ch == "_":
-            i = _ID_RE.match(text, i).end()
-            kind = "ID"
-        elif "0" <= ch <= "9":
+        # Identifiers and punctuators always take the fast path above; what is left is
+        # numbers the fast path would not take, strings, and characters outside NEM.
+        if "0" <= ch <= "9":
             i = _DIGITS_RE.match(text, i).end()
             kind = "INT"
             # FLOAT: DIGIT+ "." DIGIT+ ([eE][+-]?DIGIT+)? -- but "0..3" is INT then "..".
@@ -183,15 +180,10 @@ def tokenize(text: str, file: str, sink: DiagnosticSink) -> tuple[list[Token], l
             bol, gap, code_on_line = False, False, True
             continue
         else:
-            m = _PUNCT_RE.match(text, i)
-            if m is not None:
-                i = m.end()
-                kind = m.group()
-            else:
-                sink.add("E101", f"unexpected character {ch!r}", Span(file, line, col))
-                i += 1
-                gap = True
-                continue
+            sink.add("E101", f"unexpected character {ch!r}", Span(file, line, col))
+            i += 1
+            gap = True
+            continue
         tokens.append(Token(kind, text[start:i], line, col, bol, gap))
         bol, gap, code_on_line = False, False, True
     tokens.append(Token("EOF", "", line, i - line_start + 1, True, True))
