@@ -26,10 +26,12 @@ from dataclasses import asdict
 from nem.checker import BITS, BufferInfo, CheckResult, Plan, Region, TaskInstance
 from nem.device import Device
 from nem.diagnostics import Span
+from nem.executor import copy_unit
 from nem.hazards import Order
 from nem.memory import AllocationError, Placement, allocate, dense_strides
 from nem.taskformat import (
     LEVELS,
+    MAX_TOKENS,
     REGISTER_MAPS,
     BufferEntry,
     Program,
@@ -37,9 +39,12 @@ from nem.taskformat import (
     TaskFormatError,
     Unit,
 )
-from nem.tokens import TokenError, assign_tokens, reduce_deps
+from nem.tokens import TokenError, assign_tokens
 
 __all__ = ["BindError", "bind", "device_hash", "plan_from_binary"]
+
+
+_BINARY = Span("<binary>", 0, 0)
 
 
 class BindError(ValueError):
@@ -62,47 +67,35 @@ def device_hash(device: Device) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _side(region: Region, placements: dict[str, Placement]):
-    """(level, address, shape, byte strides, element bytes) of one side of a copy."""
-    p = placements[region.buffer]
-    base = p.address + region.offset
-    if region.strides is None or not region.typed:
-        return p.level, base, None, None, None
+def _byte_strides(region: Region, label: str) -> list[int]:
+    """Byte strides of the dimensions of ``region`` that are not 1, outermost first."""
     bits = BITS[region.elem]
     if bits % 8:
-        raise BindError(f"{region.label}: strided copies of sub-byte {region.elem} elements")
-    size = bits // 8
-    return p.level, base, tuple(region.shape), tuple(s * size for s in region.strides), size
+        raise BindError(f"{label}: strided copy of sub-byte {region.elem} elements")
+    strides = region.strides or dense_strides(tuple(region.shape))
+    return [s * bits // 8 for d, s in zip(region.shape, strides, strict=True) if d != 1]
 
 
 def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list[tuple[str, int]]:
     """Register writes of a copy unit for a transfer or store, as the executor performs it."""
     src, dst = task.ins[0], task.outs[0]
-    s_level, s_addr, s_shape, s_strides, s_size = _side(src, placements)
-    d_level, d_addr, d_shape, d_strides, d_size = _side(dst, placements)
-    if (s_shape is None and d_shape is None) or not (src.typed and dst.typed):
+    dims: list[tuple[int, int, int]] = []  # (count, source stride, destination stride)
+    if (src.strides is None and dst.strides is None) or not (src.typed and dst.typed):
         # the executor copies the source's bytes to the start of the destination
         run = src.extent
-        dims: list[tuple[int, int, int]] = []
     else:
-        shape = tuple(src.shape)
-        if tuple(d for d in src.shape if d != 1) != tuple(d for d in dst.shape if d != 1):
+        shape = [d for d in src.shape if d != 1]
+        if shape != [d for d in dst.shape if d != 1]:
             raise BindError(
                 f"{task.label}: copy from shape {list(src.shape)} to {list(dst.shape)}; the "
                 "copy unit walks one shape on both sides"
             )
-        size = s_size or d_size or BITS[src.elem] // 8
-        if BITS[src.elem] % 8:
-            raise BindError(f"{task.label}: strided copy of sub-byte {src.elem} elements")
-        ss = s_strides or tuple(x * size for x in dense_strides(shape))
-        ds = d_strides or tuple(x * size for x in dense_strides(tuple(dst.shape)))
-        # align the destination strides with the source shape (the shapes agree up to 1s)
-        ds_full = [x for d, x in zip(dst.shape, ds, strict=True) if d != 1]
-        ss_full = [x for d, x in zip(shape, ss, strict=True) if d != 1]
-        dims_all = [d for d in shape if d != 1]
-        run = size
-        dims = []
-        for d, a, b in reversed(list(zip(dims_all, ss_full, ds_full, strict=True))):
+        run = BITS[src.elem] // 8
+        walk = zip(
+            shape, _byte_strides(src, task.label), _byte_strides(dst, task.label), strict=True
+        )
+        # merge the innermost dimensions that are contiguous on both sides into one run
+        for d, a, b in reversed(list(walk)):
             if not dims and a == run and b == run:
                 run *= d
             else:
@@ -114,6 +107,8 @@ def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list
         )
     if run >= 1 << 32:
         raise BindError(f"{task.label}: a contiguous run of {run} bytes (at most 2^32 - 1)")
+    s_addr = placements[src.buffer].address + src.offset
+    d_addr = placements[dst.buffer].address + dst.offset
     writes = [
         ("SRC_LO", s_addr & 0xFFFFFFFF),
         ("SRC_HI", s_addr >> 32),
@@ -124,7 +119,7 @@ def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list
     for k in range(3):
         count, a, b = dims[k] if k < len(dims) else (1, 0, 0)
         writes += [(f"COUNT{k + 1}", count), (f"SRC_STRIDE{k + 1}", a), (f"DST_STRIDE{k + 1}", b)]
-    writes += [("SRC_LEVEL", LEVELS.index(s_level)), ("DST_LEVEL", LEVELS.index(d_level))]
+    writes += [("SRC_LEVEL", LEVELS.index(src.level)), ("DST_LEVEL", LEVELS.index(dst.level))]
     return writes
 
 
@@ -152,13 +147,6 @@ def _task_deps(plan: Plan) -> list[list[int]]:
     return [sorted(task_of[m] for m in front[t.node]) for t in plan.tasks]
 
 
-def _copy_unit(task: TaskInstance, placements: dict[str, Placement], device: Device) -> Unit:
-    levels = {placements[task.ins[0].buffer].level, placements[task.outs[0].buffer].level}
-    if "L1" not in levels and "DDR" in levels and device.units("sDMA"):
-        return Unit.SDMA
-    return Unit.DMA
-
-
 def bind(result: CheckResult) -> Program:
     """Bind a checked program for its device.
 
@@ -179,10 +167,10 @@ def bind(result: CheckResult) -> Program:
         placements, _ = allocate(plan.buffers, device)
     except AllocationError as exc:
         raise BindError(str(exc)) from None
-    deps = reduce_deps(_task_deps(plan))
-    count = min(device.unit_characteristics.get("SEQ", {}).get("max_active_tokens", 32), 32)
+    # _task_deps already keeps only the dependencies no other one implies
+    count = min(device.characteristic("SEQ", "max_active_tokens") or MAX_TOKENS, MAX_TOKENS)
     try:
-        wait, signal = assign_tokens(deps, count, [t.label for t in plan.tasks])
+        wait, signal = assign_tokens(_task_deps(plan), count, [t.label for t in plan.tasks])
     except TokenError as exc:
         raise BindError(str(exc)) from None
     tasks = []
@@ -193,8 +181,9 @@ def bind(result: CheckResult) -> Program:
                 f"{task.label}: {task.opcode} runs on a compute unit, whose register map is "
                 "not defined yet (this binder encodes transfers and stores)"
             )
-        unit = _copy_unit(task, placements, device)
-        count_units = device.units("sDMA" if unit is Unit.SDMA else "DMA") or 1
+        unit_type = copy_unit(task.ins[0].level, task.outs[0].level, device)
+        unit = Unit.SDMA if unit_type == "sDMA" else Unit.DMA
+        count_units = device.units(unit_type) or 1
         engine = 0 if unit is Unit.SDMA else (task.engine or 0)
         if task.resource and task.resource[0] in ("DMA", "sDMA"):
             instance = task.resource[1] % count_units
@@ -209,9 +198,7 @@ def bind(result: CheckResult) -> Program:
         )
         tasks.append(Task(unit, instance, engine, wait[task.index], signal[task.index], writes))
     buffers = tuple(
-        BufferEntry(
-            p.name, p.level, p.engine if p.level == "L1" else None, p.align, p.address, p.size
-        )
+        BufferEntry(p.name, p.level, p.engine, p.align, p.address, p.size)
         for p in placements.values()
     )
     return Program(device_hash(device), buffers, tuple(tasks))
@@ -230,9 +217,8 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
             f"the binary was bound for another device (hash {program.device_hash.hex()[:16]}..., "
             f"{device.name} is {device_hash(device).hex()[:16]}...)"
         )
-    span = Span("<binary>", 0, 0)
     buffers = {
-        b.name: BufferInfo(b.name, b.level, b.engine, b.size, frozenset(), span, b.align)
+        b.name: BufferInfo(b.name, b.level, b.engine, b.size, frozenset(), _BINARY, b.align)
         for b in program.buffers
     }
     placements, _ = allocate(buffers, device)
@@ -247,15 +233,15 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
     producer: dict[int, int] = {}
     tasks = []
     for k, rec in enumerate(program.tasks):
-        preds = [producer[t] for t in range(32) if rec.wait >> t & 1 and t in producer]
-        missing = [t for t in range(32) if rec.wait >> t & 1 and t not in producer]
+        waits = [t for t in range(MAX_TOKENS) if rec.wait >> t & 1]
+        missing = [t for t in waits if t not in producer]
         if missing:
             raise TaskFormatError(
                 f"task {k} waits on token {missing[0]}, which no earlier task signals "
                 "(it would wait forever)"
             )
-        node = order.node(preds)
-        for t in range(32):
+        node = order.node([producer[t] for t in waits])
+        for t in range(MAX_TOKENS):
             if rec.signal >> t & 1:
                 producer[t] = node
         tasks.append(_copy_task(k, rec, node, program.buffers))
@@ -320,5 +306,5 @@ def _copy_task(k: int, rec: Task, node: int, table) -> TaskInstance:
         resource,
         engine,
         label,
-        Span("<binary>", 0, 0),
+        _BINARY,
     )

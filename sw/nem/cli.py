@@ -188,7 +188,7 @@ def _bind(args: argparse.Namespace) -> int:
 
 
 def _dis(args: argparse.Namespace) -> int:
-    from nem.taskformat import REGISTER_MAPS
+    from nem.taskformat import MAX_TOKENS, REGISTER_MAPS
 
     if not os.path.isfile(args.file):
         print(f"npu nem dis: error: {args.file}: no such file", file=sys.stderr)
@@ -203,8 +203,8 @@ def _dis(args: argparse.Namespace) -> int:
             f"buffer {b.name:<16} {where:<6} @ 0x{b.address:08x}  {b.size} bytes  align {b.align}"
         )
     for k, t in enumerate(program.tasks):
-        waits = [str(i) for i in range(32) if t.wait >> i & 1]
-        sigs = [str(i) for i in range(32) if t.signal >> i & 1]
+        waits = [str(i) for i in range(MAX_TOKENS) if t.wait >> i & 1]
+        sigs = [str(i) for i in range(MAX_TOKENS) if t.signal >> i & 1]
         print(
             f"task {k}: {t.unit.name}[{t.instance}] engine {t.engine}  wait {{{', '.join(waits)}}}"
             f"  signal {{{', '.join(sigs)}}}"

@@ -51,6 +51,7 @@ __all__ = [
     "RaceError",
     "RunResult",
     "TaskRecord",
+    "copy_unit",
     "execute",
     "load_npz",
     "run_file",
@@ -181,17 +182,22 @@ class RunResult:
 # --- unit assignment --------------------------------------------------------------------------
 
 
+def copy_unit(src_level: str, dst_level: str, device: Device) -> str:
+    """``sDMA`` for copies between DDR and L2 when the device has one, else ``DMA``."""
+    levels = {src_level, dst_level}
+    if "L1" not in levels and "DDR" in levels and device.units("sDMA"):
+        return "sDMA"
+    return "DMA"
+
+
 def _unit_type(task: TaskInstance, device: Device, registry: Registry) -> str:
     if task.resource is not None:
         return task.resource[0]
     if task.kind in ("transfer", "store"):
         src, dst = task.ins[0], task.outs[0]
-        levels = {src.level, dst.level}
-        if task.kind == "store" and "L1" in levels and device.units("CSTL"):
+        if task.kind == "store" and "L1" in (src.level, dst.level) and device.units("CSTL"):
             return "CSTL"
-        if "L1" not in levels and "DDR" in levels and device.units("sDMA"):
-            return "sDMA"
-        return "DMA"
+        return copy_unit(src.level, dst.level, device)
     opcode = registry.opcodes.get(task.opcode)
     unit = opcode.execution_unit if opcode is not None else None
     if unit not in ("NMU", "CSTL", "VPU", "DMA") or not device.units(unit):

@@ -32,6 +32,7 @@ __all__ = [
     "HEADER",
     "LEVELS",
     "MAGIC",
+    "MAX_TOKENS",
     "NO_ENGINE",
     "REGISTER_MAPS",
     "TASK_HEADER",

@@ -19,13 +19,17 @@ tokens greedily by start position uses the fewest tokens possible; when a progra
 more than the device has, the binder refuses it with :class:`TokenError` rather than
 binding something unsafe.
 
-Dependencies implied by others are dropped first (:func:`reduce_deps`): when B depends on
-A and on C, and C depends on A, B does not wait on A.
+Dependencies implied by others should be dropped first (:func:`reduce_deps`; the binder's
+walk of the happens-before order yields them reduced already): when B depends on A and on
+C, and C depends on A, B does not wait on A.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+from nem.hazards import Order
+from nem.taskformat import MAX_TOKENS
 
 __all__ = ["TokenError", "assign_tokens", "reduce_deps"]
 
@@ -40,19 +44,22 @@ def reduce_deps(deps: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
     ``deps[b]`` lists tasks before ``b`` (indices ``< b``) that ``b`` depends on. Returns, per
     task, the direct dependencies that no other dependency implies.
     """
-    ancestors: list[int] = []
+    order = Order()
     out: list[tuple[int, ...]] = []
     for b, preds in enumerate(deps):
-        mask = 0
+        _check_earlier(b, preds)
         implied = 0
         for a in preds:
-            if not 0 <= a < b:
-                raise ValueError(f"task {b} depends on task {a}, which does not come before it")
-            mask |= ancestors[a] | (1 << a)
-            implied |= ancestors[a]
-        ancestors.append(mask)
+            implied |= order.ancestors[a]
+        order.node(list(preds))
         out.append(tuple(sorted({a for a in preds if not implied >> a & 1})))
     return out
+
+
+def _check_earlier(b: int, preds: Sequence[int]) -> None:
+    for a in preds:
+        if not 0 <= a < b:
+            raise ValueError(f"task {b} depends on task {a}, which does not come before it")
 
 
 def assign_tokens(
@@ -80,14 +87,13 @@ def assign_tokens(
     TokenError
         When more than ``count`` tokens would be live at once.
     """
-    if not 1 <= count <= 32:
-        raise TokenError(f"{count} physical tokens: the task format carries 1 to 32")
+    if not 1 <= count <= MAX_TOKENS:
+        raise TokenError(f"{count} physical tokens: the task format carries 1 to {MAX_TOKENS}")
     n = len(deps)
     last_use = [-1] * n
     for b, preds in enumerate(deps):
+        _check_earlier(b, preds)
         for a in preds:
-            if not 0 <= a < b:
-                raise ValueError(f"task {b} depends on task {a}, which does not come before it")
             last_use[a] = max(last_use[a], b)
     wait = [0] * n
     signal = [0] * n
