@@ -206,15 +206,7 @@ class Memory:
             byte = raw[e // 2].astype(np.int16)
             nib = np.where(e % 2 == 0, byte & 0xF, byte >> 4)
             return np.where(nib >= 8, nib - 16, nib).astype(np.int8)
-        dt = DTYPES[region.elem]
-        strides = region.strides or dense_strides(region.shape)
-        view = np.ndarray(
-            region.shape,
-            dtype=dt,
-            buffer=raw,
-            strides=tuple(s * dt.itemsize for s in strides),
-        )
-        return view.copy()
+        return _typed_view(raw, region).copy()
 
     def write(self, region: Region, values: np.ndarray) -> None:
         """Store ``values`` (already of the region's element type and shape) into a region."""
@@ -230,20 +222,22 @@ class Memory:
                 pos = e[sel] // 2
                 raw[pos] = (raw[pos] & keep) | (v[sel] << shift).astype(np.uint8)
             return
-        dt = DTYPES[region.elem]
-        strides = region.strides or dense_strides(region.shape)
-        view = np.ndarray(
-            region.shape,
-            dtype=dt,
-            buffer=raw,
-            strides=tuple(s * dt.itemsize for s in strides),
-        )
-        view[...] = values.astype(dt)
+        view = _typed_view(raw, region)
+        view[...] = values.astype(view.dtype)
 
     def touched(self, region: Region) -> tuple[tuple[str, int | None], int, int]:
         """(memory, lo, hi): the absolute byte range a task using ``region`` may touch."""
         key, base = self.address(region)
         return key, base, base + region.extent
+
+
+def _typed_view(raw: np.ndarray, region: Region) -> np.ndarray:
+    """A strided view of ``raw`` (the region's bytes) as the region's whole-byte elements."""
+    dt = DTYPES[region.elem]
+    strides = region.strides or dense_strides(region.shape)
+    return np.ndarray(
+        region.shape, dtype=dt, buffer=raw, strides=tuple(s * dt.itemsize for s in strides)
+    )
 
 
 def packed_bytes(elem: str, count: int) -> int:

@@ -39,6 +39,7 @@ from nem.numerics import (
     requantize,
     round_float,
 )
+from nem.shapes import conv_out
 from nem.tree import Quant
 
 __all__ = [
@@ -220,8 +221,8 @@ def _conv_real(x, w, pads, strides, dil, groups):
     top, left, bottom, right = pads
     xp = np.zeros((n, h + top + bottom, wd + left + right, c), dtype=x.dtype)
     xp[:, top : top + h, left : left + wd, :] = x
-    oh = (h + top + bottom - dil[0] * (kh - 1) - 1) // strides[0] + 1
-    ow = (wd + left + right - dil[1] * (kw - 1) - 1) // strides[1] + 1
+    oh = conv_out(h, kh, top, bottom, strides[0], dil[0])
+    ow = conv_out(wd, kw, left, right, strides[1], dil[1])
     out = np.zeros((n, oh, ow, f), dtype=x.dtype)
     fg = f // groups
     for g in range(groups):
