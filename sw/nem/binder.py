@@ -11,10 +11,12 @@ task as register writes of its unit (:mod:`nem.taskformat`).
 ``nem.executor.execute`` runs the binary with the same units, timing model and race
 detector as the NEM text.
 
-Scope today: transfers and stores (DMA and sDMA). A copy is at most 4-D with a contiguous
-innermost run. Stores go to a DMA like transfers do (the registry runs store on DMA; the
-CSTL register map does not exist yet). Compute tasks are refused with a clear error until
-the NMU/CSTL register maps are defined (issue 7).
+Copies (transfers and stores) go to a DMA or sDMA as at most 4-D strided byte copies with a
+contiguous innermost run; a store is a plain copy, so it goes to a copy unit even where the
+executor would pick the CSTL. Compute tasks go to the unit the executor picks
+(:func:`nem.executor.unit_type`: NMU, CSTL or VPU) as an opcode, one descriptor per operand
+(address, level, extent, element type, shape, element strides, quantisation entry) and the
+attributes as words; quantisation entries live in the binary's data section.
 """
 
 from __future__ import annotations
@@ -26,22 +28,48 @@ from dataclasses import asdict
 from nem.checker import BITS, BufferInfo, CheckResult, Plan, Region, TaskInstance
 from nem.device import Device
 from nem.diagnostics import Span
-from nem.executor import copy_unit
+from nem.executor import copy_unit, unit_type
 from nem.hazards import Order
 from nem.memory import AllocationError, Placement, allocate, dense_strides
+from nem.ops import OpError, quant_params
+from nem.registry import Registry, load_registry
 from nem.taskformat import (
+    ELEM_TYPES,
     LEVELS,
+    MAX_OPERANDS,
+    MAX_RANK,
     MAX_TOKENS,
+    NO_QUANT,
+    OPCODES,
     REGISTER_MAPS,
     BufferEntry,
     Program,
+    QuantEntry,
     Task,
     TaskFormatError,
     Unit,
+    attr_words,
+    decode_quant,
+    encode_quant,
+    operand_register,
+    read_attr_words,
 )
 from nem.tokens import TokenError, assign_tokens
+from nem.tree import Num, Quant
 
-__all__ = ["BindError", "bind", "device_hash", "plan_from_binary"]
+__all__ = [
+    "BindError",
+    "bind",
+    "compute_registers",
+    "copy_registers",
+    "device_hash",
+    "plan_from_binary",
+]
+
+#: Unit type names (as the device and the executor spell them) <-> task format unit codes.
+UNIT_CODES = {"DMA": Unit.DMA, "sDMA": Unit.SDMA, "NMU": Unit.NMU, "CSTL": Unit.CSTL,
+              "VPU": Unit.VPU}  # fmt: skip
+UNIT_NAMES = {code: name for name, code in UNIT_CODES.items()}
 
 
 _BINARY = Span("<binary>", 0, 0)
@@ -123,6 +151,101 @@ def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list
     return writes
 
 
+class DataSection:
+    """The binary's data section as the binder fills it: identical entries are stored once."""
+
+    def __init__(self) -> None:
+        self.blob = bytearray()
+        self._at: dict[bytes, int] = {}
+
+    def add(self, raw: bytes) -> int:
+        """Byte offset of ``raw`` (a multiple of 8 bytes long) in the section."""
+        if raw not in self._at:
+            self._at[raw] = len(self.blob)
+            self.blob += raw
+        return self._at[raw]
+
+
+def _quant_entry(region: Region, consts: dict[str, int], label: str) -> QuantEntry:
+    try:
+        qp = quant_params(region, consts)
+    except OpError as exc:
+        raise BindError(f"{label}: {exc}") from None
+    return QuantEntry(
+        region.quant.kind,
+        qp.axis or 0,
+        qp.group_size or 0,
+        tuple(float(v) for v in qp.scales),
+        tuple(int(v) for v in qp.zero_points),
+    )
+
+
+def compute_registers(
+    task: TaskInstance,
+    placements: dict[str, Placement],
+    data: DataSection,
+    registry: Registry,
+    consts: dict[str, int],
+) -> list[tuple[str, int]]:
+    """Register writes of a compute unit (NMU, CSTL, VPU) for ``task``.
+
+    Quantisation descriptors are evaluated with ``consts`` and added to ``data``.
+
+    Raises
+    ------
+    BindError
+        When the opcode has no code, or an operand or attribute does not fit the registers.
+    """
+    label = task.label
+    if task.opcode not in OPCODES:
+        raise BindError(
+            f"{label}: {task.opcode} has no code in the task format (no unit can run it)"
+        )
+    operands = (*task.ins, *task.outs)
+    if len(operands) > MAX_OPERANDS:
+        raise BindError(f"{label}: {len(operands)} operands, the units take {MAX_OPERANDS}")
+    writes = [
+        ("OPCODE", OPCODES.index(task.opcode)),
+        ("NIN", len(task.ins)),
+        ("NOUT", len(task.outs)),
+    ]
+    for k, region in enumerate(operands):
+        if not region.typed or region.elem not in ELEM_TYPES:
+            raise BindError(f"{label}: operand {region.label} has no element type and shape")
+        if len(region.shape) > MAX_RANK:
+            raise BindError(
+                f"{label}: operand {region.label} has {len(region.shape)} dimensions, the "
+                f"descriptors hold {MAX_RANK}"
+            )
+        address = placements[region.buffer].address + region.offset
+        strides = region.strides or dense_strides(tuple(region.shape))
+        quant = NO_QUANT
+        if region.quant is not None:
+            quant = data.add(encode_quant(_quant_entry(region, consts, label)))
+        fields = [
+            ("ADDR_LO", address & 0xFFFFFFFF),
+            ("ADDR_HI", address >> 32),
+            ("LEVEL", LEVELS.index(region.level)),
+            ("BYTES", region.extent),
+            ("ELEM", ELEM_TYPES.index(region.elem)),
+            ("RANK", len(region.shape)),
+        ]
+        for d, (size, stride) in enumerate(zip(region.shape, strides, strict=True)):
+            fields += [(f"DIM{d}", size), (f"STRIDE{d}", stride)]
+        fields.append(("QUANT", quant))
+        writes += [(operand_register(k, name), value) for name, value in fields]
+    specs = [(a.name, a.type) for a in registry[task.opcode].attributes]
+    try:
+        words = attr_words(specs, task.attrs)
+    except TaskFormatError as exc:
+        raise BindError(f"{label}: {exc}") from None
+    writes += [(f"ATTR{j}", w) for j, w in enumerate(words)]
+    for name, value in writes:
+        if not 0 <= value < 1 << 32:
+            raise BindError(f"{label}: register {name} = {value} does not fit in 32 bits")
+    return writes
+
+
 def _task_deps(plan: Plan) -> list[list[int]]:
     """Per task, the nearest earlier tasks in the happens-before order (through barriers).
 
@@ -173,35 +296,39 @@ def bind(result: CheckResult) -> Program:
         wait, signal = assign_tokens(_task_deps(plan), count, [t.label for t in plan.tasks])
     except TokenError as exc:
         raise BindError(str(exc)) from None
+    registry = load_registry()
+    data = DataSection()
     tasks = []
     next_instance: dict[tuple[Unit, int], int] = {}
     for task in plan.tasks:
-        if task.kind not in ("transfer", "store"):
-            raise BindError(
-                f"{task.label}: {task.opcode} runs on a compute unit, whose register map is "
-                "not defined yet (this binder encodes transfers and stores)"
-            )
-        unit_type = copy_unit(task.ins[0].level, task.outs[0].level, device)
-        unit = Unit.SDMA if unit_type == "sDMA" else Unit.DMA
-        count_units = device.units(unit_type) or 1
+        if task.kind in ("transfer", "store"):
+            name = copy_unit(task.ins[0].level, task.outs[0].level, device)
+        else:
+            name = unit_type(task, device, registry)
+        unit = UNIT_CODES.get(name)
+        count_units = device.units(name) if unit is not None else 0
+        if not count_units:
+            raise BindError(f"{task.label}: the device has no {name} unit to run {task.opcode}")
         engine = 0 if unit is Unit.SDMA else (task.engine or 0)
-        if task.resource and task.resource[0] in ("DMA", "sDMA"):
+        if task.resource and task.resource[0] == name:
             instance = task.resource[1] % count_units
         else:
-            # no @resource: spread over the instances in turn, so that independent copies
+            # no @resource: spread over the instances in turn, so that independent tasks
             # can run at the same time (the binary fixes the instance, SEQ does not choose)
             instance = next_instance.get((unit, engine), 0)
             next_instance[(unit, engine)] = (instance + 1) % count_units
         regs = REGISTER_MAPS[unit]
-        writes = tuple(
-            (regs.index(name), value) for name, value in copy_registers(task, placements)
-        )
+        if unit in (Unit.DMA, Unit.SDMA):
+            named = copy_registers(task, placements)
+        else:
+            named = compute_registers(task, placements, data, registry, plan.consts)
+        writes = tuple((regs.index(n), value) for n, value in named)
         tasks.append(Task(unit, instance, engine, wait[task.index], signal[task.index], writes))
     buffers = tuple(
         BufferEntry(p.name, p.level, p.engine, p.align, p.address, p.size)
         for p in placements.values()
     )
-    return Program(device_hash(device), buffers, tuple(tasks))
+    return Program(device_hash(device), buffers, tuple(tasks), bytes(data.blob))
 
 
 def plan_from_binary(program: Program, device: Device) -> Plan:
@@ -229,6 +356,7 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
                 f"buffer {b.name}: address {b.address}, but the device's allocator places it at "
                 f"{p.address}"
             )
+    registry = load_registry()
     order = Order()
     producer: dict[int, int] = {}
     tasks = []
@@ -244,54 +372,81 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
         for t in range(MAX_TOKENS):
             if rec.signal >> t & 1:
                 producer[t] = node
-        tasks.append(_copy_task(k, rec, node, program.buffers))
+        if rec.unit in (Unit.DMA, Unit.SDMA):
+            tasks.append(_copy_task(k, rec, node, program.buffers, device))
+        else:
+            tasks.append(_compute_task(k, rec, node, program, device, registry))
     return Plan(buffers, tasks, order, {})
 
 
-def _copy_task(k: int, rec: Task, node: int, table) -> TaskInstance:
-    if rec.unit not in (Unit.DMA, Unit.SDMA):
-        raise TaskFormatError(f"task {k}: unit {rec.unit.name} is not executable yet")
+def _written(k: int, rec: Task) -> dict[str, int]:
+    """The task's register writes by name (a later write of a register wins)."""
     regs = REGISTER_MAPS[rec.unit]
-    values = dict.fromkeys((r.name for r in regs.registers), 0)
-    for index, value in rec.writes:
-        values[regs.name(index)] = value
+    return {regs.name(index): value for index, value in rec.writes}
+
+
+def _read(k: int, rec: Task, values: dict[str, int], name: str) -> int:
+    try:
+        return values[name]
+    except KeyError:
+        raise TaskFormatError(
+            f"task {k}: {rec.unit.name} register {name} is read but the task does not write it"
+        ) from None
+
+
+def _locate(k: int, what: str, level_code: int, address: int, extent: int, engine: int, table):
+    """The buffer entry holding bytes [address, address + extent) of a level."""
+    if level_code >= len(LEVELS):
+        raise TaskFormatError(f"task {k}: {what} level {level_code} is not a level")
+    level = LEVELS[level_code]
+    for b in table:
+        engine_ok = level != "L1" or (b.engine or 0) == engine
+        if b.level == level and engine_ok and b.address <= address < b.address + b.size:
+            if address + extent <= b.address + b.size:
+                return b
+            break
+    raise TaskFormatError(
+        f"task {k}: {what} bytes [{address}, {address + extent}) of {level} are not inside one "
+        "buffer"
+    )
+
+
+def _unit_of(k: int, rec: Task, device: Device) -> tuple[str, int]:
+    name = UNIT_NAMES[rec.unit]
+    if rec.instance >= device.units(name):
+        raise TaskFormatError(
+            f"task {k}: {name} instance {rec.instance}; the device has {device.units(name)}"
+        )
+    return name, rec.instance
+
+
+def _copy_task(k: int, rec: Task, node: int, table, device: Device) -> TaskInstance:
+    values = dict.fromkeys((r.name for r in REGISTER_MAPS[rec.unit].registers), 0)
+    values.update(_written(k, rec))
     counts = [values[f"COUNT{d}"] for d in (3, 2, 1)]
 
     def side(prefix: str) -> Region:
-        level_code = values[f"{prefix}_LEVEL"]
-        if level_code >= len(LEVELS):
-            raise TaskFormatError(f"task {k}: {prefix}_LEVEL {level_code} is not a level")
-        level = LEVELS[level_code]
         address = values[f"{prefix}_LO"] | values[f"{prefix}_HI"] << 32
         strides = [values[f"{prefix}_STRIDE{d}"] for d in (3, 2, 1)]
         extent = values["COUNT0"] + sum((c - 1) * s for c, s in zip(counts, strides, strict=True))
-        for b in table:
-            engine_ok = level != "L1" or (b.engine or 0) == rec.engine
-            if b.level == level and engine_ok and b.address <= address < b.address + b.size:
-                if address + extent > b.address + b.size:
-                    break
-                return Region(
-                    None,
-                    b.name,
-                    level,
-                    b.engine,
-                    address - b.address,
-                    extent,
-                    "u8",
-                    (*counts, values["COUNT0"]),
-                    None,
-                    (*strides, 1),
-                )
-        raise TaskFormatError(
-            f"task {k}: {prefix} bytes [{address}, {address + extent}) of {level} are not "
-            "inside one buffer"
+        b = _locate(k, prefix, values[f"{prefix}_LEVEL"], address, extent, rec.engine, table)
+        return Region(
+            None,
+            b.name,
+            b.level,
+            b.engine,
+            address - b.address,
+            extent,
+            "u8",
+            (*counts, values["COUNT0"]),
+            None,
+            (*strides, 1),
         )
 
     if values["COUNT0"] == 0 or 0 in counts:
         raise TaskFormatError(f"task {k}: a copy count is 0")
     src, dst = side("SRC"), side("DST")
     label = f"task {k} ({rec.unit.name}[{rec.instance}])"
-    resource = ("sDMA" if rec.unit is Unit.SDMA else "DMA", rec.instance)
     engine = None if rec.unit is Unit.SDMA else rec.engine
     return TaskInstance(
         k,
@@ -303,8 +458,101 @@ def _copy_task(k: int, rec: Task, node: int, table) -> TaskInstance:
         (dst,),
         {},
         frozenset(),
-        resource,
+        _unit_of(k, rec, device),
         engine,
+        label,
+        _BINARY,
+    )
+
+
+def _literal(value: int | float) -> Num:
+    return Num(value, repr(value))
+
+
+def _quant_tree(entry: QuantEntry) -> Quant:
+    if entry.kind == "per_tensor":
+        return Quant(
+            "per_tensor", _literal(entry.scales[0]), _literal(entry.zero_points[0])
+        )
+    return Quant(
+        entry.kind,
+        axis=_literal(entry.axis),
+        group_size=_literal(entry.group_size) if entry.kind == "per_group" else None,
+        scales=tuple(_literal(v) for v in entry.scales),
+        zero_points=tuple(_literal(v) for v in entry.zero_points),
+    )
+
+
+def _compute_task(
+    k: int, rec: Task, node: int, program: Program, device: Device, registry: Registry
+) -> TaskInstance:
+    values = _written(k, rec)
+
+    def read(name: str) -> int:
+        return _read(k, rec, values, name)
+
+    code = read("OPCODE")
+    if code >= len(OPCODES):
+        raise TaskFormatError(f"task {k}: OPCODE {code} unknown (0..{len(OPCODES) - 1})")
+    opcode = OPCODES[code]
+    nin, nout = read("NIN"), read("NOUT")
+    if nin + nout > MAX_OPERANDS or nout == 0:
+        raise TaskFormatError(f"task {k}: {nin} inputs and {nout} outputs")
+    regions = []
+    for j in range(nin + nout):
+
+        def field(name: str, j=j) -> int:
+            return read(operand_register(j, name))
+
+        rank, elem = field("RANK"), field("ELEM")
+        if rank > MAX_RANK or elem >= len(ELEM_TYPES):
+            raise TaskFormatError(f"task {k}: operand {j}: rank {rank} / element code {elem}")
+        address = field("ADDR_LO") | field("ADDR_HI") << 32
+        extent = field("BYTES")
+        what = f"operand {j}"
+        b = _locate(k, what, field("LEVEL"), address, extent, rec.engine, program.buffers)
+        quant = None
+        if field("QUANT") != NO_QUANT:
+            try:
+                quant = _quant_tree(decode_quant(program.data, field("QUANT")))
+            except TaskFormatError as exc:
+                raise TaskFormatError(f"task {k}: {what}: {exc}") from None
+        regions.append(
+            Region(
+                None,
+                b.name,
+                b.level,
+                b.engine,
+                address - b.address,
+                extent,
+                ELEM_TYPES[elem],
+                tuple(field(f"DIM{d}") for d in range(rank)),
+                None,
+                tuple(field(f"STRIDE{d}") for d in range(rank)),
+                quant,
+            )
+        )
+    specs = [(a.name, a.type) for a in registry[opcode].attributes]
+    words = []
+    while f"ATTR{len(words)}" in values:
+        words.append(values[f"ATTR{len(words)}"])
+    try:
+        attrs = read_attr_words(specs, words)
+    except TaskFormatError as exc:
+        raise TaskFormatError(f"task {k}: {opcode}: {exc}") from None
+    label = f"task {k} ({opcode} on {rec.unit.name}[{rec.instance}])"
+    return TaskInstance(
+        k,
+        node,
+        "compute",
+        opcode,
+        "async",
+        tuple(regions[:nin]),
+        tuple(regions[nin:]),
+        attrs,
+        frozenset(),
+        _unit_of(k, rec, device),
+        rec.engine,
         label,
         _BINARY,
     )

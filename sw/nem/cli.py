@@ -212,8 +212,41 @@ def _dis(args: argparse.Namespace) -> int:
         regs = REGISTER_MAPS.get(t.unit)
         for index, value in t.writes:
             name = regs.name(index) if regs else f"R{index}"
-            print(f"    {name:<12} = 0x{value:08x}  ({value})")
+            print(f"    {name:<12} = 0x{value:08x}  ({_meaning(name, value, program.data)})")
+    if program.data:
+        print(f"; data section: {len(program.data)} bytes")
     return EXIT_OK
+
+
+def _meaning(name: str, value: int, data: bytes) -> str:
+    """A register value spelt out: codes by name, quantisation entries decoded."""
+    from nem.taskformat import (
+        ELEM_TYPES,
+        LEVELS,
+        NO_QUANT,
+        OPCODES,
+        TaskFormatError,
+        decode_quant,
+    )
+
+    field = name.split("_", 1)[-1] if name.startswith("OP") else name
+    tables = {"OPCODE": OPCODES, "ELEM": ELEM_TYPES, "LEVEL": LEVELS, "SRC_LEVEL": LEVELS,
+              "DST_LEVEL": LEVELS}  # fmt: skip
+    if field in tables:
+        table = tables[field]
+        return table[value] if value < len(table) else f"{value}: unknown code"
+    if field == "QUANT":
+        if value == NO_QUANT:
+            return "none"
+        try:
+            q = decode_quant(data, value)
+        except TaskFormatError as exc:
+            return str(exc)
+        scales = ", ".join(f"{v:g}" for v in q.scales[:4]) + (" ..." if len(q.scales) > 4 else "")
+        zps = ", ".join(str(v) for v in q.zero_points[:4]) + (" ..." if len(q.scales) > 4 else "")
+        axis = "" if q.kind == "per_tensor" else f" axis {q.axis}"
+        return f"{q.kind}{axis}: scales [{scales}], zero points [{zps}]"
+    return str(value)
 
 
 def register(subparsers):

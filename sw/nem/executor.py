@@ -55,6 +55,7 @@ __all__ = [
     "execute",
     "load_npz",
     "run_file",
+    "unit_type",
 ]
 
 
@@ -190,7 +191,13 @@ def copy_unit(src_level: str, dst_level: str, device: Device) -> str:
     return "DMA"
 
 
-def _unit_type(task: TaskInstance, device: Device, registry: Registry) -> str:
+def unit_type(task: TaskInstance, device: Device, registry: Registry) -> str:
+    """The unit type that runs ``task``.
+
+    Its ``@resource`` when it has one; for copies :func:`copy_unit` (a store out of L1 goes to
+    the CSTL when the device has one); else the registry's execution unit, or the VPU when the
+    device lacks that unit and has a VPU.
+    """
     if task.resource is not None:
         return task.resource[0]
     if task.kind in ("transfer", "store"):
@@ -332,7 +339,7 @@ def execute(
     for task in plan.tasks:
         if task.kind == "compute" and task.opcode in UNSUPPORTED:
             raise ExecError(f"{task.label}: not supported: {UNSUPPORTED[task.opcode]}")
-        unit = _unit_type(task, device, registry)
+        unit = unit_type(task, device, registry)
         engine = None if unit in DEVICE_UNITS else (task.engine or 0)
         pool = pools.get((unit, engine), [])
         if not pool:
@@ -395,9 +402,9 @@ def execute(
                 if msg:
                     raise RaceError(msg)
             work, nbytes = _apply(task, memory, plan.consts)
-            unit_type = unit.split(".")[-1].split("[")[0]
+            kind = unit.split(".")[-1].split("[")[0]
             elems = tuple(r.elem for r in (*task.ins, *task.outs) if r.elem)
-            cycles = model.cycles(unit_type, work, nbytes, elems)
+            cycles = model.cycles(kind, work, nbytes, elems)
             path = None
             if nbytes:
                 path = f"{_level(task.ins[0])}->{_level(task.outs[0])}"

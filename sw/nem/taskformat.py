@@ -6,6 +6,7 @@ All integers are little-endian. A binary is::
     program header   (HEADER, 68 bytes)
     buffer table     (buffer_count x BUFFER_ENTRY, 56 bytes each)
     task stream      (task_count task records)
+    data section     (quantisation entries that compute tasks point at; 8-byte aligned)
 
 A task record follows the shape of the NeuPro-M task control buffer
 (``../shared/specs/nem-notes.md``): a 12-byte header naming the target unit, the number of
@@ -13,8 +14,9 @@ register writes, the set of tokens the task waits for and the set it signals on
 completion, then ``nwrites`` pairs of (register index u8, value u32) written into the
 unit's shadow registers before the unit starts.
 
-This module defines the container and the register maps of the copy units. Each unit's
-map is a :class:`RegisterMap`; the binder, the disassembler, the executor's binary
+This module defines the container, the register maps of every unit type and the codes
+their registers hold (opcodes, element types, quantisation entries, attribute words). Each
+unit's map is a :class:`RegisterMap`; the binder, the disassembler, the executor's binary
 front-end and the Amaranth units import it, so no register index is typed twice.
 
 Decoding checks everything it reads and raises :class:`TaskFormatError` naming the byte
@@ -28,33 +30,52 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 __all__ = [
+    "ATTR_PRESENT",
+    "ATTR_WORDS",
     "BUFFER_ENTRY",
+    "COMPUTE_UNITS",
+    "ELEM_TYPES",
     "HEADER",
+    "ID_VALUES",
     "LEVELS",
     "MAGIC",
+    "MAX_OPERANDS",
+    "MAX_RANK",
     "MAX_TOKENS",
     "NO_ENGINE",
+    "NO_QUANT",
+    "OPCODES",
+    "QUANT_ENTRY",
+    "QUANT_KINDS",
     "REGISTER_MAPS",
     "TASK_HEADER",
     "VERSION",
     "WRITE",
     "BufferEntry",
     "Program",
+    "QuantEntry",
     "Register",
     "RegisterMap",
     "Task",
     "TaskFormatError",
     "Unit",
+    "attr_words",
+    "data_offset",
     "decode",
+    "decode_quant",
     "encode",
+    "encode_quant",
+    "operand_register",
+    "read_attr_words",
 ]
 
 MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
-VERSION = (1, 0)
+VERSION = (1, 1)
 
 #: magic, major, minor, header bytes, device sha256, task count, buffer count,
-#: buffer table offset, task stream offset, task stream bytes, reserved
+#: buffer table offset, task stream offset, task stream bytes, data section bytes
+#: (1.0 had a reserved 0 there: a 1.0 binary reads as one without a data section)
 HEADER = struct.Struct("<4sHHI32sIIIIII")
 #: name (UTF-8, NUL padded), level, engine, reserved, align, address, size
 BUFFER_ENTRY = struct.Struct("<32sBBHIQQ")
@@ -138,13 +159,246 @@ def _copy_registers() -> list[tuple[str, str]]:
     return regs
 
 
+# --- compute units -----------------------------------------------------------------------------
+
+#: Compute opcodes by code (the ``OPCODE`` register). Append only: a code never changes meaning.
+#: The registry's other compute opcodes (conv1d, conv3d, depthwise_conv2d, compute) have no
+#: executable kernel and no code.
+OPCODES = (
+    "gemm", "matmul", "conv2d",
+    "relu", "leaky_relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "gelu",
+    "silu", "clamp",
+    "add", "sub", "mul", "div", "min", "max", "pow",
+    "maxpool", "avgpool", "layernorm", "rmsnorm", "softmax", "log_softmax",
+    "transpose", "reshape", "slice", "concat", "split", "pad", "gather",
+    "cast", "quantize", "dequantize",
+    "reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin",
+)  # fmt: skip
+#: Element types by code (``OPk_ELEM`` and ``elem_type`` attributes).
+ELEM_TYPES = ("i4", "i8", "u8", "i16", "u16", "i32", "u32", "f16", "bf16", "f32")
+#: Values of ``id`` attributes by code (pad ``mode``).
+ID_VALUES = ("constant", "reflect", "edge")
+#: Quantisation descriptor kinds by code (the first byte of a quantisation entry).
+QUANT_KINDS = ("per_tensor", "per_channel", "per_group")
+#: Operand slots of a compute task (inputs first, then outputs).
+MAX_OPERANDS = 8
+#: Dimensions an operand descriptor holds.
+MAX_RANK = 6
+#: Attribute words (``ATTR0`` ...) a compute task can carry.
+ATTR_WORDS = 40
+#: ``OPk_QUANT`` when the operand has no quantisation descriptor.
+NO_QUANT = 0xFFFFFFFF
+#: Tag word of a present attribute: this bit plus the number of words that follow.
+ATTR_PRESENT = 1 << 31
+#: kind, reserved, reserved, axis, group size (0: none), count; then count f64 scales and
+#: count i64 zero points.
+QUANT_ENTRY = struct.Struct("<BBHiII")
+
+_OPERAND_FIELDS = (
+    ("ADDR_LO", "byte address of the first element, bits 31..0"),
+    ("ADDR_HI", "byte address, bits 63..32"),
+    ("LEVEL", "memory: 0 DDR, 1 L2, 2 L1 (of the task's engine)"),
+    ("BYTES", "bytes the region spans (the extent the race rules use)"),
+    ("ELEM", "element type code (ELEM_TYPES)"),
+    ("RANK", f"number of dimensions, 0..{MAX_RANK}"),
+    *((f"DIM{d}", f"size of dimension {d}, outermost first") for d in range(MAX_RANK)),
+    *((f"STRIDE{d}", f"element stride of dimension {d}") for d in range(MAX_RANK)),
+    ("QUANT", "byte offset of the quantisation entry in the data section (NO_QUANT: none)"),
+)
+
+
+def _compute_registers() -> list[tuple[str, str]]:
+    regs = [
+        ("OPCODE", "operation code (OPCODES)"),
+        ("NIN", "input operands: OP0 .. OP(NIN-1)"),
+        ("NOUT", "output operands: OP(NIN) .. OP(NIN+NOUT-1)"),
+    ]
+    for k in range(MAX_OPERANDS):
+        regs += [(f"OP{k}_{name}", f"operand {k}: {doc}") for name, doc in _OPERAND_FIELDS]
+    regs += [(f"ATTR{j}", "attribute word (layout: attr_words)") for j in range(ATTR_WORDS)]
+    return regs
+
+
+def operand_register(k: int, field: str) -> str:
+    """Name of operand slot ``k``'s register ``field`` (``operand_register(1, "RANK")``)."""
+    return f"OP{k}_{field}"
+
+
 #: Register maps by unit type. The copy units move a strided region of up to 4 dimensions:
 #: ``for i3, i2, i1: copy COUNT0 bytes from SRC + sum(ik * SRC_STRIDEk) to
-#: DST + sum(ik * DST_STRIDEk)``.
+#: DST + sum(ik * DST_STRIDEk)``. The compute units (NMU, CSTL, VPU) share one map: an
+#: opcode, operand descriptors, and attribute words.
 REGISTER_MAPS: dict[Unit, RegisterMap] = {
     Unit.DMA: RegisterMap(Unit.DMA, _copy_registers()),
     Unit.SDMA: RegisterMap(Unit.SDMA, _copy_registers()),
+    Unit.NMU: RegisterMap(Unit.NMU, _compute_registers()),
+    Unit.CSTL: RegisterMap(Unit.CSTL, _compute_registers()),
+    Unit.VPU: RegisterMap(Unit.VPU, _compute_registers()),
 }
+COMPUTE_UNITS = (Unit.NMU, Unit.CSTL, Unit.VPU)
+
+
+@dataclass(frozen=True)
+class QuantEntry:
+    """A quantisation descriptor as the data section holds it."""
+
+    kind: str  # one of QUANT_KINDS
+    axis: int  # per_channel / per_group; 0 for per_tensor
+    group_size: int  # per_group; 0 otherwise
+    scales: tuple[float, ...]
+    zero_points: tuple[int, ...]
+
+
+def encode_quant(entry: QuantEntry) -> bytes:
+    """The bytes of one quantisation entry, padded to a multiple of 8."""
+    if entry.kind not in QUANT_KINDS:
+        raise TaskFormatError(f"quantisation kind {entry.kind!r} not in {QUANT_KINDS}")
+    n = len(entry.scales)
+    if n == 0 or n != len(entry.zero_points):
+        raise TaskFormatError(
+            f"quantisation entry: {n} scales and {len(entry.zero_points)} zero points"
+        )
+    if not -(1 << 31) <= entry.axis < 1 << 31 or not 0 <= entry.group_size < 1 << 32:
+        raise TaskFormatError(f"quantisation entry: axis {entry.axis} / group "
+                              f"{entry.group_size} out of range")
+    for z in entry.zero_points:
+        if not -(1 << 63) <= z < 1 << 63:
+            raise TaskFormatError(f"quantisation entry: zero point {z} is not an i64")
+    head = QUANT_ENTRY.pack(
+        QUANT_KINDS.index(entry.kind), 0, 0, entry.axis, entry.group_size, n
+    )
+    return head + struct.pack(f"<{n}d{n}q", *entry.scales, *entry.zero_points)
+
+
+def decode_quant(data: bytes, offset: int) -> QuantEntry:
+    """Read the quantisation entry at ``offset`` of a data section.
+
+    Raises
+    ------
+    TaskFormatError
+        When the entry is outside the section, truncated, or has an unknown kind.
+    """
+    where = f"data section offset {offset}"
+    if offset % 8:
+        raise TaskFormatError(f"{where}: a quantisation entry starts on a multiple of 8")
+    if offset + QUANT_ENTRY.size > len(data):
+        raise TaskFormatError(
+            f"{where}: a quantisation entry needs {QUANT_ENTRY.size} bytes, the data section "
+            f"has {len(data)}"
+        )
+    kind, _, _, axis, group, n = QUANT_ENTRY.unpack_from(data, offset)
+    if kind >= len(QUANT_KINDS):
+        raise TaskFormatError(f"{where}: quantisation kind {kind} unknown")
+    body = struct.Struct(f"<{n}d{n}q")
+    if n == 0 or offset + QUANT_ENTRY.size + body.size > len(data):
+        raise TaskFormatError(
+            f"{where}: a quantisation entry of {n} channels does not fit in the "
+            f"{len(data)}-byte data section"
+        )
+    values = body.unpack_from(data, offset + QUANT_ENTRY.size)
+    return QuantEntry(QUANT_KINDS[kind], axis, group, values[:n], values[n:])
+
+
+def _signed(word: int) -> int:
+    return word - (1 << 32) if word & 1 << 31 else word
+
+
+def _i32(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not -(1 << 31) <= value < 1 << 31:
+        raise TaskFormatError(f"attribute {name}: {value!r} is not a 32-bit integer")
+    return value & 0xFFFFFFFF
+
+
+def _code(name: str, value, table: tuple[str, ...]) -> int:
+    if value not in table:
+        raise TaskFormatError(f"attribute {name}: {value!r} has no code (codes: {table})")
+    return table.index(value)
+
+
+def attr_words(specs: list[tuple[str, str]], values: dict) -> list[int]:
+    """Attribute words of a compute task.
+
+    Parameters
+    ----------
+    specs : list of (name, type)
+        The opcode's attributes in registry order (registry attribute types).
+    values : dict
+        The attributes the task has (absent ones are simply missing).
+
+    Returns
+    -------
+    list of int
+        Per attribute in ``specs`` order: a tag word, 0 when absent, else ``ATTR_PRESENT``
+        plus the number of words that follow; then the words: an ``int`` as i32, a ``bool``
+        as 0/1, an ``elem_type`` or ``id`` as its code, a ``float`` as the two halves of
+        its f64 (low first), an ``int_list`` as one i32 per item.
+    """
+    words: list[int] = []
+    for name, typ in specs:
+        if name not in values or values[name] is None:
+            words.append(0)
+            continue
+        v = values[name]
+        if typ == "int":
+            body = [_i32(name, v)]
+        elif typ == "bool":
+            body = [int(bool(v))]
+        elif typ == "elem_type":
+            body = [_code(name, v, ELEM_TYPES)]
+        elif typ == "id":
+            body = [_code(name, v, ID_VALUES)]
+        elif typ == "float":
+            lo, hi = struct.unpack("<II", struct.pack("<d", float(v)))
+            body = [lo, hi]
+        elif typ == "int_list":
+            body = [_i32(name, item) for item in v]
+        else:
+            raise TaskFormatError(f"attribute {name}: {typ} attributes have no encoding")
+        words += [ATTR_PRESENT | len(body), *body]
+    if len(words) > ATTR_WORDS:
+        raise TaskFormatError(f"attributes need {len(words)} words, at most {ATTR_WORDS}")
+    return words
+
+
+def read_attr_words(specs: list[tuple[str, str]], words: list[int]) -> dict:
+    """The attributes :func:`attr_words` encoded (absent ones are left out).
+
+    Raises
+    ------
+    TaskFormatError
+        When a tag or a code is invalid or the words run out.
+    """
+    out: dict = {}
+    at = 0
+    for name, typ in specs:
+        if at >= len(words):
+            raise TaskFormatError(f"attribute {name}: no tag word (ATTR{at} not written)")
+        tag = words[at]
+        at += 1
+        if tag == 0:
+            continue
+        n = tag & ~ATTR_PRESENT
+        want = {"float": 2, "int_list": n}.get(typ, 1)
+        if not tag & ATTR_PRESENT or n != want:
+            raise TaskFormatError(f"attribute {name}: tag {tag:#x} is not a {typ} tag")
+        if at + n > len(words):
+            raise TaskFormatError(f"attribute {name}: needs ATTR{at}..ATTR{at + n - 1}")
+        body = words[at : at + n]
+        at += n
+        if typ == "int":
+            out[name] = _signed(body[0])
+        elif typ == "bool":
+            out[name] = bool(body[0])
+        elif typ in ("elem_type", "id"):
+            table = ELEM_TYPES if typ == "elem_type" else ID_VALUES
+            if body[0] >= len(table):
+                raise TaskFormatError(f"attribute {name}: code {body[0]} unknown")
+            out[name] = table[body[0]]
+        elif typ == "float":
+            out[name] = struct.unpack("<d", struct.pack("<II", *body))[0]
+        else:
+            out[name] = tuple(_signed(w) for w in body)
+    return out
 
 
 @dataclass(frozen=True)
@@ -178,7 +432,13 @@ class Program:
     device_hash: bytes  # sha256 of the resolved device
     buffers: tuple[BufferEntry, ...]
     tasks: tuple[Task, ...]
+    data: bytes = b""  # the data section (quantisation entries)
     version: tuple[int, int] = VERSION
+
+
+def data_offset(task_stream_end: int) -> int:
+    """Where the data section starts: the task stream's end rounded up to a multiple of 8."""
+    return -(-task_stream_end // 8) * 8
 
 
 def _check_task(k: int, task: Task) -> None:
@@ -243,6 +503,10 @@ def encode(program: Program) -> bytes:
             stream += WRITE.pack(index, value)
     table_at = HEADER.size
     tasks_at = table_at + len(table)
+    data = bytes(program.data)
+    if len(data) % 8:
+        raise TaskFormatError(f"the data section has {len(data)} bytes, not a multiple of 8")
+    pad = data_offset(tasks_at + len(stream)) - tasks_at - len(stream) if data else 0
     header = HEADER.pack(
         MAGIC,
         *program.version,
@@ -253,9 +517,9 @@ def encode(program: Program) -> bytes:
         table_at,
         tasks_at,
         len(stream),
-        0,
+        len(data),
     )
-    return header + bytes(table) + bytes(stream)
+    return header + bytes(table) + bytes(stream) + bytes(pad) + data
 
 
 def _unpack(fmt: struct.Struct, data: bytes, at: int, what: str) -> tuple:
@@ -284,7 +548,7 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
         outside the unit's map, an unknown unit or level, or bytes after the task stream.
     """
     data = bytes(data)
-    (magic, major, minor, hsize, dev, ntasks, nbufs, table_at, tasks_at, nstream, _) = _unpack(
+    (magic, major, minor, hsize, dev, ntasks, nbufs, table_at, tasks_at, nstream, ndata) = _unpack(
         HEADER, data, 0, "the program header"
     )
     if magic != MAGIC:
@@ -309,11 +573,15 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
             f"offset 56: task stream offset {tasks_at}, but {nbufs} buffer entries end at "
             f"{table_at + nbufs * BUFFER_ENTRY.size}"
         )
-    if tasks_at + nstream != len(data):
+    data_at = data_offset(tasks_at + nstream) if ndata else tasks_at + nstream
+    if ndata % 8:
+        raise TaskFormatError(f"offset 64: data section of {ndata} bytes, not a multiple of 8")
+    if data_at + ndata != len(data):
         raise TaskFormatError(
             f"offset 60: header says the task stream has {nstream} bytes from offset "
-            f"{tasks_at}, the binary has {len(data) - tasks_at}"
-            + (" (truncated)" if tasks_at + nstream > len(data) else " (trailing bytes)")
+            f"{tasks_at} and the data section {ndata}, so the binary ends at "
+            f"{data_at + ndata}; it has {len(data)} bytes"
+            + (" (truncated)" if data_at + ndata > len(data) else " (trailing bytes)")
         )
     buffers = []
     for k in range(nbufs):
@@ -358,6 +626,9 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
             writes.append((index, value))
             at += WRITE.size
         tasks.append(Task(unit, instance, engine, wait, signal, tuple(writes)))
-    if at != len(data):
-        raise TaskFormatError(f"offset {at}: {len(data) - at} bytes after the last task")
-    return Program(dev, tuple(buffers), tuple(tasks), (major, minor))
+    if at != tasks_at + nstream:
+        raise TaskFormatError(
+            f"offset {at}: the tasks end here, the header says the stream ends at "
+            f"{tasks_at + nstream}"
+        )
+    return Program(dev, tuple(buffers), tuple(tasks), data[data_at:], (major, minor))

@@ -198,14 +198,6 @@ def test_binary_for_another_device_or_with_bad_tokens_is_refused():
         plan_from_binary(broken, result.device)
 
 
-def test_compute_tasks_are_refused_clearly():
-    result = check_text(
-        (PROGRAMS / "gemm_bias_relu.nem").read_text(), file="g.nem", base_dir=str(PROGRAMS)
-    )
-    with pytest.raises(BindError, match="register map is not defined yet"):
-        bind(result)
-
-
 def test_wrong_token_reuse_is_caught_by_the_executor_as_a_race():
     # 0: a long copy into X[0:4096]; 1: a short copy; 2 reads X[0:64] after 0; 3 after 1
     text = """device "exec_device.nem"

@@ -7,6 +7,9 @@ raw little-endian bytes (i4 packed here, two nibbles per byte, LSB first), outpu
 start filled with 0xA5 so that an element the executor forgets to write shows, and outputs
 are read back from the buffer bytes.
 
+Every case also binds (``nem.binder``) and runs the task binary through the executor's binary
+front-end, which must leave the same bytes in every buffer as the NEM text.
+
 The references never call the executor's kernels (``nem.ops``) or the numerics kernels:
 
 * int8 NMU path (gemm, matmul, conv2d with i8 / i4 weights): the accumulator is the
@@ -35,9 +38,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from nem.binder import bind, plan_from_binary
 from nem.checker import check_text
 from nem.executor import ExecError, execute
 from nem.numerics import requant_params
+from nem.taskformat import decode, encode
 
 PROGRAMS = Path(__file__).parent / "programs"
 DEVICE = "exec_device.nem"
@@ -176,6 +181,11 @@ def run_op(opcode, ins, outs, attrs="", device=DEVICE) -> list[np.ndarray]:
     for k, op in enumerate(outs):
         initial[f"Y{k}"] = np.full(OFFSET + op.nbytes + 8, 0xA5, np.uint8)
     run = execute(result.plan, result.device, initial)
+    # the bound task binary, run through the executor's binary front-end, leaves the same bytes
+    binary = decode(encode(bind(result)))
+    again = execute(plan_from_binary(binary, result.device), result.device, initial)
+    for name in result.plan.buffers:
+        np.testing.assert_array_equal(again.memory.buffer(name), run.memory.buffer(name), name)
     got = []
     for k, op in enumerate(outs):
         raw = run.memory.buffer(f"Y{k}")

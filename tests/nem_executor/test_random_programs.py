@@ -10,6 +10,7 @@ is race-free. Then:
   (different schedules);
 * those bytes equal an independent sequential evaluation in program order, written here
   with plain numpy (saturating int8 arithmetic, byte copies);
+* the bound task binary, run through the executor's binary front-end, leaves them too;
 * removing one needed dependency either leaves the program ordered through another path,
   or the checker reports E901 and, when the two tasks run together, the executor a race.
 """
@@ -22,8 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nem.binder import bind, plan_from_binary
 from nem.checker import check_text
 from nem.executor import RaceError, execute
+from nem.taskformat import decode, encode
 
 PROGRAMS = Path(__file__).parent / "programs"
 SLOT = 256
@@ -117,6 +120,11 @@ def test_race_free_programs_are_schedule_independent(seed):
         assert not errors, errors
         run = execute(checked.plan, checked.device, init)
         finals.append({b: run.memory.buffer(b).copy() for b in "SX"})
+        # the bound binary (in-order tokens instead of NEM deps) leaves the same bytes
+        binary = decode(encode(bind(checked)))
+        again = execute(plan_from_binary(binary, checked.device), checked.device, init)
+        for b in "SX":
+            np.testing.assert_array_equal(again.memory.buffer(b), finals[-1][b], err_msg=b)
     for b in "SX":
         np.testing.assert_array_equal(finals[0][b], finals[1][b], err_msg=b)
         np.testing.assert_array_equal(finals[0][b], want[b], err_msg=b)

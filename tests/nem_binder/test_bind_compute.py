@@ -1,0 +1,235 @@
+"""Compute tasks in the task binary: whole programs, hand-derived records, bad records.
+
+Every op case of ``tests/nem_executor/test_ops.py`` also binds and runs from its binary (see
+``run_op`` there); this file adds the tiled upstream programs, the bytes of one compute
+record and one data section worked out by hand, the attribute-word encoding, and broken
+compute records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nem.binder import BindError, DataSection, bind, compute_registers, plan_from_binary
+from nem.checker import BITS, check_file, check_text
+from nem.executor import execute
+from nem.memory import allocate
+from nem.ops import UNSUPPORTED
+from nem.registry import load_registry
+from nem.taskformat import (
+    ATTR_WORDS,
+    ELEM_TYPES,
+    OPCODES,
+    REGISTER_MAPS,
+    Program,
+    TaskFormatError,
+    Unit,
+    attr_words,
+    decode,
+    encode,
+    read_attr_words,
+)
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "nem_executor" / "programs"
+
+
+def _same_bytes(result, initial):
+    want = execute(result.plan, result.device, initial)
+    program = decode(encode(bind(result)))
+    got = execute(plan_from_binary(program, result.device), result.device, initial)
+    for name in result.plan.buffers:
+        np.testing.assert_array_equal(got.memory.buffer(name), want.memory.buffer(name), name)
+    return program, want, got
+
+
+def test_tiled_gemm_bias_relu_binds():
+    result = check_file(str(PROGRAMS / "gemm_bias_relu.nem"))
+    assert result.ok
+    rng = np.random.default_rng(11)
+    initial = {
+        "A_L2": rng.standard_normal(256 * 256).astype(np.float16).view(np.uint8),
+        "B_L2": (rng.standard_normal(256 * 128) / 16).astype(np.float16).view(np.uint8),
+        "C_L2": rng.standard_normal(128).astype(np.float16).view(np.uint8),
+    }
+    program, want, _ = _same_bytes(result, initial)
+    units = [t.unit for t in program.tasks]
+    # tB, then per tile: transfer (DMA), gemm (NMU), relu (CSTL), store (DMA)
+    assert units == [Unit.DMA] + [Unit.DMA, Unit.NMU, Unit.CSTL, Unit.DMA] * 4
+    # the two CSTL instances take the relus in turn
+    assert [t.instance for t in program.tasks if t.unit is Unit.CSTL] == [0, 1, 0, 1]
+    assert want.memory.buffer("Y_L2").any()
+
+
+def test_tiled_int8_conv2d_relu_binds():
+    result = check_file(str(PROGRAMS / "conv2d_relu.nem"))
+    assert result.ok
+    rng = np.random.default_rng(5)
+    initial = {
+        "X_L2": rng.integers(-128, 128, 4 * 16 * 16 * 64, dtype=np.int8).view(np.uint8),
+        "W_L2": rng.integers(-127, 128, 3 * 3 * 64 * 128, dtype=np.int8).view(np.uint8),
+        "B_L2": rng.integers(-3000, 3000, 128).astype("<i4").view(np.uint8),
+    }
+    program, _, _ = _same_bytes(result, initial)
+    assert Unit.NMU in {t.unit for t in program.tasks}
+    # the per-channel weight descriptor is stored once although every tile's conv uses it
+    assert len(program.data) < 2 * (16 + 128 * 16)
+
+
+RELU = """device "exec_device.nem"
+buffer X : L1 (size=64)
+buffer Y : L1 (size=64)
+let x = region(X, 8, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.5, zero_point=3)
+let y = region(Y, 16, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.25, zero_point=-2)
+t = leaky_relu.async in x out y alpha=0.125
+wait(t)
+"""
+
+
+def test_compute_record_and_data_section_by_hand():
+    result = check_text(RELU, file="r.nem", base_dir=str(PROGRAMS))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    program = bind(result)
+    (task,) = program.tasks
+    places, _ = allocate(result.plan.buffers, result.device)
+    x_at, y_at = places["X"].address + 8, places["Y"].address + 16
+    # registers: OPCODE 0, NIN 1, NOUT 2, then 19 per operand slot from 3 (ADDR_LO, ADDR_HI,
+    # LEVEL, BYTES, ELEM, RANK, DIM0..5, STRIDE0..5, QUANT), ATTR0 at 3 + 8 * 19 = 155.
+    # Only the dimensions the rank names are written.
+    leaky = 4  # OPCODES: gemm, matmul, conv2d, relu, leaky_relu
+    i8, l1 = 1, 2  # ELEM_TYPES[1], LEVELS[2]
+    x_regs = [(3, x_at), (4, 0), (5, l1), (6, 6), (7, i8), (8, 2), (9, 2), (15, 3), (10, 3),
+              (16, 1), (21, 0)]  # fmt: skip
+    y_regs = [(22, y_at), (23, 0), (24, l1), (25, 6), (26, i8), (27, 2), (28, 2), (34, 3),
+              (29, 3), (35, 1), (40, 32)]  # fmt: skip
+    # alpha: tag 0x80000002 (present, 2 words), 0.125 = 0x3FC0000000000000 low word first
+    attrs = [(155, 0x80000002), (156, 0), (157, 0x3FC00000)]
+    assert task.unit is Unit.CSTL and task.instance == 0
+    assert list(task.writes) == [(0, leaky), (1, 1), (2, 1), *x_regs, *y_regs, *attrs]
+    # data section: the two per-tensor entries, 16-byte head (kind 0, 0, 0, axis 0, group 0,
+    # count 1), one f64 scale, one i64 zero point
+    head = bytes(12) + (1).to_bytes(4, "little")
+    assert program.data == (
+        head + struct.pack("<d", 0.5) + (3).to_bytes(8, "little")
+        + head + struct.pack("<d", 0.25) + (-2).to_bytes(8, "little", signed=True)
+    )  # fmt: skip
+    raw = encode(program)
+    # the data section starts at the next multiple of 8 after the task stream
+    stream_end = 68 + 56 * 2 + 12 + 5 * len(task.writes)
+    assert raw[-64:] == program.data and len(raw) == -(-stream_end // 8) * 8 + 64
+    assert int.from_bytes(raw[64:68], "little") == 64
+    x = np.zeros(64, np.uint8)
+    x[8:14] = np.array([0, 3, 4, 127, -128, 10], np.int8).view(np.uint8)
+    _same_bytes(result, {"X": x})
+
+
+def test_codes_cover_the_registry_and_the_executor():
+    registry = load_registry()
+    compute = {n for n, op in registry.opcodes.items() if n not in ("transfer", "store")}
+    assert set(OPCODES) == compute - set(UNSUPPORTED)
+    assert len(set(OPCODES)) == len(OPCODES)
+    assert set(ELEM_TYPES) == set(BITS)
+    # every attribute of every coded opcode has an encoding
+    for name in OPCODES:
+        specs = [(a.name, a.type) for a in registry[name].attributes]
+        assert {t for _, t in specs} <= {"int", "bool", "float", "int_list", "elem_type", "id"}
+    compute_map = REGISTER_MAPS[Unit.NMU]
+    assert len(compute_map) <= 256 and compute_map.index("ATTR0") == 155
+
+
+def test_opcode_without_a_kernel_is_refused():
+    result = check_text(RELU, file="r.nem", base_dir=str(PROGRAMS))
+    task = dataclasses.replace(result.plan.tasks[0], opcode="conv1d")
+    places, _ = allocate(result.plan.buffers, result.device)
+    with pytest.raises(BindError, match="conv1d has no code"):
+        compute_registers(task, places, DataSection(), load_registry(), {})
+
+
+ATTR_TYPES = {
+    "int": st.integers(-(2**31), 2**31 - 1),
+    "bool": st.booleans(),
+    "float": st.floats(allow_nan=False),
+    "int_list": st.lists(st.integers(-(2**31), 2**31 - 1), max_size=6).map(tuple),
+    "elem_type": st.sampled_from(ELEM_TYPES),
+    "id": st.sampled_from(["constant", "reflect", "edge"]),
+}
+
+
+@st.composite
+def attr_sets(draw):
+    names = st.text("abc", min_size=1, max_size=3)
+    pair = st.tuples(names, st.sampled_from(list(ATTR_TYPES)))
+    specs = draw(st.lists(pair, max_size=4, unique_by=lambda s: s[0]))
+    values = {name: draw(ATTR_TYPES[typ]) for name, typ in specs if draw(st.booleans())}
+    return specs, values
+
+
+@settings(max_examples=200, deadline=None)
+@given(attr_sets())
+def test_attribute_words_round_trip(case):
+    specs, values = case
+    try:
+        words = attr_words(specs, values)
+    except TaskFormatError as exc:
+        assert "at most" in str(exc)
+        return
+    assert len(words) <= ATTR_WORDS
+    assert read_attr_words(specs, words) == values
+
+
+def test_attribute_words_by_hand_and_bad_ones():
+    specs = [("pads", "int_list"), ("groups", "int"), ("accum_type", "elem_type")]
+    words = attr_words(specs, {"pads": (1, 0, 2, -1), "accum_type": "i32"})
+    # pads: tag, then -1 as 0xFFFFFFFF; groups absent: 0; accum_type: tag, code of i32 (5)
+    assert words == [0x80000004, 1, 0, 2, 0xFFFFFFFF, 0, 0x80000001, 5]
+    with pytest.raises(TaskFormatError, match="groups: tag 0x80000002 is not a int tag"):
+        read_attr_words(specs, [0, 0x80000002, 1, 2])
+    with pytest.raises(TaskFormatError, match="accum_type: code 99 unknown"):
+        read_attr_words(specs, [0, 0, 0x80000001, 99])
+    with pytest.raises(TaskFormatError, match=r"pads: needs ATTR1\.\.ATTR3"):
+        read_attr_words(specs, [0x80000003, 1])
+    with pytest.raises(TaskFormatError, match="not a 32-bit integer"):
+        attr_words(specs, {"groups": 1 << 40})
+    with pytest.raises(TaskFormatError, match="'wrap' has no code"):
+        attr_words([("mode", "id")], {"mode": "wrap"})
+
+
+def _broken(program: Program, k: int, **change) -> Program:
+    tasks = list(program.tasks)
+    tasks[k] = dataclasses.replace(tasks[k], **change)
+    return dataclasses.replace(program, tasks=tuple(tasks))
+
+
+def test_bad_compute_records_name_the_task_and_register():
+    result = check_text(RELU, file="r.nem", base_dir=str(PROGRAMS))
+    program = bind(result)
+    dev = result.device
+    writes = list(program.tasks[0].writes)
+    cases = [
+        ([(0, 200), *writes[1:]], "task 0: OPCODE 200 unknown"),
+        ([w for w in writes if w[0] != 8], "CSTL register OP0_RANK is read but the task does "
+         "not write it"),
+        ([*writes[:-4], (40, 4096), *writes[-3:]],
+         "task 0: operand 1: data section offset 4096: a quantisation entry needs 16"),
+        ([*writes[:-4], (40, 4), *writes[-3:]], "offset 4: a quantisation entry starts on"),
+        ([*writes[:7], (7, 77), *writes[8:]], "operand 0: rank 2 / element code 77"),
+        ([*writes[:3], (3, 1 << 30), *writes[4:]], "operand 0 bytes .* not inside one buffer"),
+        ([*writes[:-3], (155, 0x80000001), *writes[-2:]], "leaky_relu: attribute alpha: tag"),
+    ]
+    for new, message in cases:
+        with pytest.raises(TaskFormatError, match=message):
+            plan_from_binary(_broken(program, 0, writes=tuple(new)), dev)
+    with pytest.raises(TaskFormatError, match="CSTL instance 5; the device has 2"):
+        plan_from_binary(_broken(program, 0, instance=5), dev)
+    # and each of them still round-trips through the container: the errors are semantic
+    assert decode(encode(_broken(program, 0, writes=tuple(cases[0][0])))).tasks[0].writes[0] == (
+        0, 200,
+    )  # fmt: skip
