@@ -12,7 +12,7 @@ from nac.ir import IRError
 from nac.runtime import NacRuntimeError
 from nac.schedule import ScheduleError
 
-__all__ = ["register"]
+__all__ = ["IMPORT_FORMATS", "detect_format", "register"]
 
 
 class CompileInputError(ValueError):
@@ -48,6 +48,8 @@ def _cmd_compile(args):
     from nac.compile import compile_module, lifted_constants
     from nac.weights import write_nac
 
+    if args.from_format or Path(args.model).is_file():
+        return _compile_file(args, args.from_format or detect_format(args.model))
     module, inputs = _load_model(args.model, args.shape)
     nac, weights, report = compile_module(module, inputs, preload_distance=args.preload,
                                           internal_weights=not args.external,
@@ -65,25 +67,102 @@ def _cmd_compile(args):
     return 0
 
 
+IMPORT_FORMATS = ("ark", "ckernel-ir2", "mind")
+
+
+def detect_format(path):
+    """The importer format of *path*: ``mind``, ``ark`` or ``ckernel-ir2``.
+
+    ``.ir`` files and text that is not JSON are MIND Core IR; a JSON object with ``Nodes``
+    is an ARK model, one with ``version`` 2 and ``nodes``/``buffers`` is C-Kernel-Engine
+    IR v2.
+    """
+    import json
+
+    path = Path(path)
+    if path.suffix == ".ir":
+        return "mind"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CompileInputError(f"{path}: {exc}") from None
+    if not text.lstrip().startswith(("{", "[")):
+        return "mind"
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise CompileInputError(f"{path}: looks like JSON but does not parse; give --from") \
+            from None
+    if isinstance(obj, dict) and "Nodes" in obj:
+        return "ark"
+    if isinstance(obj, dict) and obj.get("version") == 2 and ("nodes" in obj or
+                                                                "buffers" in obj):
+        return "ckernel-ir2"
+    raise CompileInputError(f"{path}: JSON of no known format (ARK has 'Nodes', "
+                            f"C-Kernel-Engine IR v2 has 'version': 2 and 'nodes'); give --from")
+
+
+def _import_graph(path, fmt, args):
+    """Import *path* in format *fmt*; print what the importer reports; return the graph."""
+    from nac.import_ark import import_ark
+    from nac.import_ckernel import import_ckernel
+    from nac.import_mind import import_mind
+
+    tokens, weights = getattr(args, "tokens", None), getattr(args, "weights", None)
+    if fmt != "ckernel-ir2" and (tokens is not None or weights is not None):
+        raise CompileInputError(f"--tokens and --weights apply to ckernel-ir2 imports, not "
+                                f"{fmt}")
+    if fmt == "mind":
+        return import_mind(path.read_text(encoding="utf-8"), path=path)
+    if fmt == "ckernel-ir2":
+        graph, info = import_ckernel(path, tokens=tokens, weights=weights,
+                                     seed=getattr(args, "seed", 0))
+        print(f"ckernel-ir2: {info.nodes} nodes expanded, {len(info.skipped)} skipped by their "
+              f"condition; inputs {', '.join(f'{n} {list(s)}' for n, s in info.inputs) or '-'};"
+              f" outputs {', '.join(info.outputs)}; weights {info.weights}")
+        return graph
+    graph, cross_rank = import_ark(path)
+    for direction, buffer, tags in cross_rank:
+        print(f"cross-rank edge: buffer {buffer} {direction} {tags} (becomes a model "
+              f"{'input' if direction == 'recv' else 'output'})")
+    return graph
+
+
+def _compile_file(args, fmt):
+    from nac.compile import compile_graph
+    from nac.weights import write_nac
+
+    path = Path(args.model)
+    graph = _import_graph(path, fmt, args)
+    nac, weights, report = compile_graph(graph, preload_distance=args.preload,
+                                         internal_weights=not args.external,
+                                         run_passes=not args.no_opt)
+    write_nac(nac, args.output, weights=weights if args.external else None)
+    print(f"wrote {args.output}: {len(nac.ops)} instructions from {path} ({fmt}), "
+          f"{len(nac.mmap)} MMAP records, peak live results {report.peak_live_results}")
+    return 0
+
+
 def _cmd_import(args):
     from nac.compile import compile_graph
-    from nac.import_ark import import_ark
-    from nac.import_mind import import_mind
     from nac.weights import write_nac
 
     path = Path(args.file)
-    if args.format == "mind":
-        graph = import_mind(path.read_text(encoding="utf-8"), path=path)
-    else:
-        graph, cross_rank = import_ark(path)
-        for direction, buffer, tags in cross_rank:
-            print(f"cross-rank edge: buffer {buffer} {direction} {tags} (becomes a model "
-                  f"{'input' if direction == 'recv' else 'output'})")
+    graph = _import_graph(path, args.format, args)
     nac, _, report = compile_graph(graph, preload_distance=args.preload)
     write_nac(nac, args.output)
     print(f"wrote {args.output}: {len(nac.ops)} instructions from {path} ({args.format}), "
           f"peak live results {report.peak_live_results}")
     return 0
+
+
+def _add_ckernel_options(p):
+    p.add_argument("--tokens", type=int,
+                   help="ckernel-ir2: value of the runtime dimension 'tokens'")
+    p.add_argument("--weights", help="ckernel-ir2: safetensors file with the weights "
+                   "(<buffer> or layers.<l>.<buffer>); default: synthesised")
+    p.add_argument("--seed", type=int, default=0,
+                   help="ckernel-ir2: seed of the synthesised weights")
 
 
 def _cmd_run(args):
@@ -119,19 +198,26 @@ def _cmd_run(args):
 def register(subparsers):
     """Add ``compile`` and ``run``; return the user-error types."""
     p = subparsers.add_parser("compile", help="compile a PyTorch model to .nac (torch extra)")
-    p.add_argument("model", help="zoo name or 'module:factory'")
+    p.add_argument("model", help="zoo name, 'module:factory', or a file to import (MIND, ARK "
+                   "or C-Kernel-Engine IR v2)")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--shape", action="append", help="input shape for a module-only factory")
     p.add_argument("--external", action="store_true", help="weights in <stem>.safetensors")
     p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
     p.add_argument("--no-opt", action="store_true", help="skip the optimisation passes")
+    p.add_argument("--from", dest="from_format", choices=IMPORT_FORMATS,
+                   help="MODEL is a file in this format (default: detected when MODEL is a "
+                   "file)")
+    _add_ckernel_options(p)
     p.set_defaults(func=_cmd_compile)
     p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
-    p.add_argument("format", choices=["mind", "ark"],
-                   help="mind: MIND Core IR text; ark: ARK model JSON")
+    p.add_argument("format", choices=IMPORT_FORMATS,
+                   help="mind: MIND Core IR text; ark: ARK model JSON; ckernel-ir2: "
+                   "C-Kernel-Engine IR v2 JSON")
     p.add_argument("file")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
+    _add_ckernel_options(p)
     p.set_defaults(func=_cmd_import)
     p = subparsers.add_parser("run", help="run a .nac model in the float golden runtime")
     p.add_argument("file")
