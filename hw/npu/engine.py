@@ -1,0 +1,207 @@
+"""The NEM engine top level: SEQ, DMA and sDMA units, L1/L2 SRAM, AXI4 to DDR, CSR bank.
+
+Block diagram (one engine; ``n`` DMAs and ``s`` sDMAs from the device)::
+
+    host --AXI4-Lite--> AxiLiteCsr --start/base--> Sequencer --unit_start[k]--> units
+                              ^ status, counters     |  ^ unit_done[k] (sets tokens)
+                              |                      |  |
+                              |        fetch_cmd/data v  |
+    DDR <==AXI4==> AxiBurstPort <-- AxiReadMux <--- SEQ fetcher, sDMA[0..s-1] (DDR -> L2)
+                                <-- AxiWriteMux <-- sDMA[0..s-1] (L2 -> DDR)
+
+    DmaUnit[0..n-1]  --client ports-->  L1 (ArbitratedSRAM)   L2 (ArbitratedSRAM)
+    SdmaUnit[0..s-1] --client ports-------------------------> L2
+
+Every arbitrated port uses one rotating priority (a counter over the units), so in each
+cycle the unit that goes first is granted all it asks for. The register map is
+:func:`engine_register_map` (``docs/engine.md`` lists it, checked by a test).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+from nem.taskformat import LEVELS
+from npu.axi import AxiBurstPort, axi4_signature
+from npu.copy_units import DmaUnit, SdmaUnit, level_code
+from npu.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
+from npu.engine_config import EngineConfig
+from npu.engine_ports import ArbitratedSRAM, AxiReadMux, AxiWriteMux
+from npu.seq import Sequencer, Status
+
+__all__ = ["ENGINE_ID", "PATHS", "NemEngine", "engine_register_map", "unit_names"]
+
+#: ``ID`` register: "NEM1" as a little-endian word.
+ENGINE_ID = int.from_bytes(b"NEM1", "little")
+#: Copy paths with a byte counter each: (source level, destination level).
+PATHS = (("DDR", "L2"), ("L2", "DDR"), ("L2", "L1"), ("L1", "L2"), ("L1", "L1"), ("L2", "L2"))
+WATCHDOG_DEFAULT = 1 << 16
+
+
+def unit_names(config):
+    """Names of the units in SEQ order: ``DMA0..``, then ``SDMA0..``."""
+    return [f"DMA{k}" for k in range(config.n_dma)] + [f"SDMA{k}" for k in range(config.n_sdma)]
+
+
+def engine_register_map(config):
+    """The engine's CSR map (AXI4-Lite, 32-bit registers) for ``config``."""
+    regs = [
+        Reg("ID", 0x000, "ro", doc='constant "NEM1" (little-endian)'),
+        Reg("START", 0x004, "pulse", doc="write 1: run the program at PROG_LO/HI; clears "
+                                         "the counters"),
+        Reg("STATUS", 0x008, "ro", doc="0 idle, 1 busy, 2 done, 3 error"),
+        Reg("ERROR_CAUSE", 0x00C, "ro", doc="npu.seq.Cause of the last error (0: none)"),
+        Reg("ERROR_TASK", 0x010, "ro", doc="index of the task decoded when the error happened"),
+        Reg("PROG_LO", 0x014, "rw", doc="program byte address in DDR, bits 31..0 "
+                                        "(word-aligned)"),
+        Reg("PROG_HI", 0x018, "rw", doc="bits 63..32 (must be 0: 32-bit DDR addresses)"),
+        Reg("WATCHDOG", 0x01C, "rw", init=WATCHDOG_DEFAULT,
+            doc="cycles without progress before the WATCHDOG error (0: off)"),
+        Reg("TASKS_ISSUED", 0x020, "ro", doc="tasks issued in this run"),
+        Reg("TASKS_DONE", 0x024, "ro", doc="tasks completed in this run"),
+        Reg("TOKENS", 0x028, "ro", doc="the token scoreboard"),
+        Reg("CYCLES", 0x040, "ro", doc="cycles with STATUS busy"),
+        Reg("SEQ_WAIT", 0x044, "ro", doc="cycles the SEQ held a decoded task (tokens or "
+                                         "unit not ready)"),
+    ]
+    for k, name in enumerate(unit_names(config)):
+        regs.append(Reg(f"BUSY_{name}", 0x080 + 4 * k, "ro", doc=f"cycles {name} was busy"))
+        regs.append(Reg(f"STALL_{name}", 0x0C0 + 4 * k, "ro",
+                        doc=f"cycles {name} was busy but stalled (port or AXI)"))
+    for k, (src, dst) in enumerate(PATHS):
+        regs.append(Reg(f"BYTES_{src}_{dst}", 0x100 + 4 * k, "ro",
+                        doc=f"bytes copied {src} -> {dst}"))
+    return RegisterMap(regs, addr_width=12)
+
+
+class NemEngine(wiring.Component):
+    """The NEM engine for a shipped device.
+
+    Parameters
+    ----------
+    device : str
+        ``"small"`` or ``"sim"`` (see :mod:`npu.engine_config`).
+
+    Attributes
+    ----------
+    axi : AXI4 manager toward DDR
+    csr : AXI4-Lite subordinate (the register map)
+    dbg_issue, dbg_issue_unit, dbg_issue_wait, dbg_issue_signal, dbg_tokens : Out
+        The SEQ's issue strobe, the issued task's unit and token masks, and the token
+        scoreboard (for testbench assertions).
+    """
+
+    def __init__(self, *, device="small"):
+        self.config = cfg = EngineConfig.shipped(device)
+        self.regmap = engine_register_map(cfg)
+        self.n_units = cfg.n_dma + cfg.n_sdma
+        super().__init__({
+            "axi": Out(axi4_signature(cfg.addr_width, cfg.data_width)),
+            "csr": Out(axi_lite_signature(self.regmap.addr_width)),
+            "dbg_issue": Out(1),
+            "dbg_issue_unit": Out(range(self.n_units)),
+            "dbg_issue_wait": Out(32),
+            "dbg_issue_signal": Out(32),
+            "dbg_tokens": Out(cfg.tokens),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        n = self.n_units
+        m.submodules.csr = csr = AxiLiteCsr(self.regmap)
+        wiring.connect(m, wiring.flipped(self.csr), csr.bus)
+        m.submodules.seq = seq = Sequencer(cfg)
+        m.submodules.port = port = AxiBurstPort(addr_width=cfg.addr_width,
+                                                data_width=cfg.data_width, max_outstanding=4)
+        wiring.connect(m, wiring.flipped(self.axi), port.axi)
+        m.submodules.rmux = rmux = AxiReadMux(addr_width=cfg.addr_width,
+                                              data_width=cfg.data_width,
+                                              clients=1 + cfg.n_sdma)
+        m.submodules.wmux = wmux = AxiWriteMux(addr_width=cfg.addr_width,
+                                               data_width=cfg.data_width, clients=cfg.n_sdma)
+        wiring.connect(m, rmux.rd_cmd, port.rd_cmd)
+        wiring.connect(m, port.rd_data, rmux.rd_data)
+        wiring.connect(m, wmux.wr_cmd, port.wr_cmd)
+        wiring.connect(m, wmux.wr_data, port.wr_data)
+        wiring.connect(m, port.wr_done, wmux.wr_done)
+        wiring.connect(m, seq.fetch_cmd, rmux.cmd[0])
+        wiring.connect(m, rmux.data[0], seq.fetch_data)
+
+        m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
+                                              clients=n)
+        m.submodules.l2 = l2 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l2_depth,
+                                              clients=n)
+        prio = Signal(range(n))
+        m.d.sync += prio.eq(Mux(prio == n - 1, 0, prio + 1))
+        m.d.comb += [l1.prio.eq(prio), l2.prio.eq(prio)]
+
+        units = []
+        for k in range(cfg.n_dma):
+            u = DmaUnit(data_width=cfg.data_width, l1_depth=cfg.l1_depth,
+                        l2_depth=cfg.l2_depth, addr_width=cfg.addr_width)
+            m.submodules[f"dma{k}"] = u
+            wiring.connect(m, u.l1_rd, l1.rd[k])
+            wiring.connect(m, u.l1_wr, l1.wr[k])
+            wiring.connect(m, u.l2_rd, l2.rd[k])
+            wiring.connect(m, u.l2_wr, l2.wr[k])
+            units.append(u)
+        for j in range(cfg.n_sdma):
+            k = cfg.n_dma + j
+            u = SdmaUnit(data_width=cfg.data_width, l2_depth=cfg.l2_depth,
+                         addr_width=cfg.addr_width)
+            m.submodules[f"sdma{j}"] = u
+            wiring.connect(m, u.l2_rd, l2.rd[k])
+            wiring.connect(m, u.l2_wr, l2.wr[k])
+            wiring.connect(m, u.rd_cmd, rmux.cmd[1 + j])
+            wiring.connect(m, rmux.data[1 + j], u.rd_data)
+            wiring.connect(m, u.wr_cmd, wmux.cmd[j])
+            wiring.connect(m, u.wr_data, wmux.data[j])
+            wiring.connect(m, wmux.done[j], u.wr_done)
+            units.append(u)
+        for k, u in enumerate(units):
+            wiring.connect(m, seq.unit_start[k], u.start)
+            wiring.connect(m, u.done, seq.unit_done[k])
+
+        regs = csr.regs
+        m.d.comb += [
+            seq.start.eq(regs.START), seq.base.eq(regs.PROG_LO),
+            seq.watchdog.eq(regs.WATCHDOG), seq.fetch_error.eq(port.rd_error),
+            seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units]).any()),
+            regs.ID.eq(ENGINE_ID), regs.STATUS.eq(seq.status),
+            regs.ERROR_CAUSE.eq(seq.cause), regs.ERROR_TASK.eq(seq.error_task),
+            regs.TASKS_ISSUED.eq(seq.issued), regs.TASKS_DONE.eq(seq.completed),
+            regs.TOKENS.eq(seq.tokens),
+            self.dbg_issue.eq(seq.issue), self.dbg_issue_unit.eq(seq.issue_unit),
+            self.dbg_issue_wait.eq(seq.issue_wait), self.dbg_issue_signal.eq(seq.issue_signal),
+            self.dbg_tokens.eq(seq.tokens),
+        ]
+
+        # Performance counters: cleared by START, counting while the SEQ is busy (units
+        # also count while they finish after an error).
+        busy = seq.status == Status.BUSY
+
+        def counter(reg, inc):
+            with m.If(regs.START):
+                m.d.sync += reg.eq(0)
+            with m.Else():
+                m.d.sync += reg.eq(reg + inc)
+
+        counter(regs.CYCLES, busy)
+        counter(regs.SEQ_WAIT, seq.waiting)
+        for name, u in zip(unit_names(cfg), units, strict=True):
+            counter(getattr(regs, f"BUSY_{name}"), u.busy)
+            counter(getattr(regs, f"STALL_{name}"), u.stall)
+        deltas = []
+        for k, u in enumerate(units):
+            prev = Signal(32, name=f"bytes_prev{k}")
+            m.d.sync += prev.eq(u.bytes)
+            deltas.append((u, (u.bytes - prev)[:32]))
+        for src, dst in PATHS:
+            hits = [Mux((u.src_level == level_code(src)) & (u.dst_level == level_code(dst)),
+                        d, 0) for u, d in deltas]
+            counter(getattr(regs, f"BYTES_{src}_{dst}"), sum(hits[1:], hits[0]))
+        assert len(LEVELS) == 3
+        return m

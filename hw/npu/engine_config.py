@@ -1,0 +1,123 @@
+"""The NEM engine's parameters, taken from a resolved NEM device (one source for all).
+
+The engine generator, its tests and the benchmarks read a NEM device file and derive the
+hardware from it, so that the binder, the executor and the RTL agree on sizes and counts:
+
+================  ==================================================================
+parameter         from the resolved device
+================  ==================================================================
+word width        ``DMA.bytes_per_cycle`` (must equal ``sDMA.bytes_per_cycle``): the
+                  L1/L2 word and the AXI data bus are one width
+L1 / L2 depth     ``l1_size_bytes`` / ``l2_size_bytes`` divided by the word bytes
+DMA count         ``per_engine.DMA``
+sDMA count        ``device_units.sDMA``
+tokens            ``SEQ.max_active_tokens`` (at most ``nem.taskformat.MAX_TOKENS``)
+device hash       ``nem.binder.device_hash`` (baked into the SEQ's header check)
+================  ==================================================================
+
+Shipped devices live in ``hw/npu/devices/``: ``small`` (``engine_small.nem``, fits an
+ECP5-85F) and ``sim`` (``engine_sim.nem``, a larger simulation device).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nem.binder import device_hash
+from nem.device import Device
+from nem.diagnostics import Span
+from nem.loader import load
+from nem.taskformat import MAX_TOKENS
+
+__all__ = ["DEVICES", "DEVICE_DIR", "EngineConfig", "load_device"]
+
+DEVICE_DIR = Path(__file__).resolve().parent / "devices"
+#: Shipped devices: short name -> (file in DEVICE_DIR, device name inside it).
+DEVICES = {
+    "small": ("engine_small.nem", "nem_engine_small"),
+    "sim": ("engine_sim.nem", "nem_engine_sim"),
+}
+
+
+def load_device(name: str) -> Device:
+    """Resolve the shipped device ``name`` (a key of :data:`DEVICES`)."""
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {sorted(DEVICES)}, not {name!r}")
+    file, device_name = DEVICES[name]
+    ws = load(DEVICE_DIR / file)
+    device = ws.resolve(device_name, Span(file, 1, 1))
+    errors = [d for d in ws.sink.items if d.severity == "error"]
+    if device is None or errors:
+        raise ValueError(f"device {name!r} does not resolve: {[str(d) for d in errors]}")
+    return device
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Hardware parameters of one engine, derived from a resolved device."""
+
+    name: str
+    data_width: int  # bits, L1/L2 word and AXI data
+    l1_depth: int  # words
+    l2_depth: int  # words
+    n_dma: int
+    n_sdma: int
+    tokens: int
+    device_hash: bytes
+    addr_width: int = 32  # AXI (DDR) byte address
+
+    @property
+    def wbytes(self) -> int:
+        """Bytes per word."""
+        return self.data_width // 8
+
+    @property
+    def ddr_bytes(self) -> int:
+        """Size of the DDR address space the engine reaches."""
+        return 1 << self.addr_width
+
+    @classmethod
+    def from_device(cls, device: Device) -> EngineConfig:
+        """The engine for ``device``; ``ValueError`` names what the generator cannot build."""
+        if not device.concrete:
+            raise ValueError(f"device {device.name}: no topology (abstract device)")
+        if device.num_engines != 1:
+            raise ValueError(f"device {device.name}: {device.num_engines} engines; the engine "
+                             "generator builds one")
+        dma_bpc = device.characteristic("DMA", "bytes_per_cycle")
+        sdma_bpc = device.characteristic("sDMA", "bytes_per_cycle")
+        if dma_bpc is None or dma_bpc != sdma_bpc:
+            raise ValueError(f"device {device.name}: DMA and sDMA bytes_per_cycle must be "
+                             f"given and equal (one word width), not {dma_bpc} and {sdma_bpc}")
+        if dma_bpc not in (4, 8, 16, 32, 64):
+            raise ValueError(f"device {device.name}: bytes_per_cycle must be 4..64, a power "
+                             f"of two, not {dma_bpc}")
+        for what, size in (("l1_size_bytes", device.l1_size_bytes),
+                           ("l2_size_bytes", device.l2_size_bytes)):
+            if not size or size % dma_bpc:
+                raise ValueError(f"device {device.name}: {what} {size} is not a multiple of "
+                                 f"the word ({dma_bpc} bytes)")
+        n_dma, n_sdma = device.units("DMA"), device.units("sDMA")
+        if n_dma < 1 or n_sdma < 1:
+            raise ValueError(f"device {device.name}: needs at least one DMA and one sDMA, "
+                             f"has {n_dma} and {n_sdma}")
+        tokens = device.characteristic("SEQ", "max_active_tokens") or MAX_TOKENS
+        if not 1 <= tokens <= MAX_TOKENS:
+            raise ValueError(f"device {device.name}: max_active_tokens {tokens} not in "
+                             f"1..{MAX_TOKENS}")
+        return cls(
+            name=device.name,
+            data_width=8 * dma_bpc,
+            l1_depth=device.l1_size_bytes // dma_bpc,
+            l2_depth=device.l2_size_bytes // dma_bpc,
+            n_dma=n_dma,
+            n_sdma=n_sdma,
+            tokens=tokens,
+            device_hash=device_hash(device),
+        )
+
+    @classmethod
+    def shipped(cls, name: str) -> EngineConfig:
+        """The engine of the shipped device ``name`` (``"small"`` or ``"sim"``)."""
+        return cls.from_device(load_device(name))

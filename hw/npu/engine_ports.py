@@ -1,0 +1,231 @@
+"""Shared ports of the NEM engine: arbitrated L1/L2 SRAM ports and the AXI client muxes.
+
+Arbitrated SRAM (:class:`ArbitratedSRAM`)
+-----------------------------------------
+An :class:`npu.memory.SRAM` (one read and one write port) shared by ``n`` clients, each
+with a read and a write *client port*. Per cycle and per port:
+
+* the client raises ``req`` (with ``addr``, and ``data``/``en`` for writes);
+* ``gnt`` (combinational, from the requests only) goes to one requester: the first one at
+  or after the rotating priority ``prio`` (an input, the same for every memory of the
+  engine, so the highest-priority requester of a cycle is granted on every port it asks
+  for and always makes progress);
+* the client raises ``go`` when it really performs the access this cycle (granted on all
+  the ports it needs). Only then does the SRAM read or write.
+
+Read data of a ``go`` read appear on the client's ``data`` in the next cycle and are held
+there until the client's next read, whatever other clients do with the port (a client
+that stalls after its read still sees its word).
+
+AXI client muxes
+----------------
+:class:`AxiReadMux` shares one :class:`npu.axi.AxiBurstReader` between clients (the SEQ's
+fetcher and the sDMAs): round-robin over the command streams, and the data of a command go
+to the client whose command it is (the reader takes a new command only when every word of
+the previous one is delivered). :class:`AxiWriteMux` does the same for the writer: the
+command's owner sends its data and receives its ``done``.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.axi import command_layout
+from npu.memory import SRAM
+
+__all__ = [
+    "ArbitratedSRAM",
+    "AxiReadMux",
+    "AxiWriteMux",
+    "priority_grant",
+    "read_client_signature",
+    "write_client_signature",
+]
+
+
+def read_client_signature(depth, width):
+    """A client's read port on an arbitrated SRAM (client's view)."""
+    return wiring.Signature({"req": Out(1), "addr": Out(range(depth)), "go": Out(1),
+                             "gnt": In(1), "data": In(width)})
+
+
+def write_client_signature(depth, width):
+    """A client's write port on an arbitrated SRAM (client's view; ``en``: byte enables)."""
+    return wiring.Signature({"req": Out(1), "addr": Out(range(depth)), "data": Out(width),
+                             "en": Out(width // 8), "go": Out(1), "gnt": In(1)})
+
+
+def priority_grant(m, requests, start):
+    """One-hot grants: the first request at or after index ``start``, cyclically.
+
+    ``requests`` is a list of 1-bit values, ``start`` a signal in ``range(len(requests))``.
+    Returns a list of 1-bit signals (combinational).
+    """
+    n = len(requests)
+    grants = [Signal(name=f"gnt{k}") for k in range(n)]
+    if n == 1:
+        m.d.comb += grants[0].eq(requests[0])
+        return grants
+    with m.Switch(start):
+        for p in range(n):
+            with m.Case(p):
+                order = [(p + j) % n for j in range(n)]
+                with m.If(requests[order[0]]):
+                    m.d.comb += grants[order[0]].eq(1)
+                for k in order[1:]:
+                    with m.Elif(requests[k]):
+                        m.d.comb += grants[k].eq(1)
+    return grants
+
+
+class ArbitratedSRAM(wiring.Component):
+    """An SRAM with ``clients`` read and write client ports and one priority grant.
+
+    Parameters
+    ----------
+    data_width, depth : int
+        As for :class:`npu.memory.SRAM`.
+    clients : int
+        Number of client ports of each kind (clients that never access a port leave
+        ``req`` low).
+
+    Attributes
+    ----------
+    prio : Signal, in
+        Rotating priority (the client index that goes first this cycle).
+    rd, wr : arrays of client ports (flipped :func:`read_client_signature` /
+        :func:`write_client_signature`)
+    """
+
+    def __init__(self, *, data_width, depth, clients):
+        if not isinstance(clients, int) or clients < 1:
+            raise ValueError(f"clients must be a positive integer, not {clients!r}")
+        self.data_width, self.depth, self.clients = data_width, depth, clients
+        self.sram = SRAM(data_width=data_width, depth=depth)
+        super().__init__({
+            "prio": In(range(clients)),
+            "rd": In(read_client_signature(depth, data_width)).array(clients),
+            "wr": In(write_client_signature(depth, data_width)).array(clients),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.sram = sram = self.sram
+        rgnt = priority_grant(m, [p.req for p in self.rd], self.prio)
+        wgnt = priority_grant(m, [p.req for p in self.wr], self.prio)
+        for k, port in enumerate(self.rd):
+            took = Signal(name=f"took{k}")
+            held = Signal(self.data_width, name=f"held{k}")
+            m.d.comb += port.gnt.eq(rgnt[k])
+            with m.If(port.go):
+                m.d.comb += [sram.rd_en.eq(1), sram.rd_addr.eq(port.addr)]
+            m.d.sync += took.eq(port.go)
+            m.d.comb += port.data.eq(held)
+            with m.If(took):
+                m.d.comb += port.data.eq(sram.rd_data)
+            m.d.sync += held.eq(port.data)
+        for k, port in enumerate(self.wr):
+            m.d.comb += port.gnt.eq(wgnt[k])
+            with m.If(port.go):
+                m.d.comb += [sram.wr_en.eq(port.en), sram.wr_addr.eq(port.addr),
+                             sram.wr_data.eq(port.data)]
+        return m
+
+
+def _read_data_layout(data_width):
+    return data.StructLayout({"data": data_width, "last": 1})
+
+
+class AxiReadMux(wiring.Component):
+    """Shares one burst reader between ``clients`` command/data stream pairs.
+
+    Attributes
+    ----------
+    cmd, data : arrays of the clients' streams (client ``k``: ``cmd[k]`` in, ``data[k]`` out)
+    rd_cmd, rd_data : toward :class:`npu.axi.AxiBurstReader` (``cmd`` out, ``data`` in)
+    """
+
+    def __init__(self, *, addr_width, data_width, clients):
+        self.clients = clients
+        cmd = stream.Signature(command_layout(addr_width))
+        dat = stream.Signature(_read_data_layout(data_width))
+        super().__init__({
+            "cmd": In(cmd).array(clients),
+            "data": Out(dat).array(clients),
+            "rd_cmd": Out(cmd),
+            "rd_data": In(dat),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.clients
+        owner = Signal(range(n))
+        start = Signal(range(n))
+        m.d.comb += start.eq(owner + 1 if n > 1 else 0)
+        if n > 1:
+            with m.If(owner == n - 1):
+                m.d.comb += start.eq(0)
+        grants = priority_grant(m, [c.valid for c in self.cmd], start)
+        for k, (c, g) in enumerate(zip(self.cmd, grants, strict=True)):
+            with m.If(g):
+                m.d.comb += [self.rd_cmd.valid.eq(1), self.rd_cmd.payload.eq(c.payload),
+                             c.ready.eq(self.rd_cmd.ready)]
+                with m.If(self.rd_cmd.ready):
+                    m.d.sync += owner.eq(k)
+        for k, d in enumerate(self.data):
+            m.d.comb += d.payload.eq(self.rd_data.payload)
+            with m.If(owner == k):
+                m.d.comb += [d.valid.eq(self.rd_data.valid), self.rd_data.ready.eq(d.ready)]
+        return m
+
+
+class AxiWriteMux(wiring.Component):
+    """Shares one burst writer between ``clients`` (command, data, done) stream triples.
+
+    Attributes
+    ----------
+    cmd, data, done : arrays of the clients' streams
+    wr_cmd, wr_data, wr_done : toward :class:`npu.axi.AxiBurstWriter`
+    """
+
+    def __init__(self, *, addr_width, data_width, clients):
+        self.clients = clients
+        cmd = stream.Signature(command_layout(addr_width))
+        dat = stream.Signature(data.StructLayout({"data": data_width,
+                                                  "strb": data_width // 8}))
+        done = stream.Signature(data.StructLayout({"error": 1}))
+        super().__init__({
+            "cmd": In(cmd).array(clients),
+            "data": In(dat).array(clients),
+            "done": Out(done).array(clients),
+            "wr_cmd": Out(cmd),
+            "wr_data": Out(dat),
+            "wr_done": In(done),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.clients
+        owner = Signal(range(n))
+        start = Signal(range(n))
+        m.d.comb += start.eq(owner + 1 if n > 1 else 0)
+        if n > 1:
+            with m.If(owner == n - 1):
+                m.d.comb += start.eq(0)
+        grants = priority_grant(m, [c.valid for c in self.cmd], start)
+        for k, (c, g) in enumerate(zip(self.cmd, grants, strict=True)):
+            with m.If(g):
+                m.d.comb += [self.wr_cmd.valid.eq(1), self.wr_cmd.payload.eq(c.payload),
+                             c.ready.eq(self.wr_cmd.ready)]
+                with m.If(self.wr_cmd.ready):
+                    m.d.sync += owner.eq(k)
+        for k, (d, done) in enumerate(zip(self.data, self.done, strict=True)):
+            m.d.comb += done.payload.eq(self.wr_done.payload)
+            with m.If(owner == k):
+                m.d.comb += [self.wr_data.valid.eq(d.valid), self.wr_data.payload.eq(d.payload),
+                             d.ready.eq(self.wr_data.ready),
+                             done.valid.eq(self.wr_done.valid),
+                             self.wr_done.ready.eq(done.ready)]
+        return m

@@ -1,0 +1,592 @@
+"""The NEM engine's sequencer (SEQ): fetch, decode and issue the task binary, with tokens.
+
+The binary's layout comes from :mod:`nem.taskformat` only (``HEADER``, ``TASK_HEADER``,
+``WRITE``, ``BUFFER_ENTRY``, ``MAGIC``, ``VERSION``, ``Unit``, ``REGISTER_MAPS``): every
+offset and width below is derived from those structs at elaboration time.
+
+Fetch
+-----
+From the program base address (word-aligned) the fetcher reads bus words over AXI into a
+16-word FIFO, in commands of at most 8 words and only when the FIFO has room for every
+word in flight (so the shared AXI reader is never held by a fetch the SEQ cannot take). It
+first reads the program header; once the header gives the task stream's end it reads up
+to there. Words enter a *byte window* (``max record piece + word - 1`` bytes) from which
+the decoder takes 0..12 bytes per cycle.
+
+Decode and issue (states of the FSM)
+------------------------------------
+``HEADER``
+    one header field (in pieces of at most 4 bytes) per cycle, checked in the order
+    ``nem.taskformat.decode`` checks them: magic, version, header size and buffer table
+    offset, device hash (baked in at generation), task stream offset.
+``SKIP``
+    the buffer table (the SEQ needs no buffer names), a window's worth per cycle.
+``TASK``
+    a 12-byte task header: the unit type must be one of this engine's (DMA, sDMA), the
+    instance below the device's count, the engine 0, the token masks inside
+    ``SEQ.max_active_tokens``. The staging registers are cleared (an unwritten register
+    is 0, as in the executor's front-end).
+``WRITES``
+    one register write per cycle into the staging registers (index checked against the
+    unit's ``REGISTER_MAPS`` entry).
+``CHECK``
+    levels allowed for the unit, counts in 1..65535, and the region's last byte on each
+    side inside its memory: ``end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk)``, one
+    dimension per cycle.
+``ISSUE``
+    waits until every token of the wait mask is set and the unit instance is free, then
+    clears the task's signal tokens and hands the command to the unit (one cycle).
+``FINISH``
+    after the last task, waits for every unit to finish: status DONE.
+
+A unit's completion sets the signal tokens of the task it ran (its ``done`` is always
+accepted, also after an error). Any check failing ends in status ERROR with a cause
+(:class:`Cause`) and the index of the task being decoded. A watchdog ends a run that
+makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
+``watchdog`` cycles in status ERROR, cause ``WATCHDOG``.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import struct
+from enum import IntEnum
+from functools import reduce
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from nem.taskformat import (
+    BUFFER_ENTRY,
+    HEADER,
+    LEVELS,
+    MAGIC,
+    REGISTER_MAPS,
+    TASK_HEADER,
+    VERSION,
+    WRITE,
+    Unit,
+)
+from npu.axi import command_layout
+from npu.copy_units import level_code, unit_command_layout
+
+__all__ = [
+    "HEADER_FIELDS",
+    "TASK_FIELDS",
+    "WRITE_FIELDS",
+    "Cause",
+    "Sequencer",
+    "Status",
+    "struct_fields",
+]
+
+#: Field names of the structs of nem.taskformat, in the order of their format strings
+#: (nem/taskformat.py documents the same order beside each struct).
+HEADER_FIELDS = ("magic", "major", "minor", "header_bytes", "device_hash", "task_count",
+                 "buffer_count", "table_offset", "stream_offset", "stream_bytes", "reserved")
+TASK_FIELDS = ("unit", "instance", "engine", "nwrites", "wait", "signal")
+WRITE_FIELDS = ("index", "value")
+
+FETCH_DEPTH = 16   # words of the fetch FIFO
+FETCH_PIECE = 8    # words per fetch command at most
+
+
+class Status(IntEnum):
+    """``STATUS`` register values."""
+
+    IDLE = 0
+    BUSY = 1
+    DONE = 2
+    ERROR = 3
+
+
+class Cause(IntEnum):
+    """``ERROR_CAUSE`` register values."""
+
+    NONE = 0
+    BAD_MAGIC = 1       # header magic is not nem.taskformat.MAGIC
+    BAD_VERSION = 2     # major version differs, or minor is newer
+    BAD_DEVICE = 3      # device hash is not the one the engine was generated for
+    BAD_HEADER = 4      # sizes/offsets do not add up, base not word-aligned, stream length
+    BAD_UNIT = 5        # unit type, instance or engine the engine does not have
+    BAD_REGISTER = 6    # register index outside the unit's map
+    BAD_TOKEN = 7       # wait/signal mask names a token beyond SEQ.max_active_tokens
+    BAD_LEVEL = 8       # SRC_LEVEL/DST_LEVEL not a pair the unit copies between
+    BAD_REGION = 9      # a side of the copy reaches outside its memory
+    BAD_VALUE = 10      # a count is 0 or does not fit 16 bits
+    UNIT_ERROR = 11     # a unit reported an error (AXI write response not OKAY)
+    AXI_ERROR = 12      # an AXI read response was not OKAY
+    WATCHDOG = 13       # no progress for WATCHDOG cycles
+
+
+def struct_fields(st: struct.Struct, names) -> dict[str, tuple[int, int]]:
+    """``{name: (byte offset, byte size)}`` of a little-endian ``struct.Struct``'s items."""
+    if not st.format.startswith("<"):
+        raise ValueError(f"struct format {st.format!r} is not little-endian without padding")
+    sizes = []
+    for count, code in re.findall(r"(\d*)([a-zA-Z?])", st.format[1:]):
+        if code == "s":
+            sizes.append(int(count or 1))
+        else:
+            sizes += [struct.calcsize("<" + code)] * int(count or 1)
+    if len(sizes) != len(names):
+        raise ValueError(f"struct {st.format!r} has {len(sizes)} items, names {len(names)}")
+    out, offset = {}, 0
+    for name, size in zip(names, sizes, strict=True):
+        out[name] = (offset, size)
+        offset += size
+    assert offset == st.size
+    return out
+
+
+def _header_steps():
+    """The header, field by field in pieces of at most 4 bytes: (field, piece, offset, size)."""
+    steps = []
+    for name, (offset, size) in struct_fields(HEADER, HEADER_FIELDS).items():
+        for piece, at in enumerate(range(0, size, 4)):
+            steps.append((name, piece, offset + at, min(4, size - at)))
+    return steps
+
+
+def copy_register_names():
+    """Register names shared by the copy units (DMA and sDMA have one map layout)."""
+    names = [r.name for r in REGISTER_MAPS[Unit.DMA].registers]
+    if names != [r.name for r in REGISTER_MAPS[Unit.SDMA].registers]:
+        raise ValueError("the DMA and sDMA register maps differ; the SEQ stages one layout")
+    return names
+
+
+class Sequencer(wiring.Component):
+    """Fetches, checks and issues a task binary; token scoreboard; watchdog.
+
+    Parameters
+    ----------
+    config : npu.engine_config.EngineConfig
+
+    Attributes
+    ----------
+    start : In(1)
+        Pulse: run the program at ``base`` (taken when idle/done/error and quiescent).
+    base : In(addr_width)
+        Byte address of the program in DDR (word-aligned).
+    watchdog : In(32)
+        Cycles without progress before the watchdog error.
+    progress : In(1)
+        A unit moved data this cycle (from the engine).
+    fetch_cmd, fetch_data : AXI reader client streams
+    fetch_error : In(1)
+        Sticky read-response error of the AXI reader.
+    unit_start, unit_done : arrays, one per unit (DMA instances first, then sDMA)
+    status, cause : Out
+    error_task : Out(32)
+        Index of the task being decoded or issued when the error happened.
+    issued, completed : Out(32)
+        Tasks issued and completed in this run.
+    tokens : Out(tokens)
+        The token scoreboard.
+    issue, issue_unit, issue_wait, issue_signal : Out
+        High for the cycle a task is issued, with its unit index and token masks (for
+        testbench assertions: a task never issues before its wait tokens are set).
+    waiting : Out(1)
+        The SEQ holds a decoded task (waiting for tokens or for its unit).
+    """
+
+    def __init__(self, config):
+        self.config = config
+        self.n_units = config.n_dma + config.n_sdma
+        aw = config.addr_width
+        cmd = stream.Signature(command_layout(aw))
+        rdata = stream.Signature(data.StructLayout({"data": config.data_width, "last": 1}))
+        done = stream.Signature(data.StructLayout({"error": 1}))
+        super().__init__({
+            "start": In(1),
+            "base": In(aw),
+            "watchdog": In(32),
+            "progress": In(1),
+            "fetch_cmd": Out(cmd),
+            "fetch_data": In(rdata),
+            "fetch_error": In(1),
+            "unit_start": Out(stream.Signature(unit_command_layout(aw))).array(self.n_units),
+            "unit_done": In(done).array(self.n_units),
+            "status": Out(2),
+            "cause": Out(8),
+            "error_task": Out(32),
+            "issued": Out(32),
+            "completed": Out(32),
+            "tokens": Out(config.tokens),
+            "issue": Out(1),
+            "issue_unit": Out(range(self.n_units)),
+            "issue_wait": Out(32),
+            "issue_signal": Out(32),
+            "waiting": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        W = cfg.wbytes
+        lw = W.bit_length() - 1
+        aw = cfg.addr_width
+        T = cfg.tokens
+        task_fields = struct_fields(TASK_HEADER, TASK_FIELDS)
+        write_fields = struct_fields(WRITE, WRITE_FIELDS)
+        steps = _header_steps()
+        hfields = struct_fields(HEADER, HEADER_FIELDS)
+        max_take = max(TASK_HEADER.size, WRITE.size, 4)
+        C = max_take + W - 1                      # window capacity in bytes
+
+        running = Signal()
+        # ---------------- fetcher -------------------------------------------------------
+        m.submodules.fifo = fifo = SyncFIFOBuffered(width=cfg.data_width, depth=FETCH_DEPTH)
+        fetch_word = Signal(aw - lw)               # next word to request
+        end_word = Signal(aw - lw + 1)             # words before this one are wanted
+        inflight = Signal(range(FETCH_DEPTH + 1))
+        words_left = Signal(aw - lw + 1)
+        m.d.comb += words_left.eq(Mux(end_word > fetch_word, end_word - fetch_word, 0))
+        piece = Signal(range(FETCH_PIECE + 1))
+        m.d.comb += piece.eq(Mux(words_left > FETCH_PIECE, FETCH_PIECE, words_left))
+        room = FETCH_DEPTH - fifo.level - inflight
+        m.d.comb += [self.fetch_cmd.valid.eq(running & (piece != 0) & (room >= piece)),
+                     self.fetch_cmd.payload.addr.eq(fetch_word << lw),
+                     self.fetch_cmd.payload.beats.eq(piece)]
+        cmd_fire = self.fetch_cmd.valid & self.fetch_cmd.ready
+        word_in = self.fetch_data.valid & self.fetch_data.ready
+        m.d.comb += [self.fetch_data.ready.eq(fifo.w_rdy), fifo.w_en.eq(self.fetch_data.valid),
+                     fifo.w_data.eq(self.fetch_data.payload.data)]
+        with m.If(cmd_fire):
+            m.d.sync += fetch_word.eq(fetch_word + piece)
+        m.d.sync += inflight.eq(inflight + Mux(cmd_fire, piece, 0) - word_in)
+
+        # ---------------- byte window ---------------------------------------------------
+        buf = Signal(8 * C)
+        count = Signal(range(C + 1))
+        take = Signal(range(C + 1))
+        append = Signal()
+        m.d.comb += append.eq(running & fifo.r_rdy & (count + W <= C))
+        m.d.comb += fifo.r_en.eq(append | ~running)      # drain when not running
+        rest = Signal(range(C + 1))
+        m.d.comb += rest.eq(count - take)
+        incoming = Signal(8 * C)
+        m.d.comb += incoming.eq(Mux(append, fifo.r_data << (rest * 8), 0))
+        m.d.sync += [buf.eq((buf >> (take * 8)) | incoming),
+                     count.eq(rest + Mux(append, W, 0))]
+
+        def field(fields, name, at=0):
+            offset, size = fields[name]
+            return buf[8 * (at + offset): 8 * (at + offset + size)]
+
+        # ---------------- state ---------------------------------------------------------
+        ntasks = Signal(32)
+        nbufs = Signal(32)
+        stream_off = Signal(32)
+        stream_left = Signal(33)
+        skip_left = Signal(32)
+        task_index = Signal(32)
+        step = Signal(range(len(steps)))
+        base = Signal(aw)
+
+        reg_names = copy_register_names()
+        staging = Array(Signal(32, name=f"stage_{n}") for n in reg_names)
+        reg = {n: staging[k] for k, n in enumerate(reg_names)}
+        cur_unit = Signal(range(self.n_units))
+        cur_is_sdma = Signal()
+        cur_wait = Signal(32)
+        cur_signal = Signal(32)
+        writes_left = Signal(8)
+
+        tokens = Signal(T)
+        m.d.comb += self.tokens.eq(tokens)
+        pending = Array(Signal(T, name=f"pending{k}") for k in range(self.n_units))
+        unit_busy = Signal(self.n_units)
+        token_set = Signal(T)
+        token_clear = Signal(T)
+        done_any = Signal()
+        unit_error = Signal()
+        sets = []
+        for k, done in enumerate(self.unit_done):
+            m.d.comb += done.ready.eq(1)
+            sets.append(Mux(done.valid, pending[k], 0))
+            with m.If(done.valid):
+                m.d.sync += unit_busy[k].eq(0)
+        m.d.comb += [token_set.eq(reduce(operator.or_, sets)),
+                     done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
+                     unit_error.eq(Cat(*[d.valid & d.payload.error
+                                         for d in self.unit_done]).any())]
+        m.d.sync += tokens.eq((tokens & ~token_clear) | token_set)
+        with m.If(done_any & running):
+            m.d.sync += self.completed.eq(self.completed + sum(
+                d.valid for d in self.unit_done))
+
+        # error helper: latch the cause (first one wins) and stop
+        err = Signal()
+        err_cause = Signal(8)
+
+        def fail(cause):
+            m.d.comb += [err.eq(1), err_cause.eq(cause)]
+
+        # region check pipeline
+        src_end = Signal(68)
+        dst_end = Signal(68)
+        dim = Signal(range(4))
+
+        issue = Signal()
+        m.d.comb += self.issue.eq(issue)
+        finished = Signal()
+        watchdog_fired = self._watchdog(m, take, issue, done_any, append)
+
+        def errors():
+            """End of every running state: the errors any state can meet, then stop."""
+            with m.If(unit_error):
+                fail(Cause.UNIT_ERROR)
+            with m.Elif(self.fetch_error):
+                fail(Cause.AXI_ERROR)
+            with m.Elif(watchdog_fired):
+                fail(Cause.WATCHDOG)
+            with m.If(err):
+                m.d.sync += [self.cause.eq(err_cause), self.error_task.eq(task_index)]
+                m.next = "ERROR"
+
+        with m.FSM(name="seq"):
+            with m.State("IDLE"):
+                m.d.comb += running.eq(0)
+                quiet = (inflight == 0) & (unit_busy == 0)
+                with m.If(self.start & quiet):
+                    m.d.sync += [base.eq(self.base), fetch_word.eq(self.base >> lw),
+                                 end_word.eq((self.base >> lw) + (HEADER.size + W - 1) // W),
+                                 step.eq(0), buf.eq(0), count.eq(0), task_index.eq(0),
+                                 self.issued.eq(0), self.completed.eq(0), tokens.eq(0),
+                                 self.cause.eq(Cause.NONE), self.error_task.eq(0),
+                                 finished.eq(0)]
+                    with m.If(self.base[:lw] != 0):
+                        m.d.sync += self.cause.eq(Cause.BAD_HEADER)
+                        m.next = "ERROR"
+                    with m.Else():
+                        m.next = "HEADER"
+                with m.If(self.cause != Cause.NONE):
+                    m.d.comb += self.status.eq(Status.ERROR)
+                with m.Elif(finished):
+                    m.d.comb += self.status.eq(Status.DONE)
+
+            with m.State("HEADER"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.Switch(step):
+                    for k, (name, piece_k, offset, size) in enumerate(steps):
+                        with m.Case(k):
+                            self._header_step(m, k, name, piece_k, offset, size, buf, count,
+                                              take, step, steps, fail, ntasks, nbufs,
+                                              stream_off, stream_left, skip_left, base,
+                                              end_word, hfields, W, lw)
+                            if k == len(steps) - 1:
+                                with m.If((count >= size) & ~err):
+                                    m.next = "SKIP"
+                errors()
+
+            with m.State("SKIP"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If(skip_left == 0):
+                    m.next = "TASK"
+                with m.Else():
+                    n = Mux(skip_left < count, skip_left, count)
+                    m.d.comb += take.eq(n)
+                    m.d.sync += skip_left.eq(skip_left - n)
+                errors()
+
+            with m.State("TASK"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If(task_index == ntasks):
+                    with m.If(stream_left != 0):
+                        fail(Cause.BAD_HEADER)       # bytes after the last task
+                    with m.Else():
+                        m.next = "FINISH"
+                with m.Elif(stream_left < TASK_HEADER.size):
+                    fail(Cause.BAD_HEADER)           # stream ends inside a record
+                with m.Elif(count >= TASK_HEADER.size):
+                    unit = field(task_fields, "unit")
+                    inst = field(task_fields, "instance")
+                    eng = field(task_fields, "engine")
+                    wait = field(task_fields, "wait")
+                    signal = field(task_fields, "signal")
+                    is_dma = unit == Unit.DMA
+                    is_sdma = unit == Unit.SDMA
+                    with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))):
+                        fail(Cause.BAD_UNIT)
+                    with m.Elif(eng != 0):
+                        fail(Cause.BAD_UNIT)
+                    with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
+                        fail(Cause.BAD_TOKEN)
+                    with m.Else():
+                        m.d.comb += take.eq(TASK_HEADER.size)
+                        m.d.sync += [cur_unit.eq(Mux(is_sdma, cfg.n_dma + inst, inst)),
+                                     cur_is_sdma.eq(is_sdma), cur_wait.eq(wait),
+                                     cur_signal.eq(signal),
+                                     writes_left.eq(field(task_fields, "nwrites")),
+                                     stream_left.eq(stream_left - TASK_HEADER.size)]
+                        m.d.sync += [s.eq(0) for s in staging]
+                        m.next = "WRITES"
+                errors()
+
+            with m.State("WRITES"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If(writes_left == 0):
+                    m.d.sync += dim.eq(0)
+                    m.next = "CHECK"
+                with m.Elif(stream_left < WRITE.size):
+                    fail(Cause.BAD_HEADER)
+                with m.Elif(count >= WRITE.size):
+                    index = field(write_fields, "index")
+                    with m.If(index >= len(reg_names)):
+                        fail(Cause.BAD_REGISTER)
+                    with m.Else():
+                        m.d.comb += take.eq(WRITE.size)
+                        m.d.sync += [staging[index].eq(field(write_fields, "value")),
+                                     writes_left.eq(writes_left - 1),
+                                     stream_left.eq(stream_left - WRITE.size)]
+                errors()
+
+            with m.State("CHECK"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                counts = [reg[f"COUNT{d}"] for d in range(4)]
+                with m.If(dim == 0):
+                    m.d.sync += [src_end.eq(Cat(reg["SRC_LO"], reg["SRC_HI"]) + reg["COUNT0"]),
+                                 dst_end.eq(Cat(reg["DST_LO"], reg["DST_HI"]) + reg["COUNT0"]),
+                                 dim.eq(1)]
+                    sl, dl = reg["SRC_LEVEL"], reg["DST_LEVEL"]
+                    on_chip = [level_code("L1"), level_code("L2")]
+                    dma_ok = ((sl == on_chip[0]) | (sl == on_chip[1])) & \
+                        ((dl == on_chip[0]) | (dl == on_chip[1]))
+                    ddr, l2 = level_code("DDR"), level_code("L2")
+                    sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
+                    big = Cat(*[(c >> 16) != 0 for c in counts]).any()
+                    zero = Cat(*[c == 0 for c in counts]).any()
+                    with m.If(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
+                        fail(Cause.BAD_LEVEL)
+                    with m.Elif(big | zero):
+                        fail(Cause.BAD_VALUE)
+                for d in (1, 2, 3):
+                    with m.If(dim == d):
+                        c1 = (counts[d] - 1)[:16]
+                        m.d.sync += [src_end.eq(src_end + c1 * reg[f"SRC_STRIDE{d}"]),
+                                     dst_end.eq(dst_end + c1 * reg[f"DST_STRIDE{d}"]),
+                                     dim.eq(d + 1 if d < 3 else 0)]
+                        if d == 3:
+                            m.next = "RANGE"
+                errors()
+
+            with m.State("RANGE"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                sizes = Array([Const(cfg.ddr_bytes, 64),
+                               Const(cfg.l2_depth * W, 64),
+                               Const(cfg.l1_depth * W, 64)][: len(LEVELS)])
+                assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
+                with m.If((src_end > sizes[reg["SRC_LEVEL"]]) |
+                          (dst_end > sizes[reg["DST_LEVEL"]])):
+                    fail(Cause.BAD_REGION)
+                with m.Else():
+                    m.next = "ISSUE"
+                errors()
+
+            with m.State("ISSUE"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY),
+                             self.waiting.eq(1)]
+                ready = ((cur_wait[:T] & ~tokens) == 0) & ~unit_busy.bit_select(cur_unit, 1)
+                for k, port in enumerate(self.unit_start):
+                    p = port.payload
+                    m.d.comb += [p.copy.src.eq(reg["SRC_LO"]), p.copy.dst.eq(reg["DST_LO"]),
+                                 p.src_level.eq(reg["SRC_LEVEL"]),
+                                 p.dst_level.eq(reg["DST_LEVEL"])]
+                    for d in range(4):
+                        m.d.comb += p.copy.count[d].eq(reg[f"COUNT{d}"])
+                    for d in range(3):
+                        m.d.comb += [p.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
+                                     p.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
+                    with m.If(cur_unit == k):
+                        m.d.comb += port.valid.eq(ready)
+                        with m.If(port.valid & port.ready):
+                            m.d.comb += issue.eq(1)
+                            m.d.sync += [pending[k].eq(cur_signal[:T]), unit_busy[k].eq(1)]
+                with m.If(issue):
+                    m.d.comb += token_clear.eq(cur_signal[:T])
+                    m.d.sync += [task_index.eq(task_index + 1),
+                                 self.issued.eq(self.issued + 1)]
+                    m.next = "TASK"
+                errors()
+
+            with m.State("FINISH"):
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If((unit_busy == 0) & ~done_any):
+                    m.d.sync += finished.eq(1)
+                    m.next = "IDLE"
+                errors()
+
+            with m.State("ERROR"):
+                m.d.comb += [running.eq(0), self.status.eq(Status.ERROR)]
+                with m.If((inflight == 0) & (unit_busy == 0)):
+                    m.next = "IDLE"
+
+        m.d.comb += [self.issue_unit.eq(cur_unit), self.issue_wait.eq(cur_wait),
+                     self.issue_signal.eq(cur_signal)]
+        return m
+
+    def _watchdog(self, m, take, issue, done_any, append):
+        quiet = Signal(32)
+        moved = (take != 0) | issue | done_any | append | self.progress
+        with m.If(moved):
+            m.d.sync += quiet.eq(0)
+        with m.Else():
+            m.d.sync += quiet.eq(quiet + 1)
+        fired = Signal()
+        m.d.comb += fired.eq((self.watchdog != 0) & (quiet >= self.watchdog))
+        with m.If(self.start):
+            m.d.sync += quiet.eq(0)
+        return fired
+
+    def _header_step(self, m, k, name, piece, offset, size, buf, count, take, step, steps,
+                     fail, ntasks, nbufs, stream_off, stream_left, skip_left, base, end_word,
+                     hfields, W, lw):
+        value = buf[: 8 * size]
+        with m.If(count >= size):
+            ok = Signal(name=f"hdr_ok{k}")
+            m.d.comb += ok.eq(1)
+            if name == "magic":
+                want = int.from_bytes(MAGIC[4 * piece: 4 * piece + size], "little")
+                with m.If(value != want):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_MAGIC)
+            elif name == "major":
+                with m.If(value != VERSION[0]):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_VERSION)
+            elif name == "minor":
+                with m.If(value > VERSION[1]):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_VERSION)
+            elif name in ("header_bytes", "table_offset"):
+                with m.If(value != HEADER.size):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_HEADER)
+            elif name == "device_hash":
+                want = int.from_bytes(self.config.device_hash[4 * piece: 4 * piece + size],
+                                      "little")
+                with m.If(value != want):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_DEVICE)
+            elif name == "task_count":
+                m.d.sync += ntasks.eq(value)
+            elif name == "buffer_count":
+                m.d.sync += nbufs.eq(value)
+            elif name == "stream_offset":
+                with m.If(value != HEADER.size + nbufs * BUFFER_ENTRY.size):
+                    m.d.comb += ok.eq(0)
+                    fail(Cause.BAD_HEADER)
+                m.d.sync += [stream_off.eq(value), skip_left.eq(value - HEADER.size)]
+            elif name == "stream_bytes":
+                end = base + stream_off + value
+                m.d.sync += [stream_left.eq(value),
+                             end_word.eq((end + W - 1) >> lw)]
+            with m.If(ok):
+                m.d.comb += take.eq(size)
+                if k < len(steps) - 1:
+                    m.d.sync += step.eq(k + 1)
