@@ -141,6 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     initial = load_npz(args.memory) if args.memory else {}
     if _is_binary(args.file):
         from nem.binder import plan_from_binary
+        from nem.memimage import read_image
 
         if not args.device or not os.path.isfile(args.device):
             print(
@@ -150,8 +151,17 @@ def _run(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         device = _device_of(args.device)
-        plan = plan_from_binary(_read_binary(args.file), device)
+        program = _read_binary(args.file)
+        plan = plan_from_binary(program, device)
+        if args.image:
+            if args.memory:
+                print("npu nem run: error: give --memory or --image, not both", file=sys.stderr)
+                return EXIT_USAGE
+            initial = read_image(args.image, program).initial()
         result = execute(plan, device, initial)
+    elif args.image:
+        print("npu nem run: error: --image goes with a task binary", file=sys.stderr)
+        return EXIT_USAGE
     else:
         result = run_file(args.file, initial, device=args.device)
     np.savez(args.output, **result.buffers())
@@ -176,6 +186,15 @@ def _bind(args: argparse.Namespace) -> int:
         print(f"{args.file}: invalid, not bound", file=sys.stderr)
         return EXIT_INVALID
     program = bind(result)
+    image = None
+    if args.image:
+        from nem.executor import load_npz
+        from nem.memimage import build_image
+
+        image = build_image(program, result.plan, load_npz(args.memory) if args.memory else {})
+    elif args.memory:
+        print("npu nem bind: error: --memory goes with --image", file=sys.stderr)
+        return EXIT_USAGE
     data = encode(program)
     with open(args.output, "wb") as fh:
         fh.write(data)
@@ -184,6 +203,17 @@ def _bind(args: argparse.Namespace) -> int:
         f"{len(data)} bytes, device {result.device.name}",
         file=sys.stderr,
     )
+    if image is not None:
+        from nem.memimage import write_image
+
+        write_image(args.image, image)
+        loads = [b.name for b in image.buffers if b.load]
+        results = [b.name for b in image.buffers if b.result]
+        print(
+            f"{args.image}: loads {', '.join(loads) or 'none'}; results "
+            f"{', '.join(results) or 'none'}; binary at DDR 0x{image.program_address:x}",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -254,6 +284,7 @@ def register(subparsers):
     from nem.binder import BindError
     from nem.diagnostics import NemError
     from nem.executor import ExecError
+    from nem.memimage import MemoryImageError
     from nem.registry import RegistryError
     from nem.taskformat import TaskFormatError
 
@@ -287,13 +318,24 @@ def register(subparsers):
         "-o", "--output", required=True, metavar="OUT.npz", help="final bytes of every buffer"
     )
     p.add_argument("--trace", metavar="TRACE.json", help="write a Chrome trace (Perfetto)")
+    p.add_argument(
+        "--image", metavar="IMG.safetensors", help="for a binary: initial memory from its image"
+    )
     p.set_defaults(func=_run)
     p = sub.add_parser("bind", help="bind a checked NEM program to a task binary")
     p.add_argument("file", help="a .nem program")
     p.add_argument("--device", help="target device (as for check)")
     p.add_argument("-o", "--output", required=True, metavar="PROG.bin")
+    p.add_argument(
+        "--image",
+        metavar="IMG.safetensors",
+        help="also write the memory image: loads, results and addresses (docs/task-format.md)",
+    )
+    p.add_argument(
+        "--memory", metavar="IN.npz", help="initial buffer contents for the image, by name"
+    )
     p.set_defaults(func=_bind)
     p = sub.add_parser("dis", help="list the tasks of a task binary with register names")
     p.add_argument("file", help="a task binary")
     p.set_defaults(func=_dis)
-    return (NemError, RegistryError, ExecError, BindError, TaskFormatError)
+    return (NemError, RegistryError, ExecError, BindError, TaskFormatError, MemoryImageError)
