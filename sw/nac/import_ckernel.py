@@ -169,8 +169,9 @@ def _tokenise_condition(text, where):
             break
         m = _COND_TOKEN.match(text, pos)
         if not m or m.end() == pos:
+            col = len(text) - len(text[pos:].lstrip()) + 1
             raise CKernelError(f"{where}: condition {text!r}: unexpected character at "
-                               f"column {pos + 1}")
+                               f"column {col}")
         kind = m.lastgroup
         tokens.append((kind, m.group(kind)))
         pos = m.end()
