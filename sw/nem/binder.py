@@ -64,6 +64,7 @@ __all__ = [
     "copy_registers",
     "device_hash",
     "plan_from_binary",
+    "token_count",
 ]
 
 #: Unit type names (as the device and the executor spell them) <-> task format unit codes.
@@ -77,6 +78,11 @@ _BINARY = Span("<binary>", 0, 0)
 
 class BindError(ValueError):
     """The program cannot be bound (the message names the task and the reason)."""
+
+
+def token_count(device: Device) -> int:
+    """Physical tokens of the device's sequencer: ``SEQ.max_active_tokens``, at most 32."""
+    return min(device.characteristic("SEQ", "max_active_tokens") or MAX_TOKENS, MAX_TOKENS)
 
 
 def device_hash(device: Device) -> bytes:
@@ -291,7 +297,7 @@ def bind(result: CheckResult) -> Program:
     except AllocationError as exc:
         raise BindError(str(exc)) from None
     # _task_deps already keeps only the dependencies no other one implies
-    count = min(device.characteristic("SEQ", "max_active_tokens") or MAX_TOKENS, MAX_TOKENS)
+    count = token_count(device)
     try:
         wait, signal = assign_tokens(_task_deps(plan), count, [t.label for t in plan.tasks])
     except TokenError as exc:
@@ -360,7 +366,14 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
     order = Order()
     producer: dict[int, int] = {}
     tasks = []
+    limit = token_count(device)
     for k, rec in enumerate(program.tasks):
+        beyond = (rec.wait | rec.signal) >> limit
+        if beyond:
+            token = limit + (beyond & -beyond).bit_length() - 1
+            raise TaskFormatError(
+                f"task {k}: token {token} out of range (the device's sequencer has {limit})"
+            )
         waits = [t for t in range(MAX_TOKENS) if rec.wait >> t & 1]
         missing = [t for t in waits if t not in producer]
         if missing:

@@ -194,7 +194,14 @@ def test_binary_for_another_device_or_with_bad_tokens_is_refused():
     broken = program.__class__(
         program.device_hash, program.buffers, (program.tasks[0], bad, *program.tasks[2:])
     )
-    with pytest.raises(TaskFormatError, match="waits on token 30, which no earlier task signals"):
+    with pytest.raises(TaskFormatError, match=r"task 1: token 30 out of range .* has 16"):
+        plan_from_binary(broken, result.device)
+    # exec_device's sequencer has 16 tokens: token 15 is in range, but nobody signals it
+    bad = bad.__class__(**{**bad.__dict__, "wait": 1 << 15})
+    broken = program.__class__(
+        program.device_hash, program.buffers, (program.tasks[0], bad, *program.tasks[2:])
+    )
+    with pytest.raises(TaskFormatError, match="waits on token 15, which no earlier task signals"):
         plan_from_binary(broken, result.device)
 
 
