@@ -434,8 +434,9 @@ def _unit_of(k: int, rec: Task, device: Device) -> tuple[str, int]:
 
 
 def _copy_task(k: int, rec: Task, node: int, table, device: Device) -> TaskInstance:
-    values = dict.fromkeys((r.name for r in REGISTER_MAPS[rec.unit].registers), 0)
-    values.update(_written(k, rec))
+    written = _written(k, rec)
+    # a copy unit reads every register of its map
+    values = {r.name: _read(k, rec, written, r.name) for r in REGISTER_MAPS[rec.unit].registers}
     counts = [values[f"COUNT{d}"] for d in (3, 2, 1)]
 
     def side(prefix: str) -> Region:

@@ -276,3 +276,15 @@ def test_cli_bind_dis_run(tmp_path):
     )
     assert proc.returncode == 1 and "truncated" in proc.stderr and "Traceback" not in proc.stderr
     assert main(["nem", "run", str(binary), "-o", str(out_bin)]) == 2
+
+
+def test_copy_task_missing_a_register_write_is_refused():
+    result = _check(STRIDED)
+    program = bind(result)
+    task = program.tasks[0]
+    count0 = 4  # COUNT0 in the copy map (docs/task-format.md)
+    short = task.__class__(**{**task.__dict__, "writes": tuple(w for w in task.writes
+                                                            if w[0] != count0)})  # fmt: skip
+    broken = program.__class__(program.device_hash, program.buffers, (short, *program.tasks[1:]))
+    with pytest.raises(TaskFormatError, match="task 0: DMA register COUNT0 is read but the task"):
+        plan_from_binary(broken, result.device)
