@@ -1,0 +1,267 @@
+"""cocotb testbench: the NEM engine against the golden binder + executor.
+
+cocotbext-axi's ``AxiRam`` is DDR and ``AxiLiteMaster`` the host. Each bound program
+(``sim.engine_programs``) is loaded into DDR with its binary after the highest DDR buffer;
+the host writes ``PROG_LO`` and ``START`` and polls ``STATUS``. Afterwards DDR (through
+the RAM model) and L2/L1 (through the SRAM arrays) must equal the executor's memories
+byte for byte. Every program runs without stalls and with random pauses on all five AXI
+channels and on the AXI4-Lite master. A monitor asserts on every cycle that a task issues
+only when every token of its wait mask is set. Malformed binaries must end in STATUS
+error with the right cause, not a hang. The engine's counters (cycles, busy per unit,
+bytes per path) go to ``engine_counters.json`` in the run directory for the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+from pathlib import Path
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
+
+from nem.taskformat import BUFFER_ENTRY, HEADER, MAGIC, TASK_HEADER, WRITE, Unit
+from npu.engine import engine_register_map, unit_names
+from npu.engine_config import EngineConfig
+from npu.seq import HEADER_FIELDS, TASK_FIELDS, WRITE_FIELDS, Cause, Status, struct_fields
+from sim.cocotb_streams import random_pauses
+from sim.engine_programs import contiguous, golden, program_texts
+
+P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
+DEVICE = P["device"]
+CFG = EngineConfig.shipped(DEVICE)
+REGS = engine_register_map(CFG)
+DDR_SIZE = 1 << 16
+ONLY = os.environ.get("NPU_ENGINE_PROGRAMS")  # comma-separated subset, for the benchmark
+
+
+class TB:
+    def __init__(self, dut, stalls, seed):
+        self.dut = dut
+        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+        self.ram = AxiRam(AxiBus.from_prefix(dut, "axi_"), dut.clk, dut.rst, size=DDR_SIZE)
+        self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "csr_"), dut.clk, dut.rst)
+        for model in (self.ram, self.host):
+            for side in (model.write_if, model.read_if):
+                side.log.setLevel(logging.WARNING)
+        if stalls:
+            channels = [self.ram.write_if.aw_channel, self.ram.write_if.w_channel,
+                        self.ram.write_if.b_channel, self.ram.read_if.ar_channel,
+                        self.ram.read_if.r_channel, self.host.write_if.aw_channel,
+                        self.host.write_if.w_channel, self.host.write_if.b_channel,
+                        self.host.read_if.ar_channel, self.host.read_if.r_channel]
+            for k, channel in enumerate(channels):
+                channel.set_pause_generator(random_pauses(seed + 10 + k, 0.3))
+        self.issues = 0
+        cocotb.start_soon(self._watch_tokens())
+
+    async def _watch_tokens(self):
+        """A task never issues before its wait tokens: checked in the cycle it issues."""
+        dut = self.dut
+        mask = (1 << CFG.tokens) - 1
+        while True:
+            await FallingEdge(dut.clk)
+            await ReadOnly()
+            if dut.dbg_issue.value == 1:
+                wait = int(dut.dbg_issue_wait.value)
+                tokens = int(dut.dbg_tokens.value)
+                assert wait & ~tokens & mask == 0, (
+                    f"task {self.issues} issued with wait mask {wait:#x} while the tokens "
+                    f"are {tokens:#x}")
+                self.issues += 1
+
+    async def reset(self):
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 3)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 2)
+
+    async def read(self, name):
+        data = (await self.host.read(REGS.offset(name), 4)).data
+        return int.from_bytes(data, "little")
+
+    async def write(self, name, value):
+        await self.host.write(REGS.offset(name), value.to_bytes(4, "little"))
+
+    def clear_memories(self):
+        """Zero DDR, L2 and L1 (SRAM contents survive the reset, as in hardware)."""
+        self.ram.write(0, bytes(DDR_SIZE))
+        for name, depth in (("l2", CFG.l2_depth), ("l1", CFG.l1_depth)):
+            mem = getattr(self.dut, name).sram.mem
+            for k in range(depth):
+                mem[k].value = 0
+
+    async def run(self, image, base, *, max_cycles=200_000, watchdog=None):
+        """Clear the memories, load ``image`` at DDR 0, run the program at ``base``; return
+        the final status."""
+        self.clear_memories()
+        self.ram.write(0, bytes(image))
+        if watchdog is not None:
+            await self.write("WATCHDOG", watchdog)
+        await self.write("PROG_LO", base)
+        await self.write("PROG_HI", 0)
+        await self.write("START", 1)
+        waited = 0
+        while True:
+            status = await self.read("STATUS")
+            if status in (Status.DONE, Status.ERROR):
+                return status
+            await ClockCycles(self.dut.clk, 50)
+            waited += 50
+            assert waited < max_cycles, f"no end after {max_cycles} cycles (status {status})"
+
+    async def counters(self):
+        return {reg.name: await self.read(reg.name) for reg in REGS.regs
+                if reg.access == "ro"}
+
+    def sram(self, name, depth):
+        mem = getattr(self.dut, name).sram.mem
+        out = bytearray()
+        for k in range(depth):
+            out += int(mem[k].value).to_bytes(CFG.wbytes, "little")
+        return np.frombuffer(bytes(out), dtype=np.uint8)
+
+
+def _first_diff(got, want, what):
+    bad = np.flatnonzero(got != want)
+    if bad.size:
+        k = int(bad[0])
+        raise AssertionError(f"{what}: {bad.size} bytes differ, first at {k}: "
+                             f"{int(got[k]):#04x}, expected {int(want[k]):#04x}")
+
+
+async def _run_program(dut, name, text, stalls):
+    seed = cocotb.RANDOM_SEED + int(stalls)
+    tb = TB(dut, stalls, seed)
+    await tb.reset()
+    g = golden(DEVICE, text, seed=seed)
+    status = await tb.run(g.ddr_init, g.base)
+    counters = await tb.counters()
+    assert status == Status.DONE, (
+        f"{name}: status {Status(status).name}, cause {Cause(counters['ERROR_CAUSE']).name} "
+        f"at task {counters['ERROR_TASK']}")
+    assert counters["TASKS_ISSUED"] == g.tasks == counters["TASKS_DONE"] == tb.issues
+    ddr = np.frombuffer(tb.ram.read(0, len(g.ddr)), dtype=np.uint8)
+    _first_diff(ddr, g.ddr, f"{name}: DDR")
+    _first_diff(tb.sram("l2", CFG.l2_depth), g.l2, f"{name}: L2")
+    _first_diff(tb.sram("l1", CFG.l1_depth), g.l1, f"{name}: L1")
+    counters["executor_cycles"] = g.cycles
+    return counters
+
+
+def _programs():
+    texts = program_texts(DEVICE)
+    if ONLY:
+        texts = {k: v for k, v in texts.items() if k in ONLY.split(",")}
+    return texts
+
+
+@cocotb.test()
+async def programs_no_stalls(dut):
+    results = {}
+    for name, text in _programs().items():
+        results[name] = await _run_program(dut, name, text, stalls=False)
+        dut._log.info("%s: %d RTL cycles, executor %d", name, results[name]["CYCLES"],
+                      results[name]["executor_cycles"])
+    Path("engine_counters.json").write_text(json.dumps(results, indent=2))
+
+
+@cocotb.test()
+async def programs_with_stalls(dut):
+    for name, text in _programs().items():
+        await _run_program(dut, name, text, stalls=True)
+
+
+@cocotb.test()
+async def contiguous_throughput(dut):
+    """Contiguous copies on each path; bytes per busy cycle of the unit from the counters."""
+    nbytes = 4096
+    counters = await _run_program(dut, "contiguous", contiguous(nbytes), stalls=False)
+    W = CFG.wbytes
+    names = unit_names(CFG)
+    stats = {
+        "sdma_fraction": 2 * nbytes / W / sum(counters[f"BUSY_{n}"] for n in names
+                                              if n.startswith("SDMA")),
+        "dma_fraction": 2 * nbytes / W / sum(counters[f"BUSY_{n}"] for n in names
+                                             if n.startswith("DMA")),
+        "bytes": nbytes, "word_bytes": W, "counters": counters,
+    }
+    Path("engine_throughput.json").write_text(json.dumps(stats, indent=2))
+    dut._log.info("contiguous throughput: sDMA %.3f, DMA %.3f of bus width",
+                  stats["sdma_fraction"], stats["dma_fraction"])
+    assert stats["sdma_fraction"] >= 0.9 and stats["dma_fraction"] >= 0.9, stats
+
+
+def _corrupt(binary, offset, value, size=1):
+    data = bytearray(binary)
+    data[offset:offset + size] = value.to_bytes(size, "little")
+    return bytes(data)
+
+
+def _malformed(g):
+    """(name, binary, expected cause) for binaries broken in one field each."""
+    header = struct_fields(HEADER, HEADER_FIELDS)
+    task = struct_fields(TASK_HEADER, TASK_FIELDS)
+    write = struct_fields(WRITE, WRITE_FIELDS)
+    nbufs = struct.unpack_from("<I", g.binary, header["buffer_count"][0])[0]
+    first = HEADER.size + nbufs * BUFFER_ENTRY.size
+    b = g.binary
+    magic = int.from_bytes(MAGIC, "little") ^ 0xFF
+    wait_all = (1 << min(CFG.tokens, 32)) - 1
+    hash_at = header["device_hash"][0] + 5
+    return [
+        ("bad magic", _corrupt(b, header["magic"][0], magic, 4), Cause.BAD_MAGIC),
+        ("newer major", _corrupt(b, header["major"][0], 2, 2), Cause.BAD_VERSION),
+        ("device hash", _corrupt(b, hash_at, b[hash_at] ^ 1), Cause.BAD_DEVICE),
+        ("unknown unit", _corrupt(b, first + task["unit"][0], Unit.NMU), Cause.BAD_UNIT),
+        ("no such instance", _corrupt(b, first + task["instance"][0], 9), Cause.BAD_UNIT),
+        ("register index", _corrupt(b, first + TASK_HEADER.size + write["index"][0], 200),
+         Cause.BAD_REGISTER),
+        ("stream offset", _corrupt(b, header["stream_offset"][0], first + 1, 4),
+         Cause.BAD_HEADER),
+        ("wait forever", _corrupt(b, first + task["wait"][0], wait_all, 4), Cause.WATCHDOG),
+    ]
+
+
+async def _malformed_run(dut, stalls):
+    g = golden(DEVICE, program_texts(DEVICE)["tiled"])
+    tb = TB(dut, stalls, 7)
+    for name, binary, cause in _malformed(g):
+        await tb.reset()
+        image = np.array(g.ddr_init)
+        image[g.base:] = np.frombuffer(binary, dtype=np.uint8)
+        status = await tb.run(image, g.base, max_cycles=20_000, watchdog=2000)
+        got = await tb.read("ERROR_CAUSE")
+        assert status == Status.ERROR and got == cause, (
+            f"{name}: status {status}, cause {got}, expected {cause.name}")
+    # a misaligned program address
+    await tb.reset()
+    status = await tb.run(g.ddr_init, g.base + 4, max_cycles=5000)
+    assert status == Status.ERROR and await tb.read("ERROR_CAUSE") == Cause.BAD_HEADER
+
+
+@cocotb.test()
+async def malformed_binaries_no_stalls(dut):
+    await _malformed_run(dut, stalls=False)
+
+
+@cocotb.test()
+async def malformed_binaries_with_stalls(dut):
+    await _malformed_run(dut, stalls=True)
+
+
+@cocotb.test()
+async def id_and_reset_values(dut):
+    tb = TB(dut, False, 0)
+    await tb.reset()
+    assert await tb.read("ID") == int.from_bytes(b"NEM1", "little")
+    assert await tb.read("STATUS") == Status.IDLE
+    for reg in REGS.regs:
+        if reg.access == "rw":
+            assert await tb.read(reg.name) == reg.init, reg.name
+    await RisingEdge(dut.clk)
