@@ -146,6 +146,14 @@ def _field(obj, name, kind, where, default=_MISSING):
     raise CKernelError(f"{where}: field {name!r} must be {names}, not {_short(value)}")
 
 
+def _real(value):
+    """A JSON number as a float (integers too large for a float become +-inf)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _short(value):
     text = json.dumps(value) if isinstance(value, (dict, list, str, int, float, bool)) or \
         value is None else repr(value)
@@ -206,7 +214,7 @@ def _condition(text, env, where):
     def value():
         kind, tok = take()
         if kind == "num":
-            return float(tok)
+            return _real(tok)
         if kind == "name":
             return env(tok)
         fail(f"expected a name or a number, found {tok!r}")
@@ -304,7 +312,10 @@ class _Importer:
         if weights is not None:
             from nac.weights import Weights
 
-            self.weight_file = weights if hasattr(weights, "float32") else Weights(weights)
+            try:
+                self.weight_file = weights if hasattr(weights, "float32") else Weights(weights)
+            except OSError as exc:
+                raise CKernelError(f"{where}: weights file: {exc}") from None
             self.weights_desc = str(getattr(self.weight_file, "path", weights))
         self.cache = {}
         version = _field(model, "version", int, where)
@@ -430,10 +441,8 @@ class _Importer:
         if name == "rope_disabled":
             return float(not theta > 0)
         value = self.config.get(name, 0)
-        if isinstance(value, bool):
-            return float(value)
-        if isinstance(value, (int, float)):
-            return float(value)
+        if isinstance(value, (bool, int, float)):
+            return _real(value)
         return float(bool(value))
 
     # -- graph building -----------------------------------------------------------------
@@ -558,15 +567,17 @@ class _Importer:
 
     def rope_cache(self, key, buf, kernel_arg, where):
         theta = self.config.get("rope_theta")
-        if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not theta > 0:
+        if not isinstance(theta, (int, float)) or isinstance(theta, bool) or \
+                not 0 < _real(theta) < math.inf:
             raise CKernelError(f"{where}: binding {kernel_arg!r}: buffer {buf.name!r} is "
                                f"written by no node and config field 'rope_theta' "
-                               f"({_short(theta)}) is not a positive number to compute it")
+                               f"({_short(theta)}) is not a positive finite number to "
+                               f"compute it")
         if len(buf.shape) != 2:
             raise CKernelError(f"{where}: binding {kernel_arg!r}: buffer {buf.name!r} must "
                                f"be [tokens, head_dim / 2], not {list(buf.shape)}")
         positions, half = buf.shape
-        inv_freq = float(theta) ** (-2.0 * np.arange(half) / (2 * half))
+        inv_freq = _real(theta) ** (-2.0 * np.arange(half) / (2 * half))
         angles = np.arange(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
         table = np.cos(angles) if kernel_arg == "cos_cache" else np.sin(angles)
         return self.param(key, table.astype(np.float32))
@@ -610,7 +621,7 @@ def _rmsnorm(b, x, where):
     _need(len(b.shape(x["input"])) >= 1, where, "binding 'input' must have rank >= 1")
     e = b.shape(x["input"])[-1]
     _expect(b, x["gamma"], (e,), "gamma", where)
-    eps = _field(b.config, "rms_norm_eps", float, f"{where}: config")
+    eps = _real(_field(b.config, "rms_norm_eps", float, f"{where}: config"))
     _need(math.isfinite(eps) and eps >= 0, where,
           f"config field 'rms_norm_eps' must be finite and >= 0, not {eps}")
     inp = x["input"]

@@ -165,6 +165,9 @@ def test_weights_file_missing_or_misshapen(tmp_path):
     with pytest.raises(CKernelError, match=r"weight 'layers.1.w2' in .* has shape \[128, 64\], "
                        r"the buffer \[64, 128\]"):
         import_ckernel(SHIPPED_PATH, weights=tmp_path / "bad.safetensors")
+    with pytest.raises(CKernelError, match=r"ckernel_ir_v2_tiny\.json: weights file: .*No such "
+                       r"file"):
+        import_ckernel(SHIPPED_PATH, weights=tmp_path / "none.safetensors")
 
 
 # --- hand-written graphs ----------------------------------------------------------------
@@ -452,7 +455,12 @@ ERRORS = [
      r"nodes\[0\] \(layer 0, rmsnorm\): config: missing field 'rms_norm_eps'"),
     (lambda m: set_(m["config"], "rope_theta", "1e4") or set_(m["buffers"][3], "condition", None),
      r"nodes\[2\] \(layer 0, rope\): binding 'cos_cache': buffer 'rope_cos_cache' is written "
-     r"by no node and config field 'rope_theta' \(\"1e4\"\) is not a positive number"),
+     r"by no node and config field 'rope_theta' \(\"1e4\"\) is not a positive finite number"),
+    (lambda m: set_(m["config"], "rms_norm_eps", 10**400),
+     r"nodes\[0\] \(layer 0, rmsnorm\): config field 'rms_norm_eps' must be finite and >= 0, "
+     r"not inf"),
+    (lambda m: set_(m["nodes"][2], "condition", "rope_theta > 1e999 || ("),
+     r"nodes\[2\] \(layer 0, rope\): field 'condition': .*: unexpected end"),
     (lambda m: set_(m["dimensions"][2], "value", 80),
      r"dimensions: 'aligned_embed' \(80\) differs from 'embed' \(64\); padded layouts are not "
      r"supported"),
