@@ -71,11 +71,25 @@ IMPORT_FORMATS = ("ark", "ckernel-ir2", "mind")
 
 
 def detect_format(path):
-    """The importer format of *path*: ``mind``, ``ark`` or ``ckernel-ir2``.
+    """The importer format of the file *path*.
 
-    ``.ir`` files and text that is not JSON are MIND Core IR; a JSON object with ``Nodes``
-    is an ARK model, one with ``version`` 2 and ``nodes``/``buffers`` is C-Kernel-Engine
-    IR v2.
+    ``.ir`` files and text that does not start like JSON are MIND Core IR; a JSON object
+    with ``Nodes`` is an ARK model, one with ``version`` 2 and ``nodes`` or ``buffers`` is
+    C-Kernel-Engine IR v2.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+
+    Returns
+    -------
+    str
+        ``"mind"``, ``"ark"`` or ``"ckernel-ir2"``.
+
+    Raises
+    ------
+    CompileInputError
+        The file cannot be read, or is JSON of none of these formats.
     """
     import json
 

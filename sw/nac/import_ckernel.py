@@ -584,11 +584,27 @@ class _Importer:
 
 
 def synthesise(name, shape, kernel_arg, seed):
-    """Deterministic float32 weights for parameter *name* (same name, shape and seed, same
-    values on every machine).
+    """Deterministic float32 weights for parameter *name*.
 
-    Norm scales (``gamma``) are ``1 + 0.1 N(0, 1)``, biases (1-D) ``0.02 N(0, 1)``, matrices
-    ``N(0, 1) / sqrt(fan_in)`` with the last dimension as fan-in.
+    The generator is seeded with *seed* and the CRC-32 of *name*, so the same name, shape
+    and seed give the same values on every machine and in every import order.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name (``layers.<layer>.<buffer>`` or ``<buffer>``).
+    shape : tuple of int
+    kernel_arg : str
+        The kernel argument that first reads the weight: ``gamma`` (a norm scale) gets
+        ``1 + 0.1 N(0, 1)``; biases (1-D, or an argument starting with ``b``) get
+        ``0.02 N(0, 1)``; matrices get ``N(0, 1) / sqrt(fan_in)``, the last dimension
+        being the fan-in.
+    seed : int
+
+    Returns
+    -------
+    numpy.ndarray
+        float32 array of *shape*.
     """
     rng = np.random.default_rng([seed & 0xFFFFFFFF, zlib.crc32(name.encode())])
     values = rng.standard_normal(shape)
