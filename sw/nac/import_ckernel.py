@@ -302,7 +302,7 @@ class _Importer:
         self.max_elements = max_elements
         self.model = model
         self.nodes, self.tensors = [], {}
-        self.values = {}  # buffer key -> node id
+        self.values = {}  # buffer key (layer or None, name) -> node id
         self.readers = {}  # node id -> number of reads after its write
         self.written = []  # (key, node id) in write order
         self.inputs = []
@@ -460,7 +460,8 @@ class _Importer:
 
     def param(self, name, array):
         if name in self.tensors:
-            raise CKernelError(f"{self.where}: two parameters named {name!r}")
+            raise CKernelError(f"{self.where}: two parameters named {name!r} (a global "
+                               f"buffer has the name of a layer-scope weight)")
         self.tensors[name] = np.ascontiguousarray(array, dtype=np.float32)
         return self.add(Node("param", tuple(array.shape), "float32", name=name))
 
@@ -505,20 +506,20 @@ class _Importer:
         while buf.alias_of is not None:
             buf = self.buffers[buf.alias_of]
         if buf.scope == "global":
-            return buf.name, buf
+            return (None, buf.name), buf
         if layer < 0:
             raise CKernelError(f"{where}: layer-scope buffer {buf.name!r} bound in a global "
                                f"node (layer -1)")
-        return f"layers.{layer}.{buf.name}", buf
+        return (layer, buf.name), buf
 
     def read(self, buf, layer, kernel_arg, where):
         key, root = self.key(buf, layer, where)
         if key in self.values:
             node = self.values[key]
         elif root.role == "weight":
-            node = self.values[key] = self.weight(key, root, kernel_arg, where)
+            node = self.values[key] = self.weight(_label(key), root, kernel_arg, where)
         elif root.role == "input":
-            previous = f"layers.{layer - 1}.output"
+            previous = (layer - 1, "output")
             if root.scope == "layer" and previous in self.values:
                 node = self.values[previous]
                 if self.shape(node) != root.shape:
@@ -526,12 +527,14 @@ class _Importer:
                         f"{where}: buffer {buf.name!r} {list(root.shape)} chains to layer "
                         f"{layer - 1}'s 'output' {list(self.shape(node))}")
             else:
-                name = root.name if not any(n == root.name for n, _ in self.inputs) else key
+                name = root.name
+                if any(n == name for n, _ in self.inputs):
+                    name = _label(key)
                 node = self.add(Node("input", root.shape, "float32", name=name))
                 self.inputs.append((name, root.shape))
             self.values[key] = node
         elif kernel_arg in ("cos_cache", "sin_cache"):
-            node = self.values[key] = self.rope_cache(key, root, kernel_arg, where)
+            node = self.values[key] = self.rope_cache(_label(key), root, kernel_arg, where)
         else:
             raise CKernelError(f"{where}: binding {kernel_arg!r} reads buffer {buf.name!r} "
                                f"(role {root.role!r}) before any node writes it")
@@ -581,6 +584,12 @@ class _Importer:
         angles = np.arange(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
         table = np.cos(angles) if kernel_arg == "cos_cache" else np.sin(angles)
         return self.param(key, table.astype(np.float32))
+
+
+def _label(key):
+    """The name of a buffer key: ``<name>`` (global) or ``layers.<layer>.<name>``."""
+    layer, name = key
+    return name if layer is None else f"layers.{layer}.{name}"
 
 
 def synthesise(name, shape, kernel_arg, seed):
@@ -937,7 +946,7 @@ def import_ckernel(source, path=None, *, tokens=None, weights=None, seed=0,
     for key, node in b.written:
         if b.readers.get(node, 0) == 0 and node not in outputs and b.values.get(key) == node:
             outputs.append(node)
-            names.append(key)
+            names.append(_label(key))
     if not outputs:
         raise CKernelError(f"{where}: the model produces no output (no node writes a value "
                            f"that nothing reads)")

@@ -363,6 +363,17 @@ def test_alias_shares_one_weight(tmp_path):
     np.testing.assert_allclose(execute(graph, [x])[0], x @ w.T @ w.T, rtol=1e-5, atol=1e-6)
 
 
+def test_global_name_equal_to_a_layer_weight_name_is_an_error():
+    model = ir({"tokens": 2, "embed": 3},
+               [("x", "input", ["tokens", "embed"]), ("w", "weight", ["embed", "embed"]),
+                ("layers.0.w", "weight", ["embed", "embed"], {"scope": "global"}),
+                ("h", "output", ["tokens", "embed"]), ("y", "output", ["tokens", "embed"])],
+               [(0, "mlp_up", {"input": "x", "w1": "w", "fc1_out": "h"}),
+                (0, "mlp_down", {"swiglu_out": "h", "w2": "layers.0.w", "mlp_out": "y"})])
+    with pytest.raises(CKernelError, match=r"two parameters named 'layers.0.w'"):
+        import_ckernel(model)
+
+
 # --- malformed files ----------------------------------------------------------------------
 
 def mutated(edit):
