@@ -531,3 +531,5 @@ def test_cli_compile_detects_the_format_and_import(tmp_path, capsys):
     assert "missing field 'version'" in capsys.readouterr().err
     assert main(["compile", str(DATA / "ark_model.json"), "-o", str(out), "--tokens", "2"]) == 1
     assert "--tokens and --weights apply to ckernel-ir2 imports" in capsys.readouterr().err
+    assert main(["compile", str(DATA / "simple_module.ir"), "-o", str(out)]) == 0
+    assert "(mind)" in capsys.readouterr().out
