@@ -33,6 +33,7 @@ from nem.hazards import Order
 from nem.memory import AllocationError, Placement, allocate, dense_strides
 from nem.ops import OpError, quant_params
 from nem.registry import Registry, load_registry
+from nem.shapes import check_shapes
 from nem.taskformat import (
     ELEM_TYPES,
     LEVELS,
@@ -354,7 +355,10 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
         b.name: BufferInfo(b.name, b.level, b.engine, b.size, frozenset(), _BINARY, b.align)
         for b in program.buffers
     }
-    placements, _ = allocate(buffers, device)
+    try:
+        placements, _ = allocate(buffers, device)
+    except AllocationError as exc:
+        raise TaskFormatError(f"the buffer table does not fit the device: {exc}") from None
     for b in program.buffers:
         p = placements[b.name]
         if p.address != b.address:
@@ -460,6 +464,12 @@ def _copy_task(k: int, rec: Task, node: int, table, device: Device) -> TaskInsta
     if values["COUNT0"] == 0 or 0 in counts:
         raise TaskFormatError(f"task {k}: a copy count is 0")
     src, dst = side("SRC"), side("DST")
+    moved = values["COUNT0"] * counts[0] * counts[1] * counts[2]
+    if moved > dst.extent:
+        raise TaskFormatError(
+            f"task {k}: the copy moves {moved} bytes into a destination span of {dst.extent} "
+            "(a destination stride of 0 or overlapping rows would write bytes twice)"
+        )
     label = f"task {k} ({rec.unit.name}[{rec.instance}])"
     engine = None if rec.unit is Unit.SDMA else rec.engine
     return TaskInstance(
@@ -524,6 +534,15 @@ def _compute_task(
         address = field("ADDR_LO") | field("ADDR_HI") << 32
         extent = field("BYTES")
         what = f"operand {j}"
+        shape = tuple(field(f"DIM{d}") for d in range(rank))
+        strides = tuple(field(f"STRIDE{d}") for d in range(rank))
+        last = sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
+        need = 0 if 0 in shape else -(-(last + 1) * BITS[ELEM_TYPES[elem]] // 8)
+        if need > extent:
+            raise TaskFormatError(
+                f"task {k}: {what}: shape {list(shape)} with element strides {list(strides)} "
+                f"reaches {need} bytes, OP{j}_BYTES is {extent}"
+            )
         b = _locate(k, what, field("LEVEL"), address, extent, rec.engine, program.buffers)
         quant = None
         if field("QUANT") != NO_QUANT:
@@ -540,20 +559,36 @@ def _compute_task(
                 address - b.address,
                 extent,
                 ELEM_TYPES[elem],
-                tuple(field(f"DIM{d}") for d in range(rank)),
+                shape,
                 None,
-                tuple(field(f"STRIDE{d}") for d in range(rank)),
+                strides,
                 quant,
             )
         )
-    specs = [(a.name, a.type) for a in registry[opcode].attributes]
+    op = registry[opcode]
     words = []
     while f"ATTR{len(words)}" in values:
         words.append(values[f"ATTR{len(words)}"])
     try:
-        attrs = read_attr_words(specs, words)
+        attrs = read_attr_words([(a.name, a.type) for a in op.attributes], words)
     except TaskFormatError as exc:
         raise TaskFormatError(f"task {k}: {opcode}: {exc}") from None
+    # the operand counts and shapes the checker enforces on NEM text
+    pairs = []
+    for specs, given, variadic in (
+        (op.inputs, regions[:nin], op.variadic_inputs),
+        (op.outputs, regions[nin:], op.variadic_outputs),
+    ):
+        required = sum(1 for s in specs if s.required)
+        if len(given) < required or (len(given) > len(specs) and not variadic):
+            raise TaskFormatError(
+                f"task {k}: {opcode} takes {required} to {len(specs)} "
+                f"{'inputs' if specs is op.inputs else 'outputs'}, {len(given)} given"
+            )
+        pairs += [(specs[min(j, len(specs) - 1)], r) for j, r in enumerate(given)]
+    messages = check_shapes(op, pairs, attrs)
+    if messages:
+        raise TaskFormatError(f"task {k}: {opcode}: {messages[0]}")
     label = f"task {k} ({opcode} on {rec.unit.name}[{rec.instance}])"
     return TaskInstance(
         k,

@@ -59,6 +59,10 @@ __all__ = [
 ]
 
 
+#: The largest memory (DDR, L2, one L1) the executor allocates, in bytes.
+MAX_MEMORY = 1 << 31
+
+
 class ExecError(RuntimeError):
     """The program cannot run on this device (message names the task and the reason)."""
 
@@ -286,6 +290,12 @@ def _apply(task: TaskInstance, memory: Memory, consts) -> tuple[Work, int]:
         raise ExecError(f"{task.label}: not supported: {exc}") from None
     except OpError as exc:
         raise ExecError(f"{task.label}: {exc}") from None
+    except (ValueError, IndexError, TypeError, ArithmeticError) as exc:
+        # the checker (NEM text) or the binary front-end should have refused these operands
+        raise ExecError(
+            f"{task.label}: {task.opcode} cannot run on these operands "
+            f"({', '.join(str(list(r.shape)) for r in (*task.ins, *task.outs))}): {exc}"
+        ) from None
     for region, values in zip(task.outs, outs, strict=True):
         memory.write(region, values)
     return work, 0
@@ -326,6 +336,12 @@ def execute(
     registry = registry or load_registry()
     try:
         placements, sizes = allocate(plan.buffers, device)
+        for key, size in sizes.items():
+            if size > MAX_MEMORY:
+                raise AllocationError(
+                    f"{memory_name(key)} needs {size} bytes; the executor holds at most "
+                    f"{MAX_MEMORY} bytes per memory"
+                )
         memory = Memory(placements, sizes)
         for name, data in (initial or {}).items():
             memory.load_buffer(name, data)

@@ -256,8 +256,7 @@ def _read_safetensors(path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
         if not lo <= hi <= len(body) or hi - lo != count:
             raise _fail(
                 path,
-                f"{where}: data_offsets [{lo}, {hi}) for {count} bytes, the data has "
-                f"{len(body)}",
+                f"{where}: data_offsets [{lo}, {hi}) for {count} bytes, the data has {len(body)}",
             )
         tensors[name] = np.frombuffer(body, np.uint8, count, lo).reshape(shape)
     return meta, tensors

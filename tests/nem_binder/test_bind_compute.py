@@ -215,14 +215,26 @@ def test_bad_compute_records_name_the_task_and_register():
     writes = list(program.tasks[0].writes)
     cases = [
         ([(0, 200), *writes[1:]], "task 0: OPCODE 200 unknown"),
-        ([w for w in writes if w[0] != 8], "CSTL register OP0_RANK is read but the task does "
-         "not write it"),
-        ([*writes[:-4], (40, 4096), *writes[-3:]],
-         "task 0: operand 1: data section offset 4096: a quantisation entry needs 16"),
+        (
+            [w for w in writes if w[0] != 8],
+            "CSTL register OP0_RANK is read but the task does not write it",
+        ),
+        (
+            [*writes[:-4], (40, 4096), *writes[-3:]],
+            "task 0: operand 1: data section offset 4096: a quantisation entry needs 16",
+        ),
         ([*writes[:-4], (40, 4), *writes[-3:]], "offset 4: a quantisation entry starts on"),
         ([*writes[:7], (7, 77), *writes[8:]], "operand 0: rank 2 / element code 77"),
         ([*writes[:3], (3, 1 << 30), *writes[4:]], "operand 0 bytes .* not inside one buffer"),
         ([*writes[:-3], (155, 0x80000001), *writes[-2:]], "leaky_relu: attribute alpha: tag"),
+    ]
+    # writes[22] is OP1_DIM1 (register 29): 2 instead of 3 gives an output of another shape;
+    # writes[9] is OP0_DIM0 (register 9): 3 rows of stride 3 reach 9 bytes, OP0_BYTES is 6
+    assert writes[22] == (29, 3) and writes[9] == (9, 2)
+    cases += [
+        ([*writes[:22], (29, 2), *writes[23:]], r"output .* has shape \[2, 2\]"),
+        ([*writes[:9], (9, 3), *writes[10:]], "reaches 9 bytes, OP0_BYTES is 6"),
+        ([writes[0], writes[1], (2, 0), *writes[3:]], "task 0: 1 inputs and 0 outputs"),
     ]
     for new, message in cases:
         with pytest.raises(TaskFormatError, match=message):

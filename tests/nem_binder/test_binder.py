@@ -288,3 +288,17 @@ def test_copy_task_missing_a_register_write_is_refused():
     broken = program.__class__(program.device_hash, program.buffers, (short, *program.tasks[1:]))
     with pytest.raises(TaskFormatError, match="task 0: DMA register COUNT0 is read but the task"):
         plan_from_binary(broken, result.device)
+
+
+def test_copy_writing_bytes_twice_is_refused():
+    result = _check(STRIDED)
+    program = bind(result)
+    task = program.tasks[0]
+    # DST_STRIDE1 (register 7) = 0: the rows of dimension 1 land on the same bytes
+    writes = dict(task.writes)
+    assert writes[5] > 1 and writes[7] > 0
+    writes[7] = 0
+    bad = task.__class__(**{**task.__dict__, "writes": tuple(writes.items())})
+    broken = program.__class__(program.device_hash, program.buffers, (bad, *program.tasks[1:]))
+    with pytest.raises(TaskFormatError, match=r"task 0: the copy moves .* bytes into a destinat"):
+        plan_from_binary(broken, result.device)
