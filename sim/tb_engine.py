@@ -100,6 +100,7 @@ class TB:
         """Clear the memories, load ``image`` at DDR 0, run the program at ``base``; return
         the final status."""
         self.clear_memories()
+        self.issues = 0
         self.ram.write(0, bytes(image))
         if watchdog is not None:
             await self.write("WATCHDOG", watchdog)
@@ -113,7 +114,15 @@ class TB:
                 return status
             await ClockCycles(self.dut.clk, 50)
             waited += 50
-            assert waited < max_cycles, f"no end after {max_cycles} cycles (status {status})"
+            if waited >= max_cycles:
+                raise AssertionError(f"no end after {max_cycles} cycles (status {status}); "
+                                     f"{self.debug_state()}; {await self.counters()}")
+
+    def debug_state(self):
+        """SEQ internals for failure messages."""
+        seq = self.dut.seq
+        return {k: int(getattr(seq, k).value) for k in ("seq_state", "step", "count",
+                                                         "inflight")}
 
     async def counters(self):
         return {reg.name: await self.read(reg.name) for reg in REGS.regs
@@ -135,16 +144,17 @@ def _first_diff(got, want, what):
                              f"{int(got[k]):#04x}, expected {int(want[k]):#04x}")
 
 
-async def _run_program(dut, name, text, stalls):
-    seed = cocotb.RANDOM_SEED + int(stalls)
-    tb = TB(dut, stalls, seed)
+async def _run_program(tb, name, text, seed):
     await tb.reset()
     g = golden(DEVICE, text, seed=seed)
     status = await tb.run(g.ddr_init, g.base)
     counters = await tb.counters()
-    assert status == Status.DONE, (
-        f"{name}: status {Status(status).name}, cause {Cause(counters['ERROR_CAUSE']).name} "
-        f"at task {counters['ERROR_TASK']}")
+    if status != Status.DONE:
+        state = tb.debug_state()
+        raise AssertionError(
+            f"{name}: status {Status(status).name}, cause "
+            f"{Cause(counters['ERROR_CAUSE']).name} at task {counters['ERROR_TASK']}; "
+            f"SEQ {state}; counters {counters}")
     assert counters["TASKS_ISSUED"] == g.tasks == counters["TASKS_DONE"] == tb.issues
     ddr = np.frombuffer(tb.ram.read(0, len(g.ddr)), dtype=np.uint8)
     _first_diff(ddr, g.ddr, f"{name}: DDR")
@@ -164,8 +174,9 @@ def _programs():
 @cocotb.test()
 async def programs_no_stalls(dut):
     results = {}
+    tb = TB(dut, False, cocotb.RANDOM_SEED)
     for name, text in _programs().items():
-        results[name] = await _run_program(dut, name, text, stalls=False)
+        results[name] = await _run_program(tb, name, text, cocotb.RANDOM_SEED)
         dut._log.info("%s: %d RTL cycles, executor %d", name, results[name]["CYCLES"],
                       results[name]["executor_cycles"])
     Path("engine_counters.json").write_text(json.dumps(results, indent=2))
@@ -173,15 +184,17 @@ async def programs_no_stalls(dut):
 
 @cocotb.test()
 async def programs_with_stalls(dut):
+    tb = TB(dut, True, cocotb.RANDOM_SEED + 1)
     for name, text in _programs().items():
-        await _run_program(dut, name, text, stalls=True)
+        await _run_program(tb, name, text, cocotb.RANDOM_SEED + 1)
 
 
 @cocotb.test()
 async def contiguous_throughput(dut):
     """Contiguous copies on each path; bytes per busy cycle of the unit from the counters."""
     nbytes = 4096
-    counters = await _run_program(dut, "contiguous", contiguous(nbytes), stalls=False)
+    tb = TB(dut, False, 1)
+    counters = await _run_program(tb, "contiguous", contiguous(nbytes), 1)
     W = CFG.wbytes
     names = unit_names(CFG)
     stats = {

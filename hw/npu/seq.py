@@ -37,11 +37,14 @@ Decode and issue (states of the FSM)
     waits until every token of the wait mask is set and the unit instance is free, then
     clears the task's signal tokens and hands the command to the unit (one cycle).
 ``FINISH``
-    after the last task, waits for every unit to finish: status DONE.
+    after the last task, waits for every unit to finish and every fetch to arrive:
+    status DONE.
 
 A unit's completion sets the signal tokens of the task it ran (its ``done`` is always
 accepted, also after an error). Any check failing ends in status ERROR with a cause
-(:class:`Cause`) and the index of the task being decoded. A watchdog ends a run that
+(:class:`Cause`) and the index of the task being decoded. The cause is visible at once;
+the status stays BUSY until the units have finished the tasks already issued and the
+fetches in flight have arrived, so that ERROR (like DONE) means quiescent. A watchdog ends a run that
 makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
 ``watchdog`` cycles in status ERROR, cause ``WATCHDOG``.
 """
@@ -516,13 +519,14 @@ class Sequencer(wiring.Component):
 
             with m.State("FINISH"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If((unit_busy == 0) & ~done_any):
+                with m.If((unit_busy == 0) & ~done_any & (inflight == 0)):
                     m.d.sync += finished.eq(1)
                     m.next = "IDLE"
                 errors()
 
             with m.State("ERROR"):
-                m.d.comb += [running.eq(0), self.status.eq(Status.ERROR)]
+                # still draining: units finishing their tasks, fetches in flight
+                m.d.comb += [running.eq(0), self.status.eq(Status.BUSY)]
                 with m.If((inflight == 0) & (unit_busy == 0)):
                     m.next = "IDLE"
 
