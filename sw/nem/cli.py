@@ -158,7 +158,7 @@ def _run(args: argparse.Namespace) -> int:
                 print("npu nem run: error: give --memory or --image, not both", file=sys.stderr)
                 return EXIT_USAGE
             initial = read_image(args.image, program).initial()
-        result = execute(plan, device, initial)
+        result = execute(plan, device, initial, in_order=True)
     elif args.image:
         print("npu nem run: error: --image goes with a task binary", file=sys.stderr)
         return EXIT_USAGE

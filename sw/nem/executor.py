@@ -307,6 +307,7 @@ def execute(
     initial: dict[str, np.ndarray] | None = None,
     *,
     registry: Registry | None = None,
+    in_order: bool = False,
 ) -> RunResult:
     """Run an elaborated program on a device.
 
@@ -320,6 +321,10 @@ def execute(
         Initial contents per buffer name (raw little-endian bytes of the array, from the
         buffer's first byte); other bytes start at zero.
     registry : Registry, optional
+    in_order : bool
+        Issue tasks strictly in program order, as the sequencer does with a task binary: a
+        task starts only after every earlier task has started. By default a task starts as
+        soon as its dependencies are done and a unit is free (the NEM semantics).
 
     Returns
     -------
@@ -401,16 +406,23 @@ def execute(
 
     now = 0
     done = 0
+    next_issue = 0  # in_order: the only task that may start next
     while done < len(plan.tasks):
         waiting: list[int] = []
         while ready:
             idx = heapq.heappop(ready)
+            if in_order and idx != next_issue:
+                waiting.append(idx)
+                break
             prep = prepared[idx]
             choices = [prep.pinned] if prep.pinned else prep.pool
             unit = next((u for u in choices if free_at[u]), None)
             if unit is None:
                 waiting.append(idx)
+                if in_order:
+                    break
                 continue
+            next_issue += 1
             task = prep.task
             mine = _accesses(memory, task)
             for other_idx, (_, theirs) in in_flight.items():

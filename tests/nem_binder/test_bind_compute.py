@@ -43,7 +43,7 @@ PROGRAMS = Path(__file__).resolve().parents[1] / "nem_executor" / "programs"
 def _same_bytes(result, initial):
     want = execute(result.plan, result.device, initial)
     program = decode(encode(bind(result)))
-    got = execute(plan_from_binary(program, result.device), result.device, initial)
+    got = execute(plan_from_binary(program, result.device), result.device, initial, in_order=True)
     for name in result.plan.buffers:
         np.testing.assert_array_equal(got.memory.buffer(name), want.memory.buffer(name), name)
     return program, want, got

@@ -81,7 +81,7 @@ def _same_bytes(text, seed=0):
     program = bind(result)
     data = encode(program)
     assert decode(data, device_hash=device_hash(result.device)) == program
-    got = execute(plan_from_binary(decode(data), result.device), result.device, init)
+    got = execute(plan_from_binary(decode(data), result.device), result.device, init, in_order=True)
     for name in result.plan.buffers:
         np.testing.assert_array_equal(got.memory.buffer(name), want.memory.buffer(name), name)
     return result, program, want, got
@@ -162,7 +162,8 @@ def test_token_pressure_binds_with_few_tokens_or_is_refused(tmp_path):
     assert {t.signal for t in program.tasks[:-1]} <= {1, 2}
     init = _initial(result, 3)
     want = execute(result.plan, result.device, init)
-    got = execute(plan_from_binary(decode(encode(program)), result.device), result.device, init)
+    plan = plan_from_binary(decode(encode(program)), result.device)
+    got = execute(plan, result.device, init, in_order=True)
     np.testing.assert_array_equal(got.memory.buffer("S"), want.memory.buffer("S"))
     # four loop iterations in flight together, all ordered before the task after the loop:
     # no NEM token is live (the checker accepts it), but the sequencer needs one physical
@@ -218,7 +219,7 @@ t3 = transfer.async(dst=region(S, 7168, 64), src=region(X, 4096, 64), deps=[t1])
     result = _check(text)
     program = bind(result)
     assert [t.signal for t in program.tasks] == [1, 2, 0, 0]
-    execute(plan_from_binary(program, result.device), result.device)  # fine as bound
+    execute(plan_from_binary(program, result.device), result.device, in_order=True)  # fine as bound
     # both producers on token 0: task 2 now waits for task 1 and may start during task 0
     wrong = [
         program.tasks[0],
@@ -230,7 +231,7 @@ t3 = transfer.async(dst=region(S, 7168, 64), src=region(X, 4096, 64), deps=[t1])
     wrong[2] = wrong[2].__class__(**{**wrong[2].__dict__, "instance": wrong[1].instance})
     bad = program.__class__(program.device_hash, program.buffers, tuple(wrong))
     with pytest.raises(RaceError, match=r"task 2 .*task 0"):
-        execute(plan_from_binary(bad, result.device), result.device)
+        execute(plan_from_binary(bad, result.device), result.device, in_order=True)
 
 
 def test_cli_bind_dis_run(tmp_path):
@@ -302,3 +303,23 @@ def test_copy_writing_bytes_twice_is_refused():
     broken = program.__class__(program.device_hash, program.buffers, (bad, *program.tasks[1:]))
     with pytest.raises(TaskFormatError, match=r"task 0: the copy moves .* bytes into a destinat"):
         plan_from_binary(broken, result.device)
+
+
+def test_binary_issues_in_order_like_the_sequencer():
+    # t1 waits for the long t0; t2 (on the sDMA) depends on nothing. The NEM semantics
+    # start t2 at once;
+    # the sequencer reads t2 only after it has issued t1, that is after t0 is done.
+    text = """device "exec_device.nem"
+buffer D : DDR (size=64)
+buffer S : L2 (size=8192)
+buffer X : L1 (size=8192)
+t0 = transfer.async(dst=region(X, 0, 4096), src=region(S, 0, 4096))
+t1 = transfer.async(dst=region(S, 4096, 64), src=region(X, 0, 64), deps=[t0])
+t2 = transfer.async(dst=region(S, 6144, 64), src=region(D, 0, 64))
+"""
+    result = _check(text)
+    plan = plan_from_binary(bind(result), result.device)
+    free = {r.index: r for r in execute(plan, result.device).records}
+    seq = {r.index: r for r in execute(plan, result.device, in_order=True).records}
+    assert free[2].start == 0
+    assert seq[2].start == seq[1].start == seq[0].end > 0

@@ -183,7 +183,7 @@ def run_op(opcode, ins, outs, attrs="", device=DEVICE) -> list[np.ndarray]:
     run = execute(result.plan, result.device, initial)
     # the bound task binary, run through the executor's binary front-end, leaves the same bytes
     binary = decode(encode(bind(result)))
-    again = execute(plan_from_binary(binary, result.device), result.device, initial)
+    again = execute(plan_from_binary(binary, result.device), result.device, initial, in_order=True)
     for name in result.plan.buffers:
         np.testing.assert_array_equal(again.memory.buffer(name), run.memory.buffer(name), name)
     got = []

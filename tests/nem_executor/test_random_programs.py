@@ -122,7 +122,8 @@ def test_race_free_programs_are_schedule_independent(seed):
         finals.append({b: run.memory.buffer(b).copy() for b in "SX"})
         # the bound binary (in-order tokens instead of NEM deps) leaves the same bytes
         binary = decode(encode(bind(checked)))
-        again = execute(plan_from_binary(binary, checked.device), checked.device, init)
+        plan = plan_from_binary(binary, checked.device)
+        again = execute(plan, checked.device, init, in_order=True)
         for b in "SX":
             np.testing.assert_array_equal(again.memory.buffer(b), finals[-1][b], err_msg=b)
     for b in "SX":
