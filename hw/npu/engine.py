@@ -130,13 +130,15 @@ class NemEngine(wiring.Component):
         wiring.connect(m, seq.fetch_cmd, rmux.cmd[0])
         wiring.connect(m, rmux.data[0], seq.fetch_data)
 
+        # L1 serves the DMAs only; the sDMAs (unit indices after the DMAs) never ask for it,
+        # and after them the rotation comes back to DMA 0.
         m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
-                                              clients=n)
+                                              clients=cfg.n_dma)
         m.submodules.l2 = l2 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l2_depth,
                                               clients=n)
         prio = Signal(range(n))
         m.d.sync += prio.eq(Mux(prio == n - 1, 0, prio + 1))
-        m.d.comb += [l1.prio.eq(prio), l2.prio.eq(prio)]
+        m.d.comb += [l1.prio.eq(Mux(prio < cfg.n_dma, prio, 0)), l2.prio.eq(prio)]
 
         units = []
         for k in range(cfg.n_dma):

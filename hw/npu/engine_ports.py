@@ -28,7 +28,7 @@ command's owner sends its data and receives its ``done``.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Const, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,12 +71,10 @@ def priority_grant(m, requests, start):
     with m.Switch(start):
         for p in range(n):
             with m.Case(p):
-                order = [(p + j) % n for j in range(n)]
-                with m.If(requests[order[0]]):
-                    m.d.comb += grants[order[0]].eq(1)
-                for k in order[1:]:
-                    with m.Elif(requests[k]):
-                        m.d.comb += grants[k].eq(1)
+                blocked = Const(0)
+                for k in [(p + j) % n for j in range(n)]:
+                    m.d.comb += grants[k].eq(requests[k] & ~blocked)
+                    blocked = blocked | requests[k]
     return grants
 
 
@@ -105,7 +103,7 @@ class ArbitratedSRAM(wiring.Component):
         self.data_width, self.depth, self.clients = data_width, depth, clients
         self.sram = SRAM(data_width=data_width, depth=depth)
         super().__init__({
-            "prio": In(range(clients)),
+            "prio": In(range(max(clients, 2))),
             "rd": In(read_client_signature(depth, data_width)).array(clients),
             "wr": In(write_client_signature(depth, data_width)).array(clients),
         })
@@ -132,6 +130,19 @@ class ArbitratedSRAM(wiring.Component):
                 m.d.comb += [sram.wr_en.eq(port.en), sram.wr_addr.eq(port.addr),
                              sram.wr_data.eq(port.data)]
         return m
+
+
+def _owner(m, n):
+    """The client owning a shared engine, and where the next round-robin grant starts."""
+    owner = Signal(range(max(n, 2)))
+    start = Signal(range(max(n, 2)))
+    if n == 1:
+        return owner, start  # start stays 0
+    with m.If(owner == n - 1):
+        m.d.comb += start.eq(0)
+    with m.Else():
+        m.d.comb += start.eq(owner + 1)
+    return owner, start
 
 
 def _read_data_layout(data_width):
@@ -161,12 +172,7 @@ class AxiReadMux(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.clients
-        owner = Signal(range(n))
-        start = Signal(range(n))
-        m.d.comb += start.eq(owner + 1 if n > 1 else 0)
-        if n > 1:
-            with m.If(owner == n - 1):
-                m.d.comb += start.eq(0)
+        owner, start = _owner(m, n)
         grants = priority_grant(m, [c.valid for c in self.cmd], start)
         for k, (c, g) in enumerate(zip(self.cmd, grants, strict=True)):
             with m.If(g):
@@ -208,12 +214,7 @@ class AxiWriteMux(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.clients
-        owner = Signal(range(n))
-        start = Signal(range(n))
-        m.d.comb += start.eq(owner + 1 if n > 1 else 0)
-        if n > 1:
-            with m.If(owner == n - 1):
-                m.d.comb += start.eq(0)
+        owner, start = _owner(m, n)
         grants = priority_grant(m, [c.valid for c in self.cmd], start)
         for k, (c, g) in enumerate(zip(self.cmd, grants, strict=True)):
             with m.If(g):

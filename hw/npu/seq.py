@@ -44,8 +44,8 @@ A unit's completion sets the signal tokens of the task it ran (its ``done`` is a
 accepted, also after an error). Any check failing ends in status ERROR with a cause
 (:class:`Cause`) and the index of the task being decoded. The cause is visible at once;
 the status stays BUSY until the units have finished the tasks already issued and the
-fetches in flight have arrived, so that ERROR (like DONE) means quiescent. A watchdog ends a run that
-makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
+fetches in flight have arrived, so that ERROR (like DONE) means quiescent. A watchdog ends
+a run that makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
 ``watchdog`` cycles in status ERROR, cause ``WATCHDOG``.
 """
 

@@ -25,6 +25,8 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     "dma_region_copy": ("npu.dma:RegionCopy",
                         {"data_width": 64, "src_depth": 4096, "dst_depth": 512}),
     "requant": ("npu.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
+    # The NEM engine of the small shipped device (hw/npu/devices/engine_small.nem).
+    "nem_engine": ("npu.engine:NemEngine", {"device": "small"}),
 }
 
 
