@@ -31,7 +31,7 @@ from nem.diagnostics import Span
 from nem.executor import copy_unit, unit_type
 from nem.hazards import Order
 from nem.memory import AllocationError, Placement, allocate, dense_strides
-from nem.ops import OpError, quant_params
+from nem.ops import FLOAT_TYPES, NMU_OPCODES, NotSupported, OpError, nmu_requant, quant_params
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
@@ -46,12 +46,15 @@ from nem.taskformat import (
     BufferEntry,
     Program,
     QuantEntry,
+    RequantEntry,
     Task,
     TaskFormatError,
     Unit,
     attr_words,
     decode_quant,
+    decode_requant,
     encode_quant,
+    encode_requant,
     operand_register,
     read_attr_words,
 )
@@ -187,6 +190,22 @@ def _quant_entry(region: Region, consts: dict[str, int], label: str) -> QuantEnt
     )
 
 
+def _requant_entry(task: TaskInstance, consts: dict[str, int]) -> RequantEntry | None:
+    """The NMU output stage of an integer gemm/matmul/conv2d (``None`` for other tasks)."""
+    regions = [*task.ins, *task.outs]
+    if task.opcode not in NMU_OPCODES or any(r.elem in FLOAT_TYPES for r in regions[:2]):
+        return None
+    try:
+        zx, rq = nmu_requant(task.opcode, regions, [quant_params(r, consts) for r in regions])
+    except (OpError, NotSupported) as exc:
+        raise BindError(f"{task.label}: {exc}") from None
+    if rq is None:
+        return RequantEntry(zx, 0, -(1 << 31), (1 << 31) - 1, (), ())
+    return RequantEntry(
+        zx, rq.zero_point, rq.lo, rq.hi, tuple(map(int, rq.multiplier)), tuple(map(int, rq.shift))
+    )
+
+
 def compute_registers(
     task: TaskInstance,
     placements: dict[str, Placement],
@@ -247,6 +266,9 @@ def compute_registers(
     except TaskFormatError as exc:
         raise BindError(f"{label}: {exc}") from None
     writes += [(f"ATTR{j}", w) for j, w in enumerate(words)]
+    requant = _requant_entry(task, consts)
+    if requant is not None:
+        writes.append(("REQUANT", data.add(encode_requant(requant))))
     for name, value in writes:
         if not 0 <= value < 1 << 32:
             raise BindError(f"{label}: register {name} = {value} does not fit in 32 bits")
@@ -590,7 +612,7 @@ def _compute_task(
     if messages:
         raise TaskFormatError(f"task {k}: {opcode}: {messages[0]}")
     label = f"task {k} ({opcode} on {rec.unit.name}[{rec.instance}])"
-    return TaskInstance(
+    task = TaskInstance(
         k,
         node,
         "compute",
@@ -605,3 +627,18 @@ def _compute_task(
         label,
         _BINARY,
     )
+    try:
+        want = _requant_entry(task, {})
+    except BindError as exc:
+        raise TaskFormatError(f"task {k}: {exc}") from None
+    if want is not None:
+        try:
+            got = decode_requant(program.data, read("REQUANT"))
+        except TaskFormatError as exc:
+            raise TaskFormatError(f"task {k}: REQUANT: {exc}") from None
+        if got != want:
+            raise TaskFormatError(
+                f"task {k}: the REQUANT entry {got} is not what the operands' quantisation "
+                f"descriptors give ({want})"
+            )
+    return task

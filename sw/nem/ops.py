@@ -32,6 +32,7 @@ from nem.consteval import EvalError, evaluate
 from nem.numerics import (
     NumericsError,
     QuantParams,
+    Requant,
     dequantize_codes,
     fold_input_zero_point,
     quantize_real,
@@ -48,6 +49,7 @@ __all__ = [
     "NotSupported",
     "OpError",
     "Work",
+    "nmu_requant",
     "quant_params",
     "run_compute",
 ]
@@ -148,21 +150,24 @@ def _weight_scales(qp: QuantParams, region: Region, channels: int, what: str) ->
     return qp.scales
 
 
-def _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes):
-    """Shared int8 x int8 (or int4) -> i32 -> requantised output of gemm/matmul/conv2d."""
+def nmu_requant(name: str, regions: list[Region], qps: list) -> tuple[int, Requant | None]:
+    """The int8 NMU output stage of gemm/matmul/conv2d: (input zero point, requantisation).
+
+    ``regions`` are the task's operands, inputs (X, W, optional bias) then the output, and
+    ``qps`` their :func:`quant_params`. The requantisation is ``None`` for an ``i32``
+    output without a descriptor (raw accumulators). The binder stores the same values for
+    the hardware's output stage.
+
+    Raises
+    ------
+    OpError, NotSupported
+        When descriptors are missing or of a kind the int8 scheme does not support.
+    """
     wr, yr = regions[1], regions[-1]
     qx, qw, qy = qps[0], qps[1], qps[-1]
-    channels = wr.shape[-1]
+    zx = 0 if qx is None else int(qx.zero_points[0])
     if yr.elem == "i32" and qy is None:
-        zx = 0 if qx is None else int(qx.zero_points[0])
-        try:
-            eff = fold_input_zero_point(
-                np.zeros(channels, np.int64) if bias is None else bias, w, zx, reduce_axes,
-                keepdims=True,
-            )
-            return acc_fn(x, w, eff, zx)
-        except NumericsError as exc:
-            raise OpError(f"{name}: {exc}") from None
+        return zx, None
     if qx is None or qw is None or qy is None:
         missing = [r.label for r, q in zip(regions, qps, strict=True) if q is None]
         raise OpError(
@@ -171,17 +176,26 @@ def _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes):
         )
     if qx.axis is not None or qy.axis is not None:
         raise NotSupported(f"{name}: input and output must be quantised per tensor")
-    ws = _weight_scales(qw, wr, channels, name)
-    zx = int(qx.zero_points[0])
+    ws = _weight_scales(qw, wr, wr.shape[-1], name)
     try:
-        rq = requant_params(
+        return zx, requant_params(
             float(qx.scales[0]), ws, float(qy.scales[0]), int(qy.zero_points[0]),
             out_dtype=yr.elem,
         )
-        base = np.zeros(channels, np.int64) if bias is None else bias
+    except NumericsError as exc:
+        raise OpError(f"{name}: {exc}") from None
+
+
+def _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes):
+    """Shared int8 x int8 (or int4) -> i32 -> requantised output of gemm/matmul/conv2d."""
+    channels = regions[1].shape[-1]
+    zx, rq = nmu_requant(name, regions, qps)
+    base = np.zeros(channels, np.int64) if bias is None else bias
+    try:
         # keepdims: for a batched matmul the folded bias is per batch of B ([..., 1, N]).
         eff = fold_input_zero_point(base, w, zx, reduce_axes, keepdims=True)
-        return requantize(acc_fn(x, w, eff, zx), rq, channel_axis=-1)
+        acc = acc_fn(x, w, eff, zx)
+        return acc if rq is None else requantize(acc, rq, channel_axis=-1)
     except NumericsError as exc:
         raise OpError(f"{name}: {exc}") from None
 

@@ -48,6 +48,7 @@ __all__ = [
     "QUANT_ENTRY",
     "QUANT_KINDS",
     "REGISTER_MAPS",
+    "REQUANT_ENTRY",
     "TASK_HEADER",
     "VERSION",
     "WRITE",
@@ -56,6 +57,7 @@ __all__ = [
     "QuantEntry",
     "Register",
     "RegisterMap",
+    "RequantEntry",
     "Task",
     "TaskFormatError",
     "Unit",
@@ -63,8 +65,10 @@ __all__ = [
     "data_offset",
     "decode",
     "decode_quant",
+    "decode_requant",
     "encode",
     "encode_quant",
+    "encode_requant",
     "operand_register",
     "read_attr_words",
 ]
@@ -193,6 +197,9 @@ ATTR_PRESENT = 1 << 31
 #: kind, reserved, reserved, axis, group size (0: none), count; then count f64 scales and
 #: count i64 zero points.
 QUANT_ENTRY = struct.Struct("<BBHiII")
+#: input zero point, output zero point, clamp low, clamp high, channels n, reserved; then n
+#: pairs of i32 (multiplier, shift).
+REQUANT_ENTRY = struct.Struct("<iiiiII")
 
 _OPERAND_FIELDS = (
     ("ADDR_LO", "byte address of the first element, bits 31..0"),
@@ -216,6 +223,10 @@ def _compute_registers() -> list[tuple[str, str]]:
     for k in range(MAX_OPERANDS):
         regs += [(f"OP{k}_{name}", f"operand {k}: {doc}") for name, doc in _OPERAND_FIELDS]
     regs += [(f"ATTR{j}", "attribute word (layout: attr_words)") for j in range(ATTR_WORDS)]
+    regs.append(
+        ("REQUANT", "integer gemm/matmul/conv2d: byte offset of the output stage's "
+         "requantisation entry in the data section")
+    )  # fmt: skip
     return regs
 
 
@@ -236,6 +247,65 @@ REGISTER_MAPS: dict[Unit, RegisterMap] = {
     Unit.VPU: RegisterMap(Unit.VPU, _compute_registers()),
 }
 COMPUTE_UNITS = (Unit.NMU, Unit.CSTL, Unit.VPU)
+
+
+@dataclass(frozen=True)
+class RequantEntry:
+    """The NMU output stage of an integer gemm/matmul/conv2d, as the data section holds it.
+
+    ``x_zero_point`` is subtracted from every input element before it is multiplied.
+    Per output channel c the accumulator is requantised with ``multipliers[c]`` and
+    ``shifts[c]`` (``docs/numerics.md``), ``y_zero_point`` added and the result clamped to
+    ``[lo, hi]``. No channels: the output is the raw i32 accumulator.
+    """
+
+    x_zero_point: int
+    y_zero_point: int
+    lo: int
+    hi: int
+    multipliers: tuple[int, ...]
+    shifts: tuple[int, ...]
+
+
+def encode_requant(entry: RequantEntry) -> bytes:
+    """The bytes of one requantisation entry (a multiple of 8)."""
+    n = len(entry.multipliers)
+    if n != len(entry.shifts):
+        raise TaskFormatError(f"requantisation entry: {n} multipliers, {len(entry.shifts)} shifts")
+    values = (entry.x_zero_point, entry.y_zero_point, entry.lo, entry.hi, *entry.multipliers,
+              *entry.shifts)  # fmt: skip
+    if not all(-(1 << 31) <= v < 1 << 31 for v in values):
+        raise TaskFormatError("requantisation entry: a value does not fit in an i32")
+    head = REQUANT_ENTRY.pack(entry.x_zero_point, entry.y_zero_point, entry.lo, entry.hi, n, 0)
+    body = b"".join(struct.pack("<ii", m, t) for m, t in zip(entry.multipliers, entry.shifts,
+                                                              strict=True))  # fmt: skip
+    return head + body
+
+
+def decode_requant(data: bytes, offset: int) -> RequantEntry:
+    """Read the requantisation entry at ``offset`` of a data section.
+
+    Raises
+    ------
+    TaskFormatError
+        When the entry is misaligned or does not fit in the section.
+    """
+    where = f"data section offset {offset}"
+    if offset % 8:
+        raise TaskFormatError(f"{where}: a requantisation entry starts on a multiple of 8")
+    if offset + REQUANT_ENTRY.size > len(data):
+        raise TaskFormatError(
+            f"{where}: a requantisation entry needs {REQUANT_ENTRY.size} bytes, the data "
+            f"section has {len(data)}"
+        )
+    zx, zy, lo, hi, n, _ = REQUANT_ENTRY.unpack_from(data, offset)
+    if offset + REQUANT_ENTRY.size + 8 * n > len(data):
+        raise TaskFormatError(
+            f"{where}: a requantisation entry of {n} channels does not fit in the "
+            f"{len(data)}-byte data section"
+        )
+    pairs = struct.unpack_from(f"<{2 * n}i", data, offset + REQUANT_ENTRY.size)
+    return RequantEntry(zx, zy, lo, hi, pairs[0::2], pairs[1::2])
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,8 @@ def test_codes_cover_the_registry_and_the_executor():
         specs = [(a.name, a.type) for a in registry[name].attributes]
         assert {t for _, t in specs} <= {"int", "bool", "float", "int_list", "elem_type", "id"}
     compute_map = REGISTER_MAPS[Unit.NMU]
-    assert len(compute_map) <= 256 and compute_map.index("ATTR0") == 155
+    assert compute_map.index("ATTR0") == 155 and compute_map.index("REQUANT") == 195
+    assert len(compute_map) == 196
 
 
 def test_opcode_without_a_kernel_is_refused():
@@ -245,3 +246,44 @@ def test_bad_compute_records_name_the_task_and_register():
     assert decode(encode(_broken(program, 0, writes=tuple(cases[0][0])))).tasks[0].writes[0] == (
         0, 200,
     )  # fmt: skip
+
+
+GEMM_I8 = """device "exec_device.nem"
+buffer A : L1 (size=64)
+buffer B : L1 (size=64)
+buffer Y : L1 (size=64)
+let a = region(A, 0, 6) elem=i8, shape=[2, 3], layout=MK,
+    quant=per_tensor(scale=0.5, zero_point=-1)
+let b = region(B, 0, 12) elem=i8, shape=[3, 4], layout=KN,
+    quant=per_tensor(scale=0.25, zero_point=0)
+let y = region(Y, 0, 8) elem=i8, shape=[2, 4], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=3)
+t = gemm.async in a, b out y accum_type=i32
+wait(t)
+"""
+
+
+def test_requantisation_entry_by_hand():
+    result = check_text(GEMM_I8, file="g.nem", base_dir=str(PROGRAMS))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    program = bind(result)
+    (task,) = program.tasks
+    regs = REGISTER_MAPS[Unit.NMU]
+    writes = dict(task.writes)
+    at = writes[regs.index("REQUANT")]
+    # x * w / y = 0.5 * 0.25 / 1 = 0.125 = 0.5 * 2**-2: multiplier 0.5 * 2**31 = 2**30 and
+    # shift 31 - (-2) = 33 for each of the 4 output channels; input zero point -1, output
+    # zero point 3, i8 clamp [-128, 127]
+    head = struct.pack("<iiiiII", -1, 3, -128, 127, 4, 0)
+    assert program.data[at : at + 24 + 32] == head + struct.pack("<ii", 1 << 30, 33) * 4
+    a = np.array([[1, -1, 5], [127, -128, 0]], np.int8)
+    b = np.arange(-6, 6, dtype=np.int8)
+    _same_bytes(result, {"A": a, "B": b})
+    # a tampered entry, or none, is refused
+    data = bytearray(program.data)
+    data[at + 24] ^= 1
+    with pytest.raises(TaskFormatError, match=r"the REQUANT entry .* is not what the operands"):
+        plan_from_binary(dataclasses.replace(program, data=bytes(data)), result.device)
+    dropped = tuple(w for w in task.writes if w[0] != regs.index("REQUANT"))
+    with pytest.raises(TaskFormatError, match="NMU register REQUANT is read but the task does"):
+        plan_from_binary(_broken(program, 0, writes=dropped), result.device)
