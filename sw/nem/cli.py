@@ -257,6 +257,7 @@ def _meaning(name: str, value: int, data: bytes) -> str:
         OPCODES,
         TaskFormatError,
         decode_quant,
+        decode_requant,
     )
 
     field = name.split("_", 1)[-1] if name.startswith("OP") else name
@@ -265,6 +266,18 @@ def _meaning(name: str, value: int, data: bytes) -> str:
     if field in tables:
         table = tables[field]
         return table[value] if value < len(table) else f"{value}: unknown code"
+    if field == "REQUANT":
+        try:
+            r = decode_requant(data, value)
+        except TaskFormatError as exc:
+            return str(exc)
+        if not r.multipliers:
+            return f"x zero point {r.x_zero_point}, raw i32 accumulators"
+        return (
+            f"x zero point {r.x_zero_point}, y zero point {r.y_zero_point}, clamp "
+            f"[{r.lo}, {r.hi}], {len(r.multipliers)} channel(s), first multiplier "
+            f"{r.multipliers[0]} shift {r.shifts[0]}"
+        )
     if field == "QUANT":
         if value == NO_QUANT:
             return "none"

@@ -287,3 +287,19 @@ def test_requantisation_entry_by_hand():
     dropped = tuple(w for w in task.writes if w[0] != regs.index("REQUANT"))
     with pytest.raises(TaskFormatError, match="NMU register REQUANT is read but the task does"):
         plan_from_binary(_broken(program, 0, writes=dropped), result.device)
+
+
+def test_dis_spells_out_compute_registers(tmp_path, capsys):
+    from npu.cli import main
+
+    result = check_text(GEMM_I8, file="g.nem", base_dir=str(PROGRAMS))
+    path = tmp_path / "g.bin"
+    path.write_bytes(encode(bind(result)))
+    assert main(["nem", "dis", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "OPCODE       = 0x00000000  (gemm)" in out
+    assert "OP0_ELEM     = 0x00000001  (i8)" in out
+    assert "per_tensor: scales [0.5], zero points [-1]" in out
+    assert "x zero point -1, y zero point 3, clamp [-128, 127], 4 channel(s), first " \
+        "multiplier 1073741824 shift 33" in out
+    assert "; data section: " in out
