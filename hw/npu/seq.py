@@ -33,9 +33,13 @@ Decode and issue (states of the FSM)
     levels allowed for the unit, counts in 1..65535, and the region's last byte on each
     side inside its memory: ``end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk)``, one
     dimension per cycle.
-``ISSUE``
-    waits until every token of the wait mask is set and the unit instance is free, then
-    clears the task's signal tokens and hands the command to the unit (one cycle).
+``HAND``
+    moves the checked task into the *issue slot* as soon as the slot is free, then goes
+    on decoding the next task (decode ahead).
+
+Issue slot (beside the FSM): the slot's task issues once every token of its wait mask is
+set and its unit instance is free; issuing clears the task's signal tokens and hands the
+command to the unit in one cycle. Tasks issue strictly in stream order.
 ``FINISH``
     after the last task, waits for every unit to finish and every fetch to arrive:
     status DONE.
@@ -337,6 +341,12 @@ class Sequencer(wiring.Component):
 
         issue = Signal()
         m.d.comb += self.issue.eq(issue)
+        slot_valid = Signal()
+        slot_load = Signal()
+        slot_unit = Signal(range(self.n_units))
+        slot_wait = Signal(32)
+        slot_signal = Signal(32)
+        slot_cmd = Signal(unit_command_layout(aw))
         finished = Signal()
         watchdog_fired = self._watchdog(m, take, issue, done_any, append)
 
@@ -362,7 +372,7 @@ class Sequencer(wiring.Component):
                                  step.eq(0), buf.eq(0), count.eq(0), task_index.eq(0),
                                  self.issued.eq(0), self.completed.eq(0), tokens.eq(0),
                                  self.cause.eq(Cause.NONE), self.error_task.eq(0),
-                                 finished.eq(0)]
+                                 finished.eq(0), slot_valid.eq(0)]
                     with m.If(self.base[:lw] != 0):
                         m.d.sync += self.cause.eq(Cause.BAD_HEADER)
                         m.next = "ERROR"
@@ -488,38 +498,33 @@ class Sequencer(wiring.Component):
                           (dst_end > sizes[reg["DST_LEVEL"]])):
                     fail(Cause.BAD_REGION)
                 with m.Else():
-                    m.next = "ISSUE"
+                    m.next = "HAND"
                 errors()
 
-            with m.State("ISSUE"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY),
-                             self.waiting.eq(1)]
-                ready = ((cur_wait[:T] & ~tokens) == 0) & ~unit_busy.bit_select(cur_unit, 1)
-                for k, port in enumerate(self.unit_start):
-                    p = port.payload
-                    m.d.comb += [p.copy.src.eq(reg["SRC_LO"]), p.copy.dst.eq(reg["DST_LO"]),
-                                 p.src_level.eq(reg["SRC_LEVEL"]),
-                                 p.dst_level.eq(reg["DST_LEVEL"])]
+            with m.State("HAND"):
+                # hand the checked task to the issue slot as soon as the slot is free
+                # (or frees this cycle), then decode the next one
+                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If(~slot_valid | issue):
+                    m.d.comb += slot_load.eq(1)
+                    m.d.sync += [slot_valid.eq(1), slot_unit.eq(cur_unit),
+                                 slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
+                                 slot_cmd.copy.src.eq(reg["SRC_LO"]),
+                                 slot_cmd.copy.dst.eq(reg["DST_LO"]),
+                                 slot_cmd.src_level.eq(reg["SRC_LEVEL"]),
+                                 slot_cmd.dst_level.eq(reg["DST_LEVEL"]),
+                                 task_index.eq(task_index + 1)]
                     for d in range(4):
-                        m.d.comb += p.copy.count[d].eq(reg[f"COUNT{d}"])
+                        m.d.sync += slot_cmd.copy.count[d].eq(reg[f"COUNT{d}"])
                     for d in range(3):
-                        m.d.comb += [p.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
-                                     p.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
-                    with m.If(cur_unit == k):
-                        m.d.comb += port.valid.eq(ready)
-                        with m.If(port.valid & port.ready):
-                            m.d.comb += issue.eq(1)
-                            m.d.sync += [pending[k].eq(cur_signal[:T]), unit_busy[k].eq(1)]
-                with m.If(issue):
-                    m.d.comb += token_clear.eq(cur_signal[:T])
-                    m.d.sync += [task_index.eq(task_index + 1),
-                                 self.issued.eq(self.issued + 1)]
+                        m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
+                                     slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
                     m.next = "TASK"
                 errors()
 
             with m.State("FINISH"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If((unit_busy == 0) & ~done_any & (inflight == 0)):
+                with m.If(~slot_valid & (unit_busy == 0) & ~done_any & (inflight == 0)):
                     m.d.sync += finished.eq(1)
                     m.next = "IDLE"
                 errors()
@@ -530,8 +535,25 @@ class Sequencer(wiring.Component):
                 with m.If((inflight == 0) & (unit_busy == 0)):
                     m.next = "IDLE"
 
-        m.d.comb += [self.issue_unit.eq(cur_unit), self.issue_wait.eq(cur_wait),
-                     self.issue_signal.eq(cur_signal)]
+        # Issue slot: one decoded and checked task, issued in stream order when its wait
+        # tokens are set and its unit is free (decoding of the next task goes on meanwhile).
+        ready = slot_valid & running & ((slot_wait[:T] & ~tokens) == 0) & \
+            ~unit_busy.bit_select(slot_unit, 1)
+        for k, port in enumerate(self.unit_start):
+            m.d.comb += port.payload.eq(slot_cmd)
+            with m.If(slot_unit == k):
+                m.d.comb += port.valid.eq(ready)
+                with m.If(port.valid & port.ready):
+                    m.d.comb += issue.eq(1)
+                    m.d.sync += [pending[k].eq(slot_signal[:T]), unit_busy[k].eq(1)]
+        with m.If(issue):
+            m.d.comb += token_clear.eq(slot_signal[:T])
+            m.d.sync += self.issued.eq(self.issued + 1)
+            with m.If(~slot_load):
+                m.d.sync += slot_valid.eq(0)
+        m.d.comb += [self.waiting.eq(slot_valid & running & ~issue),
+                     self.issue_unit.eq(slot_unit), self.issue_wait.eq(slot_wait),
+                     self.issue_signal.eq(slot_signal)]
         return m
 
     def _watchdog(self, m, take, issue, done_any, append):
