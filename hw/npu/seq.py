@@ -7,42 +7,41 @@ offset and width below is derived from those structs at elaboration time.
 Fetch
 -----
 From the program base address (word-aligned) the fetcher reads bus words over AXI into a
-16-word FIFO, in commands of at most 8 words and only when the FIFO has room for every
+32-word FIFO, in commands of at most 16 words and only when the FIFO has room for every
 word in flight (so the shared AXI reader is never held by a fetch the SEQ cannot take). It
-first reads the program header; once the header gives the task stream's end it reads up
-to there. Words enter a *byte window* (``max record piece + word - 1`` bytes) from which
-the decoder takes 0..12 bytes per cycle.
+first reads the program header; once the header gives the task stream's offset it jumps
+over the buffer table, and reads up to the stream's end. Words enter a *byte window*
+(``12 + word - 1`` bytes) from which the decoder takes 0..12 bytes per cycle.
 
-Decode and issue (states of the FSM)
-------------------------------------
+Decode (states of the FSM)
+--------------------------
 ``HEADER``
     one header field (in pieces of at most 4 bytes) per cycle, checked in the order
     ``nem.taskformat.decode`` checks them: magic, version, header size and buffer table
     offset, device hash (baked in at generation), task stream offset.
 ``SKIP``
-    the buffer table (the SEQ needs no buffer names), a window's worth per cycle.
+    what lies between the header and the task stream in the fetched words.
 ``TASK``
     a 12-byte task header: the unit type must be one of this engine's (DMA, sDMA), the
     instance below the device's count, the engine 0, the token masks inside
     ``SEQ.max_active_tokens``. The staging registers are cleared (an unwritten register
     is 0, as in the executor's front-end).
 ``WRITES``
-    one register write per cycle into the staging registers (index checked against the
-    unit's ``REGISTER_MAPS`` entry).
-``CHECK``
-    levels allowed for the unit, counts in 1..65535, and the region's last byte on each
-    side inside its memory: ``end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk)``, one
-    dimension per cycle.
+    one or two register writes per cycle into the staging registers (index checked
+    against the unit's ``REGISTER_MAPS`` entry).
 ``HAND``
-    moves the checked task into the *issue slot* as soon as the slot is free, then goes
-    on decoding the next task (decode ahead).
-
-Issue slot (beside the FSM): the slot's task issues once every token of its wait mask is
-set and its unit instance is free; issuing clears the task's signal tokens and hands the
-command to the unit in one cycle. Tasks issue strictly in stream order.
+    levels allowed for the unit, counts in 1..65535, high address words 0; then the task
+    moves into the *issue slot* as soon as the slot is free, and decoding goes on with
+    the next task (decode ahead).
 ``FINISH``
-    after the last task, waits for every unit to finish and every fetch to arrive:
-    status DONE.
+    after the last task, waits for the slot to issue, every unit to finish and every
+    fetch to arrive: status DONE.
+
+Issue slot (beside the FSM): first the region check, one dimension per cycle,
+``end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk)`` on each side inside its memory;
+then the task issues once every token of its wait mask is set and its unit instance is
+free. Issuing clears the task's signal tokens and hands the command to the unit in one
+cycle. Tasks issue strictly in stream order.
 
 A unit's completion sets the signal tokens of the task it ran (its ``done`` is always
 accepted, also after an error). Any check failing ends in status ERROR with a cause
@@ -69,7 +68,6 @@ from amaranth.lib.wiring import In, Out
 from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
-    LEVELS,
     MAGIC,
     REGISTER_MAPS,
     TASK_HEADER,
@@ -97,8 +95,8 @@ HEADER_FIELDS = ("magic", "major", "minor", "header_bytes", "device_hash", "task
 TASK_FIELDS = ("unit", "instance", "engine", "nwrites", "wait", "signal")
 WRITE_FIELDS = ("index", "value")
 
-FETCH_DEPTH = 16   # words of the fetch FIFO
-FETCH_PIECE = 8    # words per fetch command at most
+FETCH_DEPTH = 32   # words of the fetch FIFO
+FETCH_PIECE = 16   # words per fetch command at most
 
 
 class Status(IntEnum):
@@ -251,8 +249,12 @@ class Sequencer(wiring.Component):
         fetch_word = Signal(aw - lw)               # next word to request
         end_word = Signal(aw - lw + 1)             # words before this one are wanted
         inflight = Signal(range(FETCH_DEPTH + 1))
+        header_end = Signal(aw - lw + 1)           # first word after the program header
+        jump_pending = Signal()                    # skip to jump_to after the header
+        jump_to = Signal(aw - lw)
+        limit = Mux(jump_pending, header_end, end_word)
         words_left = Signal(aw - lw + 1)
-        m.d.comb += words_left.eq(Mux(end_word > fetch_word, end_word - fetch_word, 0))
+        m.d.comb += words_left.eq(Mux(limit > fetch_word, limit - fetch_word, 0))
         piece = Signal(range(FETCH_PIECE + 1))
         m.d.comb += piece.eq(Mux(words_left > FETCH_PIECE, FETCH_PIECE, words_left))
         room = FETCH_DEPTH - fifo.level - inflight
@@ -265,6 +267,8 @@ class Sequencer(wiring.Component):
                      fifo.w_data.eq(self.fetch_data.payload.data)]
         with m.If(cmd_fire):
             m.d.sync += fetch_word.eq(fetch_word + piece)
+        with m.Elif(jump_pending & (fetch_word == header_end)):
+            m.d.sync += [fetch_word.eq(jump_to), jump_pending.eq(0)]
         m.d.sync += inflight.eq(inflight + Mux(cmd_fire, piece, 0) - word_in)
 
         # ---------------- byte window ---------------------------------------------------
@@ -334,10 +338,9 @@ class Sequencer(wiring.Component):
         def fail(cause):
             m.d.comb += [err.eq(1), err_cause.eq(cause)]
 
-        # region check pipeline
-        src_end = Signal(68)
-        dst_end = Signal(68)
-        dim = Signal(range(4))
+        # region check of the slot's task
+        src_end = Signal(aw + 20)
+        dst_end = Signal(aw + 20)
 
         issue = Signal()
         m.d.comb += self.issue.eq(issue)
@@ -347,6 +350,10 @@ class Sequencer(wiring.Component):
         slot_wait = Signal(32)
         slot_signal = Signal(32)
         slot_cmd = Signal(unit_command_layout(aw))
+        slot_checked = Signal()
+        slot_dim = Signal(range(5))
+        slot_index = Signal(32)
+        slot_fail = Signal()
         finished = Signal()
         watchdog_fired = self._watchdog(m, take, issue, done_any, append)
 
@@ -359,7 +366,8 @@ class Sequencer(wiring.Component):
             with m.Elif(watchdog_fired):
                 fail(Cause.WATCHDOG)
             with m.If(err):
-                m.d.sync += [self.cause.eq(err_cause), self.error_task.eq(task_index)]
+                m.d.sync += [self.cause.eq(err_cause),
+                             self.error_task.eq(Mux(slot_fail, slot_index, task_index))]
                 m.next = "ERROR"
 
         with m.FSM(name="seq"):
@@ -367,8 +375,10 @@ class Sequencer(wiring.Component):
                 m.d.comb += running.eq(0)
                 quiet = (inflight == 0) & (unit_busy == 0)
                 with m.If(self.start & quiet):
+                    first_after = (self.base >> lw) + (HEADER.size + W - 1) // W
                     m.d.sync += [base.eq(self.base), fetch_word.eq(self.base >> lw),
-                                 end_word.eq((self.base >> lw) + (HEADER.size + W - 1) // W),
+                                 end_word.eq(first_after), header_end.eq(first_after),
+                                 jump_pending.eq(0),
                                  step.eq(0), buf.eq(0), count.eq(0), task_index.eq(0),
                                  self.issued.eq(0), self.completed.eq(0), tokens.eq(0),
                                  self.cause.eq(Cause.NONE), self.error_task.eq(0),
@@ -391,7 +401,8 @@ class Sequencer(wiring.Component):
                             self._header_step(m, k, name, piece_k, offset, size, buf, count,
                                               take, step, steps, fail, ntasks, nbufs,
                                               stream_off, stream_left, skip_left, base,
-                                              end_word, hfields, W, lw)
+                                              end_word, hfields, W, lw, jump_pending,
+                                              jump_to)
                             if k == len(steps) - 1:
                                 with m.If((count >= size) & ~err):
                                     m.next = "SKIP"
@@ -443,79 +454,65 @@ class Sequencer(wiring.Component):
 
             with m.State("WRITES"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
+                index0 = field(write_fields, "index")
+                index1 = field(write_fields, "index", at=WRITE.size)
+                value0 = field(write_fields, "value")
+                value1 = field(write_fields, "value", at=WRITE.size)
                 with m.If(writes_left == 0):
-                    m.d.sync += dim.eq(0)
-                    m.next = "CHECK"
+                    m.next = "HAND"
                 with m.Elif(stream_left < WRITE.size):
                     fail(Cause.BAD_HEADER)
+                with m.Elif((writes_left >= 2) & (count >= 2 * WRITE.size) &
+                            (stream_left >= 2 * WRITE.size)):
+                    # two writes per cycle when the window holds them (in order: a second
+                    # write to the same register wins)
+                    with m.If((index0 >= len(reg_names)) | (index1 >= len(reg_names))):
+                        fail(Cause.BAD_REGISTER)
+                    with m.Else():
+                        m.d.comb += take.eq(2 * WRITE.size)
+                        m.d.sync += [staging[index0].eq(value0), staging[index1].eq(value1),
+                                     writes_left.eq(writes_left - 2),
+                                     stream_left.eq(stream_left - 2 * WRITE.size)]
                 with m.Elif(count >= WRITE.size):
-                    index = field(write_fields, "index")
-                    with m.If(index >= len(reg_names)):
+                    with m.If(index0 >= len(reg_names)):
                         fail(Cause.BAD_REGISTER)
                     with m.Else():
                         m.d.comb += take.eq(WRITE.size)
-                        m.d.sync += [staging[index].eq(field(write_fields, "value")),
+                        m.d.sync += [staging[index0].eq(value0),
                                      writes_left.eq(writes_left - 1),
                                      stream_left.eq(stream_left - WRITE.size)]
                 errors()
 
-            with m.State("CHECK"):
+            with m.State("HAND"):
+                # the checks that need the full registers, then hand the task to the issue
+                # slot as soon as it is free (or frees this cycle) and decode the next one
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
                 counts = [reg[f"COUNT{d}"] for d in range(4)]
-                with m.If(dim == 0):
-                    m.d.sync += [src_end.eq(Cat(reg["SRC_LO"], reg["SRC_HI"]) + reg["COUNT0"]),
-                                 dst_end.eq(Cat(reg["DST_LO"], reg["DST_HI"]) + reg["COUNT0"]),
-                                 dim.eq(1)]
-                    sl, dl = reg["SRC_LEVEL"], reg["DST_LEVEL"]
-                    on_chip = [level_code("L1"), level_code("L2")]
-                    dma_ok = ((sl == on_chip[0]) | (sl == on_chip[1])) & \
-                        ((dl == on_chip[0]) | (dl == on_chip[1]))
-                    ddr, l2 = level_code("DDR"), level_code("L2")
-                    sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
-                    big = Cat(*[(c >> 16) != 0 for c in counts]).any()
-                    zero = Cat(*[c == 0 for c in counts]).any()
-                    with m.If(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
-                        fail(Cause.BAD_LEVEL)
-                    with m.Elif(big | zero):
-                        fail(Cause.BAD_VALUE)
-                for d in (1, 2, 3):
-                    with m.If(dim == d):
-                        c1 = (counts[d] - 1)[:16]
-                        m.d.sync += [src_end.eq(src_end + c1 * reg[f"SRC_STRIDE{d}"]),
-                                     dst_end.eq(dst_end + c1 * reg[f"DST_STRIDE{d}"]),
-                                     dim.eq(d + 1 if d < 3 else 0)]
-                        if d == 3:
-                            m.next = "RANGE"
-                errors()
-
-            with m.State("RANGE"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                sizes = Array([Const(cfg.ddr_bytes, 64),
-                               Const(cfg.l2_depth * W, 64),
-                               Const(cfg.l1_depth * W, 64)][: len(LEVELS)])
-                assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
-                with m.If((src_end > sizes[reg["SRC_LEVEL"]]) |
-                          (dst_end > sizes[reg["DST_LEVEL"]])):
+                sl, dl = reg["SRC_LEVEL"], reg["DST_LEVEL"]
+                on_chip = [level_code("L1"), level_code("L2")]
+                dma_ok = ((sl == on_chip[0]) | (sl == on_chip[1])) & \
+                    ((dl == on_chip[0]) | (dl == on_chip[1]))
+                ddr, l2 = level_code("DDR"), level_code("L2")
+                sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
+                big = Cat(*[(c >> 16) != 0 for c in counts]).any()
+                zero = Cat(*[c == 0 for c in counts]).any()
+                with m.If(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
+                    fail(Cause.BAD_LEVEL)
+                with m.Elif(big | zero):
+                    fail(Cause.BAD_VALUE)
+                with m.Elif((reg["SRC_HI"] != 0) | (reg["DST_HI"] != 0)):
                     fail(Cause.BAD_REGION)
-                with m.Else():
-                    m.next = "HAND"
-                errors()
-
-            with m.State("HAND"):
-                # hand the checked task to the issue slot as soon as the slot is free
-                # (or frees this cycle), then decode the next one
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If(~slot_valid | issue):
+                with m.Elif(~slot_valid | issue):
                     m.d.comb += slot_load.eq(1)
-                    m.d.sync += [slot_valid.eq(1), slot_unit.eq(cur_unit),
+                    m.d.sync += [slot_valid.eq(1), slot_checked.eq(0), slot_dim.eq(0),
+                                 slot_index.eq(task_index), slot_unit.eq(cur_unit),
                                  slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
                                  slot_cmd.copy.src.eq(reg["SRC_LO"]),
                                  slot_cmd.copy.dst.eq(reg["DST_LO"]),
-                                 slot_cmd.src_level.eq(reg["SRC_LEVEL"]),
-                                 slot_cmd.dst_level.eq(reg["DST_LEVEL"]),
+                                 slot_cmd.src_level.eq(sl), slot_cmd.dst_level.eq(dl),
                                  task_index.eq(task_index + 1)]
                     for d in range(4):
-                        m.d.sync += slot_cmd.copy.count[d].eq(reg[f"COUNT{d}"])
+                        m.d.sync += slot_cmd.copy.count[d].eq(counts[d])
                     for d in range(3):
                         m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
                                      slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
@@ -535,9 +532,34 @@ class Sequencer(wiring.Component):
                 with m.If((inflight == 0) & (unit_busy == 0)):
                     m.next = "IDLE"
 
-        # Issue slot: one decoded and checked task, issued in stream order when its wait
-        # tokens are set and its unit is free (decoding of the next task goes on meanwhile).
-        ready = slot_valid & running & ((slot_wait[:T] & ~tokens) == 0) & \
+        # Issue slot: one decoded task. First its region is checked, one dimension per
+        # cycle: end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk) on each side must lie
+        # inside the side's memory. Then it issues, in stream order, when its wait tokens
+        # are set and its unit is free. The decoder goes on with the next task meanwhile.
+        cmd = slot_cmd.copy
+        with m.If(slot_valid & ~slot_checked & running):
+            with m.Switch(slot_dim):
+                with m.Case(0):
+                    m.d.sync += [src_end.eq(cmd.src + cmd.count[0]),
+                                 dst_end.eq(cmd.dst + cmd.count[0])]
+                for d in (1, 2, 3):
+                    with m.Case(d):
+                        c1 = (cmd.count[d] - 1)[:16]
+                        m.d.sync += [src_end.eq(src_end + c1 * cmd.src_stride[d - 1]),
+                                     dst_end.eq(dst_end + c1 * cmd.dst_stride[d - 1])]
+                with m.Case(4):
+                    sizes = Array([Const(cfg.ddr_bytes, aw + 1),
+                                   Const(cfg.l2_depth * W, aw + 1),
+                                   Const(cfg.l1_depth * W, aw + 1)])
+                    assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
+                    with m.If((src_end > sizes[slot_cmd.src_level]) |
+                              (dst_end > sizes[slot_cmd.dst_level])):
+                        m.d.comb += slot_fail.eq(1)
+                        fail(Cause.BAD_REGION)
+                    with m.Else():
+                        m.d.sync += slot_checked.eq(1)
+            m.d.sync += slot_dim.eq(slot_dim + 1)
+        ready = slot_valid & slot_checked & running & ((slot_wait[:T] & ~tokens) == 0) & \
             ~unit_busy.bit_select(slot_unit, 1)
         for k, port in enumerate(self.unit_start):
             m.d.comb += port.payload.eq(slot_cmd)
@@ -571,7 +593,7 @@ class Sequencer(wiring.Component):
 
     def _header_step(self, m, k, name, piece, offset, size, buf, count, take, step, steps,
                      fail, ntasks, nbufs, stream_off, stream_left, skip_left, base, end_word,
-                     hfields, W, lw):
+                     hfields, W, lw, jump_pending, jump_to):
         value = buf[: 8 * size]
         with m.If(count >= size):
             ok = Signal(name=f"hdr_ok{k}")
@@ -607,7 +629,17 @@ class Sequencer(wiring.Component):
                 with m.If(value != HEADER.size + nbufs * BUFFER_ENTRY.size):
                     m.d.comb += ok.eq(0)
                     fail(Cause.BAD_HEADER)
-                m.d.sync += [stream_off.eq(value), skip_left.eq(value - HEADER.size)]
+                m.d.sync += stream_off.eq(value)
+                # The buffer table is not needed: when the task stream starts in a word
+                # after the header's last one, the fetcher jumps there, and the bytes to
+                # skip are the rest of the header's last word and the task stream's offset
+                # inside its first word.
+                header_words = (HEADER.size + W - 1) // W
+                with m.If((value >> lw) >= header_words):
+                    m.d.sync += [jump_pending.eq(1), jump_to.eq((base >> lw) + (value >> lw)),
+                                 skip_left.eq(header_words * W - HEADER.size + value[:lw])]
+                with m.Else():
+                    m.d.sync += skip_left.eq(value - HEADER.size)
             elif name == "stream_bytes":
                 end = base + stream_off + value
                 m.d.sync += [stream_left.eq(value),
