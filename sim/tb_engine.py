@@ -25,7 +25,16 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from nem.taskformat import BUFFER_ENTRY, HEADER, MAGIC, TASK_HEADER, WRITE, Unit
+from nem.taskformat import (
+    BUFFER_ENTRY,
+    HEADER,
+    MAGIC,
+    REGISTER_MAPS,
+    TASK_HEADER,
+    WRITE,
+    Unit,
+)
+from npu.copy_units import level_code
 from npu.engine import engine_register_map, unit_names
 from npu.engine_config import EngineConfig
 from npu.seq import HEADER_FIELDS, TASK_FIELDS, WRITE_FIELDS, Cause, Status, struct_fields
@@ -238,7 +247,27 @@ def _malformed(g):
         ("stream offset", _corrupt(b, header["stream_offset"][0], first + 1, 4),
          Cause.BAD_HEADER),
         ("wait forever", _corrupt(b, first + task["wait"][0], wait_all, 4), Cause.WATCHDOG),
+        ("signal beyond the tokens", _corrupt(b, first + task["signal"][0], 1 << 31, 4),
+         Cause.BAD_TOKEN),
+        ("level", _write(b, first, "SRC_LEVEL", level_code("L1")), Cause.BAD_LEVEL),
+        ("count too big", _write(b, first, "COUNT1", 1 << 16), Cause.BAD_VALUE),
+        ("count zero", _write(b, first, "COUNT0", 0), Cause.BAD_VALUE),
+        ("outside L2", _write(b, first, "DST_LO", CFG.l2_depth * CFG.wbytes - 8),
+         Cause.BAD_REGION),
     ]
+
+
+def _write(binary, at, name, value):
+    """``binary`` with the value of register ``name`` in the task record at ``at`` changed."""
+    task = struct_fields(TASK_HEADER, TASK_FIELDS)
+    write = struct_fields(WRITE, WRITE_FIELDS)
+    unit = Unit(binary[at + task["unit"][0]])
+    index = REGISTER_MAPS[unit].index(name)
+    for k in range(binary[at + task["nwrites"][0]]):
+        w = at + TASK_HEADER.size + k * WRITE.size
+        if binary[w + write["index"][0]] == index:
+            return _corrupt(binary, w + write["value"][0], value, write["value"][1])
+    raise AssertionError(f"task at {at} does not write {name}")
 
 
 async def _malformed_run(dut, stalls):
