@@ -41,7 +41,7 @@ t0 = transfer.sync(dst=region(S, 0, T * TB), src=region(IN, 0, T * TB))
 loop i in [0..T - 1] @max_in_flight(2):
     a = transfer.async(dst=region(X, (i mod 2) * TB, TB), src=region(S, i * TB, TB))
     let back = region(R, (T - 1 - i) * TB, TB)
-    b = transfer.async(dst=back, src=region(X, (i mod 2) * TB, TB), deps=[a])
+    b = store.async(dst=back, src=region(X, (i mod 2) * TB, TB), deps=[a])
     wait(b)
 endloop
 t9 = transfer.async(dst=region(OUT, 0, T * TB), src=region(R, 0, T * TB))
@@ -114,7 +114,7 @@ t3 = transfer.sync(dst=region(OUT, 0, {nbytes}), src=region(R, 0, {nbytes}))
 
 def random_copies(seed):
     """A random copy program: a DDR load into L2, then random L2/L1 copies with the
-    dependencies they need (as in tests/nem_binder), then a store back to DDR."""
+    dependencies they need (as in tests/nem_binder), then a copy back to DDR."""
     rng = random.Random(seed)
     slot, slots = 48, 5
     lines = [
