@@ -168,9 +168,14 @@ class NemEngine(wiring.Component):
             wiring.connect(m, u.done, seq.unit_done[k])
 
         regs = csr.regs
+        rd_error_before = Signal()
+        with m.If(regs.START):
+            m.d.sync += rd_error_before.eq(port.rd_error)
         m.d.comb += [
             seq.start.eq(regs.START), seq.base.eq(regs.PROG_LO),
-            seq.watchdog.eq(regs.WATCHDOG), seq.fetch_error.eq(port.rd_error),
+            seq.watchdog.eq(regs.WATCHDOG),
+            # the reader's error flag is sticky: only a rise during this run counts
+            seq.fetch_error.eq(port.rd_error & ~rd_error_before),
             seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units]).any()),
             regs.ID.eq(ENGINE_ID), regs.STATUS.eq(seq.status),
             regs.ERROR_CAUSE.eq(seq.cause), regs.ERROR_TASK.eq(seq.error_task),

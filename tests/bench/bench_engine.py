@@ -7,10 +7,11 @@ answering at once, no stalls):
   AXI4-Lite);
 * for each regression program: the engine's ``CYCLES`` counter, the executor's cycle
   model for the same bound binary, and their ratio;
-* Yosys ``synth_ecp5`` cell counts of the small device's engine (``npu synth --only
-  nem_engine``; needs the ``fpga`` extra).
+* with ``--synth``: Yosys ``synth_ecp5`` cell counts of the small device's engine
+  (``npu synth --only nem_engine``; needs the ``fpga`` extra, about 7 minutes).
+  ``make bench`` gets them from ``bench_rtl.py``, which synthesises every top level.
 
-Run: ``make bench`` (or ``.venv/bin/python tests/bench/bench_engine.py``).
+Run: ``make bench`` (or ``.venv/bin/python tests/bench/bench_engine.py [--synth]``).
 """
 
 import json
@@ -52,7 +53,5 @@ def engine_numbers():
 
 if __name__ == "__main__":
     engine_numbers()
-    try:
+    if "--synth" in sys.argv[1:]:
         npu_main(["synth", "--only", "nem_engine", "-o", str(REPO / "build" / "synth")])
-    except SystemExit:
-        pass
