@@ -1,10 +1,14 @@
-"""The engine's DMA unit in the Amaranth simulator: random copies under random port denial.
+"""The engine's copy units in the Amaranth simulator: random copies under random stalls.
 
-The testbench plays L1 and L2 behind the unit's client ports the way
+DMA: the testbench plays L1 and L2 behind the unit's client ports the way
 ``npu.engine_ports.ArbitratedSRAM`` serves them (a grant per port per cycle, here denied
 at random a third of the time; read data one cycle after ``go`` and held; read-first), and
 checks both memories after each command against ``npu.dma.copy_region_model``. The unit
 must stall on every denied port without losing or repeating a word.
+
+sDMA: a DDR model behind the AXI command/data streams (random idle cycles and
+back-pressure on each) and L2 behind a client port with random denial; DDR and L2 against
+the same model.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import random
 
 from amaranth.sim import Simulator
 
-from npu.copy_units import DmaUnit, level_code, unit_command_layout
+from npu.copy_units import DmaUnit, SdmaUnit, level_code, unit_command_layout
 from npu.dma import copy_region_model
 
 WIDTH, L1_DEPTH, L2_DEPTH = 32, 64, 96
@@ -120,6 +124,140 @@ def test_dma_unit_with_random_port_denial():
                                  f"{exp[bad[0]]:#04x} ({src_level}->{dst_level} src {src} "
                                  f"dst {dst} counts {counts} strides {ss} {ds})")
         assert stalls > 200, f"only {stalls} stalled cycles: the denial did not bite"
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
+DDR_BYTES = 1024
+
+
+def test_sdma_unit_with_random_axi_and_port_stalls():
+    """SdmaUnit between a DDR model behind its AXI command/data streams and an L2 port.
+
+    The DDR side answers read commands word by word and takes write commands with their
+    words (strobes honoured) and a ``done`` after the last, with random idle cycles and
+    back-pressure on every stream; L2 grants are denied at random. Every command's words
+    must be exactly the words of its rows, and both memories must equal the model.
+    """
+    dut = SdmaUnit(data_width=WIDTH, l2_depth=L2_DEPTH, addr_width=32)
+    rng = random.Random(12)
+    ddr = bytearray(rng.randbytes(DDR_BYTES))
+    l2 = bytearray(rng.randbytes(L2_DEPTH * WB))
+    layout = unit_command_layout(32)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+
+    def command(rng):
+        to_ddr = rng.random() < 0.5
+        n0 = rng.randint(1, 40)
+        counts = [n0, rng.randint(1, 3), rng.randint(1, 2), 1]
+        ss = [n0 + rng.randint(0, 9), 0, 0]
+        ds = [n0 + rng.randint(0, 9), 0, 0]
+        ss[1] = ss[0] * counts[1] + rng.randint(0, 5)
+        ds[1] = ds[0] * counts[1] + rng.randint(0, 5)
+        ext_s = n0 + (counts[1] - 1) * ss[0] + (counts[2] - 1) * ss[1]
+        ext_d = n0 + (counts[1] - 1) * ds[0] + (counts[2] - 1) * ds[1]
+        l2_size = L2_DEPTH * WB
+        src_size, dst_size = (l2_size, DDR_BYTES) if to_ddr else (DDR_BYTES, l2_size)
+        if ext_s > src_size or ext_d > dst_size:
+            return command(rng)
+        return (to_ddr, rng.randint(0, src_size - ext_s), rng.randint(0, dst_size - ext_d),
+                counts, ss, ds)
+
+    async def bench(ctx):
+        held = 0
+        reads = []            # words still to deliver for the current read command
+        write_cmd = None      # [addr, beats left] of the current write command
+        done_due = 0
+        stalls = 0
+        ctx.set(dut.done.ready, 1)
+        for _ in range(30):
+            to_ddr, src, dst, counts, ss, ds = command(rng)
+            want_ddr, want_l2 = bytearray(ddr), bytearray(l2)
+            if to_ddr:
+                copy_region_model(want_l2, want_ddr, src=src, dst=dst, count=counts,
+                                  src_stride=ss, dst_stride=ds)
+            else:
+                copy_region_model(want_ddr, want_l2, src=src, dst=dst, count=counts,
+                                  src_stride=ss, dst_stride=ds)
+            src_level, dst_level = ("L2", "DDR") if to_ddr else ("DDR", "L2")
+            ctx.set(dut.start.payload, layout.const({
+                "copy": {"src": src, "dst": dst, "count": counts, "src_stride": ss,
+                         "dst_stride": ds},
+                "src_level": level_code(src_level), "dst_level": level_code(dst_level)}))
+            ctx.set(dut.start.valid, 1)
+            started = done = False
+            for _cycle in range(20000):
+                if not started and ctx.get(dut.start.ready):
+                    started = True
+                elif started:
+                    ctx.set(dut.start.valid, 0)
+                # AXI side (a model of the reader / writer behind the muxes)
+                take_rd_cmd = not reads and rng.random() < 0.6
+                ctx.set(dut.rd_cmd.ready, take_rd_cmd)
+                take_wr_cmd = write_cmd is None and done_due == 0 and rng.random() < 0.6
+                ctx.set(dut.wr_cmd.ready, take_wr_cmd)
+                give = bool(reads) and rng.random() < 0.7
+                ctx.set(dut.rd_data.valid, give)
+                if give:
+                    ctx.set(dut.rd_data.payload.data, reads[0])
+                accept = write_cmd is not None and rng.random() < 0.7
+                ctx.set(dut.wr_data.ready, accept)
+                ctx.set(dut.wr_done.valid, done_due == 1 and write_cmd is None)
+                ctx.set(dut.wr_done.payload.error, 0)
+                # L2 side
+                ctx.set(dut.l2_rd.gnt, ctx.get(dut.l2_rd.req) and rng.random() > 0.33)
+                ctx.set(dut.l2_wr.gnt, ctx.get(dut.l2_wr.req) and rng.random() > 0.33)
+                l2_read = _word(l2, ctx.get(dut.l2_rd.addr)) if ctx.get(dut.l2_rd.go) else None
+                l2_write = ((ctx.get(dut.l2_wr.addr), ctx.get(dut.l2_wr.data),
+                             ctx.get(dut.l2_wr.en)) if ctx.get(dut.l2_wr.go) else None)
+                rd_cmd = ((ctx.get(dut.rd_cmd.payload.addr), ctx.get(dut.rd_cmd.payload.beats))
+                          if take_rd_cmd and ctx.get(dut.rd_cmd.valid) else None)
+                wr_cmd = ((ctx.get(dut.wr_cmd.payload.addr), ctx.get(dut.wr_cmd.payload.beats))
+                          if take_wr_cmd and ctx.get(dut.wr_cmd.valid) else None)
+                popped = give and ctx.get(dut.rd_data.ready)
+                wrote = None
+                if accept and ctx.get(dut.wr_data.valid):
+                    wrote = (ctx.get(dut.wr_data.payload.data), ctx.get(dut.wr_data.payload.strb))
+                done_taken = done_due == 1 and write_cmd is None
+                stalls += ctx.get(dut.stall)
+                done = started and ctx.get(dut.done.valid)
+                if done:
+                    assert ctx.get(dut.done.payload.error) == 0
+                await ctx.tick()
+                if l2_write:
+                    _write(l2, *l2_write)
+                if l2_read is not None:
+                    held = l2_read
+                ctx.set(dut.l2_rd.data, held)
+                if popped:
+                    reads.pop(0)
+                if rd_cmd:
+                    addr, beats = rd_cmd
+                    assert addr % WB == 0 and beats >= 1
+                    reads = [_word(ddr, addr // WB + k) for k in range(beats)]
+                if wrote:
+                    addr = write_cmd[0]
+                    _write(ddr, addr // WB, *wrote)
+                    write_cmd = [addr + WB, write_cmd[1] - 1]
+                    if write_cmd[1] == 0:
+                        write_cmd = None
+                        done_due = 1
+                if done_taken:
+                    done_due = 0
+                if wr_cmd:
+                    write_cmd = list(wr_cmd)
+                if done:
+                    break
+            assert done, "the copy did not finish"
+            assert not reads and write_cmd is None and done_due == 0
+            for name, got, exp in (("DDR", ddr, want_ddr), ("L2", l2, want_l2)):
+                bad = [k for k in range(len(got)) if got[k] != exp[k]]
+                assert not bad, (f"{name} byte {bad[0]}: {got[bad[0]]:#04x}, expected "
+                                 f"{exp[bad[0]]:#04x} ({src_level}->{dst_level} src {src} "
+                                 f"dst {dst} counts {counts} strides {ss} {ds})")
+        assert stalls > 200, f"only {stalls} stalled cycles"
 
     sim.add_testbench(bench)
     sim.run()
