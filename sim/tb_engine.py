@@ -153,8 +153,9 @@ def _first_diff(got, want, what):
                              f"{int(got[k]):#04x}, expected {int(want[k]):#04x}")
 
 
-async def _run_program(tb, name, text, seed):
-    await tb.reset()
+async def _run_program(tb, name, text, seed, *, reset=True):
+    if reset:
+        await tb.reset()
     g = golden(DEVICE, text, seed=seed)
     status = await tb.run(g.ddr_init, g.base)
     counters = await tb.counters()
@@ -295,6 +296,26 @@ async def malformed_binaries_no_stalls(dut):
 @cocotb.test()
 async def malformed_binaries_with_stalls(dut):
     await _malformed_run(dut, stalls=True)
+
+
+@cocotb.test()
+async def back_to_back_without_reset(dut):
+    """START again after DONE (and after an ERROR) without a reset: a clean second run."""
+    tb = TB(dut, False, 3)
+    await tb.reset()
+    texts = _programs()
+    names = [n for n in texts if n.startswith("random")][:2]
+    first = await _run_program(tb, names[0], texts[names[0]], 3, reset=False)
+    second = await _run_program(tb, names[1], texts[names[1]], 4, reset=False)
+    assert second["TASKS_ISSUED"] == second["TASKS_DONE"] > 0
+    assert first["CYCLES"] > 0 and second["CYCLES"] > 0
+    g = golden(DEVICE, texts["tiled"])
+    bad = _corrupt(g.binary, HEADER.size + 1, 0)  # a buffer name byte: harmless
+    bad = _corrupt(bad, struct_fields(HEADER, HEADER_FIELDS)["magic"][0], 0, 4)
+    image = np.array(g.ddr_init)
+    image[g.base:] = np.frombuffer(bad, dtype=np.uint8)
+    assert await tb.run(image, g.base) == Status.ERROR
+    await _run_program(tb, "tiled after an error", texts["tiled"], 5, reset=False)
 
 
 @cocotb.test()
