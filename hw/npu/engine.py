@@ -53,7 +53,8 @@ def engine_register_map(config):
                                          "the counters"),
         Reg("STATUS", 0x008, "ro", doc="0 idle, 1 busy, 2 done, 3 error"),
         Reg("ERROR_CAUSE", 0x00C, "ro", doc="npu.seq.Cause of the last error (0: none)"),
-        Reg("ERROR_TASK", 0x010, "ro", doc="index of the task decoded when the error happened"),
+        Reg("ERROR_TASK", 0x010, "ro", doc="task of a decode or region error; else the next "
+                                           "task to decode"),
         Reg("PROG_LO", 0x014, "rw", doc="program byte address in DDR, bits 31..0 "
                                         "(word-aligned)"),
         Reg("PROG_HI", 0x018, "rw", doc="bits 63..32 (must be 0: 32-bit DDR addresses)"),
