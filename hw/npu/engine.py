@@ -83,7 +83,8 @@ class NemEngine(wiring.Component):
     Parameters
     ----------
     device : str
-        ``"small"`` or ``"sim"`` (see :mod:`npu.engine_config`).
+        ``"small"`` or ``"sim"`` (the shipped devices), or ``"FILE.nem:NAME"`` for any NEM
+        device file (see :mod:`npu.engine_config`).
 
     Attributes
     ----------

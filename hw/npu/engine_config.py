@@ -41,12 +41,21 @@ DEVICES = {
 
 
 def load_device(name: str) -> Device:
-    """Resolve the shipped device ``name`` (a key of :data:`DEVICES`)."""
-    if name not in DEVICES:
-        raise ValueError(f"device must be one of {sorted(DEVICES)}, not {name!r}")
-    file, device_name = DEVICES[name]
-    ws = load(DEVICE_DIR / file)
-    device = ws.resolve(device_name, Span(file, 1, 1))
+    """Resolve a device: a shipped one by its key in :data:`DEVICES`, or any device file
+    as ``"path/to/file.nem:device_name"``."""
+    if name in DEVICES:
+        file, device_name = DEVICES[name]
+        path = DEVICE_DIR / file
+    elif ":" in name:
+        file, _, device_name = name.rpartition(":")
+        path = Path(file)
+    else:
+        raise ValueError(f"device must be one of {sorted(DEVICES)} or 'FILE.nem:NAME', "
+                         f"not {name!r}")
+    if not path.is_file():
+        raise ValueError(f"device file {path} does not exist")
+    ws = load(path)
+    device = ws.resolve(device_name, Span(str(path), 1, 1))
     errors = [d for d in ws.sink.items if d.severity == "error"]
     if device is None or errors:
         raise ValueError(f"device {name!r} does not resolve: {[str(d) for d in errors]}")
@@ -119,5 +128,5 @@ class EngineConfig:
 
     @classmethod
     def shipped(cls, name: str) -> EngineConfig:
-        """The engine of the shipped device ``name`` (``"small"`` or ``"sim"``)."""
+        """The engine of device ``name``: ``"small"``, ``"sim"`` or ``"FILE.nem:NAME"``."""
         return cls.from_device(load_device(name))

@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 from nem.binder import device_hash
 from nem.taskformat import HEADER, TASK_HEADER, WRITE, Program, Task, Unit, encode
 from npu.engine import engine_register_map, unit_names
-from npu.engine_config import EngineConfig, load_device
+from npu.engine_config import DEVICE_DIR, EngineConfig, load_device
 from npu.engine_ports import ArbitratedSRAM
 from npu.memory import SRAMModel
 from npu.seq import HEADER_FIELDS, TASK_FIELDS, WRITE_FIELDS, struct_fields
@@ -117,6 +117,10 @@ def test_engine_config_from_shipped_devices():
     assert (sim.data_width, sim.n_dma, sim.n_sdma, sim.tokens) == (128, 3, 2, 16)
     with pytest.raises(ValueError, match="device must be one of"):
         EngineConfig.shipped("huge")
+    by_path = EngineConfig.shipped(f"{DEVICE_DIR / 'engine_small.nem'}:nem_engine_small")
+    assert by_path == small
+    with pytest.raises(ValueError, match="does not exist"):
+        EngineConfig.shipped("/nonexistent.nem:x")
 
 
 def test_engine_config_refuses_what_it_cannot_build():
