@@ -85,6 +85,7 @@ __all__ = [
     "Cause",
     "Sequencer",
     "Status",
+    "copy_register_names",
     "struct_fields",
 ]
 
@@ -240,7 +241,7 @@ class Sequencer(wiring.Component):
         write_fields = struct_fields(WRITE, WRITE_FIELDS)
         steps = _header_steps()
         hfields = struct_fields(HEADER, HEADER_FIELDS)
-        max_take = max(TASK_HEADER.size, WRITE.size, 4)
+        max_take = max(TASK_HEADER.size, 2 * WRITE.size, 4)   # largest field(s) per cycle
         C = max_take + W - 1                      # window capacity in bytes
 
         running = Signal()
