@@ -11,7 +11,7 @@ From the program base address (word-aligned) the fetcher reads bus words over AX
 word in flight (so the shared AXI reader is never held by a fetch the SEQ cannot take). It
 first reads the program header; once the header gives the task stream's offset it jumps
 over the buffer table, and reads up to the stream's end. Words enter a *byte window*
-(``12 + word - 1`` bytes) from which the decoder takes 0..12 bytes per cycle.
+(``max(12, 5 K) + word - 1`` bytes) from which the decoder takes what one step needs.
 
 Decode (states of the FSM)
 --------------------------
@@ -27,8 +27,9 @@ Decode (states of the FSM)
     ``SEQ.max_active_tokens``. The staging registers are cleared (an unwritten register
     is 0, as in the executor's front-end).
 ``WRITES``
-    one or two register writes per cycle into the staging registers (index checked
-    against the unit's ``REGISTER_MAPS`` entry).
+    register writes into the staging registers, as many per cycle as the window holds up
+    to ``max(2, word bytes // 5)`` (index checked against the unit's ``REGISTER_MAPS``
+    entry).
 ``HAND``
     levels allowed for the unit, counts in 1..65535, high address words 0; then the task
     moves into the *issue slot* as soon as the slot is free, and decoding goes on with
@@ -241,7 +242,9 @@ class Sequencer(wiring.Component):
         write_fields = struct_fields(WRITE, WRITE_FIELDS)
         steps = _header_steps()
         hfields = struct_fields(HEADER, HEADER_FIELDS)
-        max_take = max(TASK_HEADER.size, 2 * WRITE.size, 4)   # largest field(s) per cycle
+        # register writes decoded per cycle: what a bus word brings, at least two
+        K = max(2, W // WRITE.size)
+        max_take = max(TASK_HEADER.size, K * WRITE.size, 4)   # largest field(s) per cycle
         C = max_take + W - 1                      # window capacity in bytes
 
         running = Signal()
@@ -455,33 +458,28 @@ class Sequencer(wiring.Component):
 
             with m.State("WRITES"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                index0 = field(write_fields, "index")
-                index1 = field(write_fields, "index", at=WRITE.size)
-                value0 = field(write_fields, "value")
-                value1 = field(write_fields, "value", at=WRITE.size)
+                indices = [field(write_fields, "index", at=j * WRITE.size) for j in range(K)]
+                values = [field(write_fields, "value", at=j * WRITE.size) for j in range(K)]
                 with m.If(writes_left == 0):
                     m.next = "HAND"
                 with m.Elif(stream_left < WRITE.size):
                     fail(Cause.BAD_HEADER)
-                with m.Elif((writes_left >= 2) & (count >= 2 * WRITE.size) &
-                            (stream_left >= 2 * WRITE.size)):
-                    # two writes per cycle when the window holds them (in order: a second
-                    # write to the same register wins)
-                    with m.If((index0 >= len(reg_names)) | (index1 >= len(reg_names))):
-                        fail(Cause.BAD_REGISTER)
-                    with m.Else():
-                        m.d.comb += take.eq(2 * WRITE.size)
-                        m.d.sync += [staging[index0].eq(value0), staging[index1].eq(value1),
-                                     writes_left.eq(writes_left - 2),
-                                     stream_left.eq(stream_left - 2 * WRITE.size)]
-                with m.Elif(count >= WRITE.size):
-                    with m.If(index0 >= len(reg_names)):
-                        fail(Cause.BAD_REGISTER)
-                    with m.Else():
-                        m.d.comb += take.eq(WRITE.size)
-                        m.d.sync += [staging[index0].eq(value0),
-                                     writes_left.eq(writes_left - 1),
-                                     stream_left.eq(stream_left - WRITE.size)]
+                # as many writes (up to K) as the window holds; in order, so a later write to
+                # the same register wins
+                for n in range(K, 0, -1):
+                    nbytes = n * WRITE.size
+                    cond = (count >= nbytes) & (stream_left >= nbytes)
+                    if n > 1:
+                        cond = cond & (writes_left >= n)
+                    with m.Elif(cond):
+                        bad = Cat(*[indices[j] >= len(reg_names) for j in range(n)]).any()
+                        with m.If(bad):
+                            fail(Cause.BAD_REGISTER)
+                        with m.Else():
+                            m.d.comb += take.eq(nbytes)
+                            m.d.sync += [writes_left.eq(writes_left - n),
+                                         stream_left.eq(stream_left - nbytes)]
+                            m.d.sync += [staging[indices[j]].eq(values[j]) for j in range(n)]
                 errors()
 
             with m.State("HAND"):
