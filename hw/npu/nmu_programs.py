@@ -1,0 +1,224 @@
+"""Small NEM programs for the NMU: written as text, checked, bound, and run in the executor.
+
+Each :class:`NmuCase` is one gemm / matmul / conv2d task whose operands all live in L1:
+the register values the binder wrote for it, its requantisation entry, the L1 image before
+the run and the L1 image ``nem.executor.execute`` leaves. The NMU tests and the benchmark
+feed the unit the registers and the entry, preload L1 and compare L1 afterwards, byte for
+byte.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from nem.binder import bind
+from nem.checker import check_text
+from nem.executor import execute
+from nem.memory import allocate
+from nem.taskformat import Unit, decode_requant
+
+__all__ = ["NmuCase", "conv_case", "device_dir", "gemm_case"]
+
+_DEVICE = """include "npm_baseline_1.0.nem"
+
+
+device nmu_test extends npm_baseline_1_0 {{
+    topology {{
+        num_engines = 1
+        l2_size_bytes = 65536
+        device_units {{
+            sDMA = 1
+        }}
+        per_engine {{
+            NMU = 1
+            DMA = 2
+            l1_size_bytes = {l1}
+        }}
+    }}
+    unit_characteristics {{
+        NMU {{
+            int8_macs = {macs}
+        }}
+        DMA {{
+            bytes_per_cycle = {word}
+        }}
+        SEQ {{
+            max_active_tokens = 8
+        }}
+    }}
+    opcode.extended {{
+        gemm.int8<i16>.with_bias
+        conv2d.int8<i16>.with_bias
+    }}
+}}
+"""
+
+_DIRS: dict = {}
+
+
+def device_dir(macs=64, l1=65536, word=8) -> Path:
+    """A directory holding ``nmu_device.nem`` (a one-NMU device) with these sizes."""
+    key = (macs, l1, word)
+    if key not in _DIRS:
+        d = Path(tempfile.mkdtemp(prefix="nmu-device-"))
+        (d / "nmu_device.nem").write_text(_DEVICE.format(macs=macs, l1=l1, word=word))
+        _DIRS[key] = d
+    return _DIRS[key]
+
+
+@dataclass
+class NmuCase:
+    """One bound NMU task and what the executor makes of it."""
+
+    text: str
+    regs: dict  # register index -> value
+    entry: object  # nem.taskformat.RequantEntry
+    l1_before: np.ndarray  # uint8, the whole L1
+    l1_after: np.ndarray  # uint8, after nem.executor.execute
+    out_addr: int
+    out_bytes: int
+    macs: int  # MACs of the task (the executor's count)
+    word: int
+
+
+def _num(v):
+    return np.format_float_positional(float(v), trim="0")
+
+
+def _scale(rng, lo, hi):
+    return float(f"{rng.uniform(lo, hi):.4g}")
+
+
+def _run(text, inputs, macs, l1, word, offsets):
+    base = device_dir(macs, l1, word)
+    result = check_text(text, file="nmu_case.nem", base_dir=str(base))
+    errors = [str(d) for d in result.diagnostics if d.severity == "error"]
+    if errors:
+        raise ValueError("\n".join(errors) + "\n" + text)
+    program = bind(result)
+    (task,) = [t for t in program.tasks if t.unit is Unit.NMU]
+    regs = dict(task.writes)
+    from nem.taskformat import REGISTER_MAPS
+    entry = decode_requant(program.data, regs[REGISTER_MAPS[Unit.NMU].index("REQUANT")])
+    places, _ = allocate(result.plan.buffers, result.device)
+    initial = {}
+    mem = np.zeros(l1, np.uint8)
+    rng = np.random.default_rng(len(text))
+    for name, buf in result.plan.buffers.items():
+        size = places[name].size if hasattr(places[name], "size") else buf.size
+        raw = inputs.get(name)
+        if raw is None:  # outputs start as noise: a byte the unit forgets to write shows
+            raw = rng.integers(0, 256, size, dtype=np.uint8)
+        raw = np.asarray(raw, np.uint8)
+        initial[name] = raw
+        at = places[name].address
+        mem[at:at + len(raw)] = raw
+    run = execute(result.plan, result.device, initial)
+    after = mem.copy()
+    for name in result.plan.buffers:
+        data = run.memory.buffer(name)
+        at = places[name].address
+        after[at:at + len(data)] = data
+    y_at = places["Y"].address + offsets["Y"]
+    return regs, entry, mem, after, y_at, run
+
+
+def _region(name, offset, elem, shape, layout, quant, nbytes):
+    q = f", quant={quant}" if quant else ""
+    return (f"let {name.lower()} = region({name}, {offset}, {nbytes}) elem={elem}, "
+            f"shape=[{', '.join(map(str, shape))}], layout={layout}{q}")
+
+
+def _build(opcode, ops, attrs, rng, macs, l1, word):
+    """ops: list of (name, elem, shape, layout, quant text, values or None)."""
+    lines = ['device "nmu_device.nem"']
+    offsets, inputs = {}, {}
+    size_of = {"i8": 1, "i16": 2, "i32": 4}
+    regions = []
+    for name, elem, shape, layout, quant, values in ops:
+        off = int(rng.integers(0, 8))  # unaligned regions
+        nbytes = math.prod(shape) * size_of[elem]
+        lines.append(f"buffer {name} : L1 (size={off + nbytes + 8})")
+        offsets[name] = off
+        regions.append(_region(name, off, elem, shape, layout, quant, nbytes))
+        if values is not None:
+            raw = rng.integers(0, 256, off + nbytes + 8, dtype=np.uint8)
+            data = np.asarray(values).astype({"i8": np.int8, "i32": "<i4"}[elem])
+            raw[off:off + nbytes] = np.frombuffer(data.tobytes(), np.uint8)
+            inputs[name] = raw
+    lines += regions
+    ins = ", ".join(n.lower() for n, *_ in ops[:-1])
+    lines.append(f"t = {opcode}.async in {ins} out y {attrs}")
+    lines.append("wait(t)")
+    text = "\n".join(lines) + "\n"
+    return text, inputs, offsets
+
+
+def _quant(rng, k, n, out_elem, per_channel):
+    xs, zx = _scale(rng, 0.005, 0.05), int(rng.integers(-40, 41))
+    w_scales = [_scale(rng, 0.002, 0.02) for _ in range(n if per_channel else 1)]
+    spread = 40 if out_elem == "i8" else 6000
+    typical = xs * float(np.mean(w_scales)) * math.sqrt(k) * 74 * 74
+    ys = float(f"{typical / spread * rng.uniform(0.5, 2.0):.4g}")
+    zy = int(rng.integers(-30, 31))
+    xq = f"per_tensor(scale={_num(xs)}, zero_point={zx})"
+    if per_channel:
+        wq = (f"per_channel(axis=AXIS, scales=[{', '.join(_num(s) for s in w_scales)}], "
+              f"zero_points=[{', '.join('0' for _ in w_scales)}])")
+    else:
+        wq = f"per_tensor(scale={_num(w_scales[0])}, zero_point=0)"
+    yq = f"per_tensor(scale={_num(ys)}, zero_point={zy})"
+    return xq, wq, yq
+
+
+def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, per_channel,
+          rng, macs, l1, word, waxis):
+    n = w_shape[-1]
+    k = math.prod(w_shape[:-1])
+    xq, wq, yq = _quant(rng, k, n, out_elem, per_channel)
+    wq = wq.replace("AXIS", str(waxis))
+    if out_elem == "i32":
+        xq_used, wq_used, yq_used = xq, wq, None
+    else:
+        xq_used, wq_used, yq_used = xq, wq, yq
+    x = rng.integers(-128, 128, x_shape)
+    w = rng.integers(-127, 128, w_shape)
+    ops = [("X", "i8", x_shape, layouts[0], xq_used, x),
+           ("W", "i8", w_shape, layouts[1], wq_used, w)]
+    if bias:
+        bmax = int(math.sqrt(k) * 74 * 74)
+        ops.append(("B", "i32", (n,), "C", None, rng.integers(-bmax, bmax + 1, (n,))))
+    ops.append(("Y", out_elem, y_shape, layouts[2], yq_used, None))
+    text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word)
+    regs, entry, before, after, y_at, run = _run(text, inputs, macs, l1, word, offsets)
+    size = {"i8": 1, "i16": 2, "i32": 4}[out_elem]
+    return NmuCase(text, regs, entry, before, after, y_at, math.prod(y_shape) * size,
+                   math.prod(y_shape) * k, word)
+
+
+def gemm_case(rng, m, k, n, *, bias=False, out_elem="i8", per_channel=True, opcode="gemm",
+              macs=64, l1=65536, word=8):
+    """An int8 gemm (or matmul) ``[m, k] x [k, n]`` with random operands."""
+    return _case(opcode, (m, k), (k, n), (m, n), ("MK", "KN", "MN"), "accum_type=i32",
+                 bias=bias, out_elem=out_elem, per_channel=per_channel, rng=rng, macs=macs,
+                 l1=l1, word=word, waxis=1)
+
+
+def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides=(1, 1),
+              dils=(1, 1), bias=False, out_elem="i8", per_channel=True, macs=64, l1=65536,
+              word=8):
+    """An int8 conv2d NHWC x HWIO with the given geometry and random operands."""
+    oh = (h + pads[0] + pads[2] - dils[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - dils[1] * (kw - 1) - 1) // strides[1] + 1
+    if oh < 1 or ow < 1:
+        raise ValueError("empty output")
+    attrs = (f"pads=[{', '.join(map(str, pads))}] strides=[{', '.join(map(str, strides))}] "
+             f"dilations=[{', '.join(map(str, dils))}] groups=1 accum_type=i32")
+    return _case("conv2d", (batch, h, w, cin), (kh, kw, cin, cout), (batch, oh, ow, cout),
+                 ("NHWC", "HWIO", "NHWC"), attrs, bias=bias, out_elem=out_elem,
+                 per_channel=per_channel, rng=rng, macs=macs, l1=l1, word=word, waxis=3)
