@@ -16,9 +16,10 @@ over the buffer table, and reads up to the stream's end. Words enter a *byte win
 Decode (states of the FSM)
 --------------------------
 ``HEADER``
-    one header field (in pieces of at most 4 bytes) per cycle, checked in the order
-    ``nem.taskformat.decode`` checks them: magic, version, header size and buffer table
-    offset, device hash (baked in at generation), task stream offset.
+    up to 8 header bytes per cycle (whole fields, the device hash in 8-byte pieces),
+    checked in the order ``nem.taskformat.decode`` checks them: magic, version, header
+    size and buffer table offset, device hash (baked in at generation), task stream
+    offset.
 ``SKIP``
     what lies between the header and the task stream in the fetched words.
 ``TASK``
@@ -99,6 +100,7 @@ WRITE_FIELDS = ("index", "value")
 
 FETCH_DEPTH = 32   # words of the fetch FIFO
 FETCH_PIECE = 16   # words per fetch command at most
+HEADER_STEP = 8    # header bytes checked per cycle at most
 
 
 class Status(IntEnum):
@@ -150,11 +152,20 @@ def struct_fields(st: struct.Struct, names) -> dict[str, tuple[int, int]]:
 
 
 def _header_steps():
-    """The header, field by field in pieces of at most 4 bytes: (field, piece, offset, size)."""
-    steps = []
+    """The header in steps of at most 8 bytes: whole fields packed together, a longer
+    field (the device hash) in 8-byte pieces. Each step is a list of
+    ``(field, piece, offset, size)``."""
+    pieces = []
     for name, (offset, size) in struct_fields(HEADER, HEADER_FIELDS).items():
-        for piece, at in enumerate(range(0, size, 4)):
-            steps.append((name, piece, offset + at, min(4, size - at)))
+        for piece, at in enumerate(range(0, size, HEADER_STEP)):
+            pieces.append((name, piece, offset + at, min(HEADER_STEP, size - at)))
+    steps, current = [], []
+    for p in pieces:
+        if current and sum(q[3] for q in current) + p[3] > HEADER_STEP:
+            steps.append(current)
+            current = []
+        current.append(p)
+    steps.append(current)
     return steps
 
 
@@ -241,7 +252,6 @@ class Sequencer(wiring.Component):
         task_fields = struct_fields(TASK_HEADER, TASK_FIELDS)
         write_fields = struct_fields(WRITE, WRITE_FIELDS)
         steps = _header_steps()
-        hfields = struct_fields(HEADER, HEADER_FIELDS)
         # register writes decoded per cycle: what a bus word brings, at least two
         K = max(2, W // WRITE.size)
         max_take = max(TASK_HEADER.size, K * WRITE.size, 4)   # largest field(s) per cycle
@@ -400,15 +410,15 @@ class Sequencer(wiring.Component):
             with m.State("HEADER"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
                 with m.Switch(step):
-                    for k, (name, piece_k, offset, size) in enumerate(steps):
+                    for k, pieces in enumerate(steps):
                         with m.Case(k):
-                            self._header_step(m, k, name, piece_k, offset, size, buf, count,
-                                              take, step, steps, fail, ntasks, nbufs,
-                                              stream_off, stream_left, skip_left, base,
-                                              end_word, hfields, W, lw, jump_pending,
-                                              jump_to)
+                            self._header_step(m, k, pieces, buf, count, take, step, steps,
+                                              fail, ntasks, nbufs, stream_off, stream_left,
+                                              skip_left, base, end_word, W, lw,
+                                              jump_pending, jump_to)
                             if k == len(steps) - 1:
-                                with m.If((count >= size) & ~err):
+                                total = sum(p[3] for p in pieces)
+                                with m.If((count >= total) & ~err):
                                     m.next = "SKIP"
                 errors()
 
@@ -590,60 +600,71 @@ class Sequencer(wiring.Component):
             m.d.sync += quiet.eq(0)
         return fired
 
-    def _header_step(self, m, k, name, piece, offset, size, buf, count, take, step, steps,
-                     fail, ntasks, nbufs, stream_off, stream_left, skip_left, base, end_word,
-                     hfields, W, lw, jump_pending, jump_to):
-        value = buf[: 8 * size]
-        with m.If(count >= size):
-            ok = Signal(name=f"hdr_ok{k}")
-            m.d.comb += ok.eq(1)
+    def _header_step(self, m, k, pieces, buf, count, take, step, steps, fail, ntasks, nbufs,
+                     stream_off, stream_left, skip_left, base, end_word, W, lw, jump_pending,
+                     jump_to):
+        """Check and store the header fields of step ``k`` (taken together in one cycle).
+
+        Checks are ordered as ``nem.taskformat.decode`` orders them; the first failing one
+        gives the cause. A field may use one stored by an earlier field of the same step.
+        """
+        start = pieces[0][2]
+        total = sum(p[3] for p in pieces)
+        value = {}
+        for name, piece, offset, size in pieces:
+            value[name, piece] = buf[8 * (offset - start): 8 * (offset - start + size)]
+
+        def current(name, register):
+            return value[name, 0] if (name, 0) in value else register
+
+        checks = []   # (bad, cause) in order
+        stores = []
+        for name, piece, _, size in pieces:
+            v = value[name, piece]
+            at = HEADER_STEP * piece
             if name == "magic":
-                want = int.from_bytes(MAGIC[4 * piece: 4 * piece + size], "little")
-                with m.If(value != want):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_MAGIC)
+                checks.append((v != int.from_bytes(MAGIC[at: at + size], "little"),
+                               Cause.BAD_MAGIC))
             elif name == "major":
-                with m.If(value != VERSION[0]):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_VERSION)
+                checks.append((v != VERSION[0], Cause.BAD_VERSION))
             elif name == "minor":
-                with m.If(value > VERSION[1]):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_VERSION)
+                checks.append((v > VERSION[1], Cause.BAD_VERSION))
             elif name in ("header_bytes", "table_offset"):
-                with m.If(value != HEADER.size):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_HEADER)
+                checks.append((v != HEADER.size, Cause.BAD_HEADER))
             elif name == "device_hash":
-                want = int.from_bytes(self.config.device_hash[4 * piece: 4 * piece + size],
-                                      "little")
-                with m.If(value != want):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_DEVICE)
+                want = int.from_bytes(self.config.device_hash[at: at + size], "little")
+                checks.append((v != want, Cause.BAD_DEVICE))
             elif name == "task_count":
-                m.d.sync += ntasks.eq(value)
+                stores.append(ntasks.eq(v))
             elif name == "buffer_count":
-                m.d.sync += nbufs.eq(value)
+                stores.append(nbufs.eq(v))
             elif name == "stream_offset":
-                with m.If(value != HEADER.size + nbufs * BUFFER_ENTRY.size):
-                    m.d.comb += ok.eq(0)
-                    fail(Cause.BAD_HEADER)
-                m.d.sync += stream_off.eq(value)
-                # The buffer table is not needed: when the task stream starts in a word
-                # after the header's last one, the fetcher jumps there, and the bytes to
-                # skip are the rest of the header's last word and the task stream's offset
-                # inside its first word.
-                header_words = (HEADER.size + W - 1) // W
-                with m.If((value >> lw) >= header_words):
-                    m.d.sync += [jump_pending.eq(1), jump_to.eq((base >> lw) + (value >> lw)),
-                                 skip_left.eq(header_words * W - HEADER.size + value[:lw])]
-                with m.Else():
-                    m.d.sync += skip_left.eq(value - HEADER.size)
+                bufs = current("buffer_count", nbufs)
+                checks.append((v != HEADER.size + bufs * BUFFER_ENTRY.size, Cause.BAD_HEADER))
+                stores.append(stream_off.eq(v))
+                stream_at = v
             elif name == "stream_bytes":
-                end = base + stream_off + value
-                m.d.sync += [stream_left.eq(value),
-                             end_word.eq((end + W - 1) >> lw)]
-            with m.If(ok):
-                m.d.comb += take.eq(size)
+                end = base + current("stream_offset", stream_off) + v
+                stores += [stream_left.eq(v), end_word.eq((end + W - 1) >> lw)]
+        with m.If(count >= total):
+            for n, (bad, cause) in enumerate(checks):
+                with (m.If if n == 0 else m.Elif)(bad):
+                    fail(cause)
+            with (m.Else() if checks else m.If(1)):
+                m.d.comb += take.eq(total)
+                m.d.sync += stores
                 if k < len(steps) - 1:
                     m.d.sync += step.eq(k + 1)
+                if any(p[0] == "stream_offset" for p in pieces):
+                    # The buffer table is not needed: when the task stream starts in a word
+                    # after the header's last one, the fetcher jumps there, and the bytes to
+                    # skip are the rest of the header's last word and the task stream's
+                    # offset inside its first word.
+                    header_words = (HEADER.size + W - 1) // W
+                    with m.If((stream_at >> lw) >= header_words):
+                        m.d.sync += [jump_pending.eq(1),
+                                     jump_to.eq((base >> lw) + (stream_at >> lw)),
+                                     skip_left.eq(header_words * W - HEADER.size
+                                                  + stream_at[:lw])]
+                    with m.Else():
+                        m.d.sync += skip_left.eq(stream_at - HEADER.size)
