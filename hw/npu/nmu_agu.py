@@ -1,0 +1,336 @@
+"""The NMU's address generation: loop nests (:class:`NmuAgu`) and the run reader (:class:`RunReader`).
+
+A *run* is ``length`` contiguous bytes of L1 (or, for a padded convolution tap, ``length``
+bytes that read as the input zero point, with no memory access). The AGU walks a task's
+loop nest and issues one run per cycle; the run reader turns runs into *vectors* of
+``lanes`` bytes (one L1 word) realigned to the run's start, one per cycle, the last one
+of a run partial. No im2col copy: a convolution tap is one run of ``Cin`` bytes read in
+place (NHWC), a padded tap no read at all.
+
+Loop orders (the Python models are :func:`npu.nmu_model.weight_runs`, ``bias_runs``,
+``act_runs``):
+
+* weights of the tile at output channel ``n0``: ``for kh, kw, ci``: ``min(cols, Cout-n0)``
+  bytes at ``w + kh*ws0 + kw*ws1 + ci*ws2 + n0``; tag: weight buffer row
+  ``(kh*KW + kw)*Q + ci // lanes``, lane ``ci % lanes``;
+* bias of the tile: ``for c``: 4 bytes at ``b + 4*(n0 + c)*bstride``; tag: column ``c``;
+* activations: ``for b, oh, ow, kh, kw``: ``Cin`` bytes at
+  ``x + b*xs0 + ih*xs1 + iw*xs2`` with ``ih = oh*sh - pad_top + kh*dh`` (``iw`` alike), a
+  pad run when outside the input; tag: the tap's first weight row, first / last tap of
+  the pixel, and the pixel's output byte address.
+
+Run reader protocol and timing
+------------------------------
+A run command is taken on ``cmd`` when the previous run's last word is being requested
+(back-to-back runs, no bubble). Each cycle one word of the current run is requested on
+the L1 read client port (``req``; the access happens when ``gnt``, then ``go``); its
+data show on the port one cycle later and stay until the next read, so the word waits in
+a *pending* slot until the window takes it. The window holds up to ``2*lanes`` bytes of
+one run; a vector leaves when it holds ``lanes`` bytes or the run's last bytes. A word of
+a new run enters only an empty window, so a vector never mixes two runs. Aligned runs
+stream one vector per cycle; an unaligned run costs one extra word read.
+"""
+
+from __future__ import annotations
+
+from amaranth import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.engine_ports import read_client_signature
+
+__all__ = ["NmuAgu", "RunReader", "run_layout", "tag_layout", "vector_layout"]
+
+ADDR = 32
+LEN = 16
+
+
+def tag_layout():
+    """What a run carries to its vectors (meaning depends on the phase, see the module)."""
+    return data.StructLayout({"row": 16, "lane": 8, "first": 1, "last": 1, "yaddr": ADDR})
+
+
+def run_layout():
+    return data.StructLayout({"addr": ADDR, "length": LEN, "pad": 1, "tag": tag_layout()})
+
+
+def vector_layout(lanes):
+    """A vector: ``count`` valid bytes (the rest 0), its index in the run, last of the run."""
+    return data.StructLayout({"data": data.ArrayLayout(8, lanes), "count": range(lanes + 1),
+                              "index": LEN, "last": 1, "tag": tag_layout()})
+
+
+class RunReader(wiring.Component):
+    """Runs of bytes in L1 -> vectors of ``lanes`` bytes, realigned to each run's start.
+
+    Parameters
+    ----------
+    lanes : int
+        Bytes per L1 word (a power of two).
+    depth : int
+        L1 words.
+
+    Attributes
+    ----------
+    cmd : stream of :func:`run_layout`, in
+    o : stream of :func:`vector_layout`, out
+    rd : L1 read client port (:func:`npu.engine_ports.read_client_signature`)
+    pad_byte : Signal(8), in
+        What a pad run reads as (the input zero point).
+    busy : Signal, out
+        A run is being read or bytes are still in the window.
+    stall : Signal, out
+        A read was requested and not granted this cycle.
+    """
+
+    def __init__(self, *, lanes, depth):
+        if lanes < 1 or lanes & (lanes - 1):
+            raise ValueError(f"lanes must be a power of two, not {lanes!r}")
+        self.lanes, self.depth = lanes, depth
+        super().__init__({
+            "cmd": In(stream.Signature(run_layout())),
+            "o": Out(stream.Signature(vector_layout(lanes))),
+            "rd": Out(read_client_signature(depth, 8 * lanes)),
+            "pad_byte": In(8),
+            "busy": Out(1),
+            "stall": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        W = self.lanes
+        lw = W.bit_length() - 1
+
+        # --- issue side: one word of the current run per cycle ---
+        act = Signal()
+        waddr = Signal(ADDR - lw)
+        remaining = Signal(LEN)
+        skip = Signal(range(W))
+        cur_pad = Signal()
+        cur_tag = Signal(tag_layout())
+        first_word = Signal()
+
+        take = Signal(range(W + 1))
+        room = Signal(range(W + 1))
+        m.d.comb += room.eq(W - skip)
+        m.d.comb += take.eq(Mux(remaining < room, remaining, room))
+        last_word = Signal()
+        m.d.comb += last_word.eq(remaining <= room)
+
+        # pending word (issued last cycle or earlier, not yet in the window)
+        pend = Signal()
+        p_skip = Signal(range(W))
+        p_take = Signal(range(W + 1))
+        p_last = Signal()
+        p_first = Signal()
+        p_pad = Signal()
+        p_tag = Signal(tag_layout())
+
+        consume = Signal()
+        can_issue = Signal()
+        issue = Signal()
+        m.d.comb += can_issue.eq(act & (~pend | consume))
+        m.d.comb += [
+            self.rd.req.eq(can_issue & ~cur_pad),
+            self.rd.addr.eq(waddr),
+            self.rd.go.eq(can_issue & ~cur_pad & self.rd.gnt),
+            issue.eq(can_issue & (cur_pad | self.rd.gnt)),
+            self.stall.eq(can_issue & ~cur_pad & ~self.rd.gnt),
+        ]
+        with m.If(issue):
+            m.d.sync += [waddr.eq(waddr + 1), remaining.eq(remaining - take), skip.eq(0),
+                         first_word.eq(0)]
+            m.d.sync += [pend.eq(1), p_skip.eq(skip), p_take.eq(take), p_last.eq(last_word),
+                         p_first.eq(first_word), p_pad.eq(cur_pad), p_tag.eq(cur_tag)]
+            with m.If(last_word):
+                m.d.sync += act.eq(0)
+        with m.Elif(consume):
+            m.d.sync += pend.eq(0)
+
+        m.d.comb += self.cmd.ready.eq(~act | (issue & last_word))
+        with m.If(self.cmd.valid & self.cmd.ready):
+            c = self.cmd.payload
+            m.d.sync += [act.eq(c.length != 0), waddr.eq(c.addr[lw:]),
+                         skip.eq(Mux(c.pad, 0, c.addr[:lw])), remaining.eq(c.length),
+                         cur_pad.eq(c.pad), cur_tag.eq(c.tag), first_word.eq(1)]
+
+        # --- window side ---
+        win = Signal(16 * W)
+        fill = Signal(range(2 * W + 1))
+        wend = Signal()
+        wtag = Signal(tag_layout())
+        vidx = Signal(LEN)
+
+        count = Signal(range(W + 1))
+        m.d.comb += count.eq(Mux(fill >= W, W, fill))
+        out_last = Signal()
+        m.d.comb += out_last.eq(wend & (fill <= W))
+        m.d.comb += [
+            self.o.valid.eq((fill >= W) | (wend & (fill != 0))),
+            self.o.payload.count.eq(count),
+            self.o.payload.index.eq(vidx),
+            self.o.payload.last.eq(out_last),
+            self.o.payload.tag.eq(wtag),
+        ]
+        for k in range(W):
+            m.d.comb += self.o.payload.data[k].eq(win[8 * k:8 * k + 8])
+        emit = Signal()
+        m.d.comb += emit.eq(self.o.valid & self.o.ready)
+
+        f_after = Signal(range(2 * W + 1))
+        win_after = Signal(16 * W)
+        m.d.comb += [f_after.eq(Mux(emit, fill - count, fill)),
+                     win_after.eq(Mux(emit, win >> (8 * W), win))]
+
+        word = Signal(8 * W)
+        pad_word = Signal(8 * W)
+        m.d.comb += pad_word.eq(Const(0, 8 * W) | self.pad_byte.replicate(W))
+        m.d.comb += word.eq(Mux(p_pad, pad_word, self.rd.data))
+        shifted = Signal(8 * W)
+        m.d.comb += shifted.eq(word >> (p_skip * 8))
+        mask = Signal(8 * W)
+        m.d.comb += mask.eq((Const(1, 8 * W + 1) << (p_take * 8)) - 1)
+        m.d.comb += consume.eq(pend & Mux(p_first, f_after == 0, f_after + p_take <= 2 * W))
+
+        m.d.sync += [win.eq(win_after), fill.eq(f_after)]
+        with m.If(emit):
+            m.d.sync += vidx.eq(vidx + 1)
+            with m.If(out_last):
+                m.d.sync += wend.eq(0)
+        with m.If(consume):
+            placed = Signal(16 * W)
+            m.d.comb += placed.eq((shifted & mask) << (f_after * 8))
+            m.d.sync += [win.eq(win_after | placed), fill.eq(f_after + p_take)]
+            with m.If(p_first):
+                m.d.sync += [vidx.eq(0), wtag.eq(p_tag)]
+            with m.If(p_last):
+                m.d.sync += wend.eq(1)
+
+        m.d.comb += self.busy.eq(act | pend | (fill != 0))
+        return m
+
+
+def task_fields_layout():
+    """The loop bounds, addresses and strides the AGU walks (from the decoded task)."""
+    return data.StructLayout({
+        "batch": 16, "h": 16, "w": 16, "cin": 16, "kh": 16, "kw": 16, "cout": 16,
+        "oh": 16, "ow": 16,
+        "x_addr": ADDR, "xs": data.ArrayLayout(ADDR, 3),
+        "w_addr": ADDR, "ws": data.ArrayLayout(ADDR, 3),
+        "has_bias": 1, "b_addr": ADDR, "b_stride": ADDR,
+        "y_addr": ADDR, "ys": data.ArrayLayout(ADDR, 3),
+        "out_bytes": 3, "raw": 1,
+        "pad_top": signed(16), "pad_left": signed(16),
+        "stride_h": 16, "stride_w": 16, "dil_h": 16, "dil_w": 16,
+    })
+
+
+class NmuAgu(wiring.Component):
+    """Loop nests of one NMU tile: weight rows, bias words or activation taps, one run per cycle.
+
+    Parameters
+    ----------
+    lanes : int
+        Reduction lanes (L1 word bytes).
+    cols : int
+        Output channels per tile.
+
+    Attributes
+    ----------
+    task : Signal(task_fields_layout()), in
+        Held by the caller for the whole task.
+    n0 : Signal(16), in
+        First output channel of the tile.
+    mode : Signal(2), in
+        ``MODE_W`` weights, ``MODE_B`` bias, ``MODE_A`` activations; sampled on ``start``.
+    start : Signal, in
+        Pulse: walk the loop nest of ``mode``.
+    cmd : stream of :func:`run_layout`, out
+    busy : Signal, out
+        From ``start`` until the last run has been handed over.
+    """
+
+    MODE_W, MODE_B, MODE_A = 0, 1, 2
+
+    def __init__(self, *, lanes, cols):
+        self.lanes, self.cols = lanes, cols
+        super().__init__({
+            "task": In(task_fields_layout()),
+            "n0": In(16),
+            "mode": In(2),
+            "start": In(1),
+            "cmd": Out(stream.Signature(run_layout())),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        t = self.task
+        W = self.lanes
+        lw = W.bit_length() - 1
+        mode = Signal(2)
+        # counters, outermost first: (b, oh, ow, kh, kw) for activations, (kh, kw, ci) for
+        # weights, (c) for the bias
+        b, oy, ox, ky, kx, ci = (Signal(16, name=n) for n in ("b", "oy", "ox", "ky", "kx", "ci"))
+        q = Signal(16)  # chunks per tap: ceil(cin / lanes)
+        m.d.comb += q.eq((t.cin + (W - 1)) >> lw)
+        ncols = Signal(16)
+        left = Signal(16)
+        m.d.comb += left.eq(t.cout - self.n0)
+        m.d.comb += ncols.eq(Mux(left > self.cols, self.cols, left))
+        tap = Signal(16)
+        m.d.comb += tap.eq(ky * t.kw + kx)
+
+        with m.If(self.start):
+            m.d.sync += [self.busy.eq(1), mode.eq(self.mode)]
+            m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
+
+        p = self.cmd.payload
+        step = Signal()
+        m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
+
+        def wrap(counters_bounds):
+            """Increment a nest of (counter, bound), innermost last; True when it ends."""
+            carry = Const(1)
+            for c, bound in reversed(counters_bounds):
+                with m.If(carry):
+                    m.d.sync += c.eq(Mux(c + 1 == bound, 0, c + 1))
+                carry = carry & (c + 1 == bound)
+            return carry
+
+        with m.Switch(mode):
+            with m.Case(self.MODE_W):
+                m.d.comb += [
+                    p.addr.eq(t.w_addr + ky * t.ws[0] + kx * t.ws[1] + ci * t.ws[2] + self.n0),
+                    p.length.eq(ncols), p.pad.eq(0),
+                    p.tag.row.eq(tap * q + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
+                ]
+                with m.If(step):
+                    with m.If(wrap([(ky, t.kh), (kx, t.kw), (ci, t.cin)])):
+                        m.d.sync += self.busy.eq(0)
+            with m.Case(self.MODE_B):
+                m.d.comb += [p.addr.eq(t.b_addr + ((self.n0 + ci) * t.b_stride << 2)),
+                             p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
+                with m.If(step):
+                    with m.If(wrap([(ci, ncols)])):
+                        m.d.sync += self.busy.eq(0)
+            with m.Default():
+                ih = Signal(signed(34))
+                iw = Signal(signed(34))
+                m.d.comb += [ih.eq(oy * t.stride_h - t.pad_top + ky * t.dil_h),
+                             iw.eq(ox * t.stride_w - t.pad_left + kx * t.dil_w)]
+                pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
+                m.d.comb += [
+                    p.addr.eq(t.x_addr + b * t.xs[0] + ih[:ADDR] * t.xs[1] + iw[:ADDR] * t.xs[2]),
+                    p.length.eq(t.cin), p.pad.eq(pad),
+                    p.tag.row.eq(tap * q),
+                    p.tag.first.eq(tap == 0),
+                    p.tag.last.eq((ky + 1 == t.kh) & (kx + 1 == t.kw)),
+                    p.tag.yaddr.eq(t.y_addr + t.out_bytes * (b * t.ys[0] + oy * t.ys[1]
+                                                             + ox * t.ys[2])),
+                ]
+                with m.If(step):
+                    with m.If(wrap([(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh),
+                                    (kx, t.kw)])):
+                        m.d.sync += self.busy.eq(0)
+        return m
