@@ -1,0 +1,146 @@
+"""The NMU's MAC array: ``lanes x cols`` int8 multipliers, a weight buffer, i32 accumulators.
+
+Dataflow (weight-stationary, as NVDLA's CMAC): the weight buffer holds one tile's weights,
+row ``r`` = ``lanes`` reduction elements x ``cols`` output channels. An activation vector
+(``lanes`` int8 values of one pixel, one L1 word) enters with the row it meets; column
+``c`` adds ``sum_l (x_l - z_x) * w[r][l][c]`` (an adder tree) to its accumulator. The
+first vector of a pixel starts from the bias, the last one sends the ``cols``
+accumulators out. Lanes at or beyond the vector's ``count`` contribute nothing.
+
+Protocol and timing
+-------------------
+Two register stages: (1) the vector is registered while the weight row is read (the
+buffer has read latency 1); (2) products, column sums and accumulation, and on the
+pixel's last vector the accumulators (with the pixel's tag) into the output register.
+The pipeline advances unless the output register is full, not being read, and about to
+be refilled (``i.ready``), so back-pressure on ``o`` stalls every stage. Accumulation
+wraps modulo 2**32 (an exact i32 result whenever the exact sum fits, which the executor
+requires).
+
+The weight buffer is written through ``w_en`` / ``w_row`` / ``w_lane`` / ``w_data`` /
+``w_count``: bytes ``0 .. w_count-1`` of ``w_data`` go to columns ``0 .. w_count-1`` of
+lane ``w_lane`` of row ``w_row`` (only while no vector is in flight).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["NmuArray", "array_in_layout", "array_out_layout"]
+
+
+def array_in_layout(lanes, tag_width):
+    return data.StructLayout({"data": data.ArrayLayout(8, lanes), "count": range(lanes + 1),
+                              "row": 16, "first": 1, "last": 1, "tag": tag_width})
+
+
+def array_out_layout(cols, tag_width):
+    return data.StructLayout({"acc": data.ArrayLayout(signed(32), cols), "tag": tag_width})
+
+
+class NmuArray(wiring.Component):
+    """Weight-stationary int8 MAC array with per-column adder trees and accumulators.
+
+    Parameters
+    ----------
+    lanes, cols : int
+        Reduction lanes and output columns (``lanes * cols`` MACs per cycle).
+    wrows : int
+        Weight buffer rows.
+    tag_width : int
+        Bits carried from a pixel's last vector to its output.
+
+    Attributes
+    ----------
+    i : stream of :func:`array_in_layout`, in
+    o : stream of :func:`array_out_layout`, out
+    zx : Signal(signed(9)), in
+        Input zero point, subtracted from every valid lane.
+    bias : cols x Signal(signed(32)), in
+        Held by the caller while the tile runs.
+    w_en, w_row, w_lane, w_data, w_count : in
+        Weight buffer write (see the module).
+    busy : Signal, out
+        A vector is in the pipeline or an output waits.
+    """
+
+    def __init__(self, *, lanes, cols, wrows, tag_width=32):
+        self.lanes, self.cols, self.wrows, self.tag_width = lanes, cols, wrows, tag_width
+        super().__init__({
+            "i": In(stream.Signature(array_in_layout(lanes, tag_width))),
+            "o": Out(stream.Signature(array_out_layout(cols, tag_width))),
+            "zx": In(signed(9)),
+            "bias": In(data.ArrayLayout(signed(32), cols)),
+            "w_en": In(1),
+            "w_row": In(range(wrows)),
+            "w_lane": In(range(lanes)),
+            "w_data": In(data.ArrayLayout(8, cols)),
+            "w_count": In(range(cols + 1)),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L, C = self.lanes, self.cols
+        m.submodules.wbuf = wbuf = Memory(shape=8 * L * C, depth=self.wrows, init=[])
+        wp = wbuf.write_port(granularity=8)
+        rp = wbuf.read_port(domain="sync")
+        # byte lane*C + c of a row: weight of lane `lane`, column c
+        m.d.comb += wp.addr.eq(self.w_row)
+        for lane in range(L):
+            for c in range(C):
+                m.d.comb += [
+                    wp.data[8 * (lane * C + c):8 * (lane * C + c + 1)].eq(self.w_data[c]),
+                    wp.en[lane * C + c].eq(self.w_en & (self.w_lane == lane)
+                                           & (c < self.w_count)),
+                ]
+
+        advance = Signal()
+        v1 = Signal()
+        x1 = Signal(data.ArrayLayout(8, L))
+        n1 = Signal(range(L + 1))
+        first1, last1 = Signal(), Signal()
+        tag1 = Signal(self.tag_width)
+        m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance),
+                     self.i.ready.eq(advance)]
+        with m.If(advance):
+            m.d.sync += [v1.eq(self.i.valid), x1.eq(self.i.payload.data),
+                         n1.eq(self.i.payload.count), first1.eq(self.i.payload.first),
+                         last1.eq(self.i.payload.last), tag1.eq(self.i.payload.tag)]
+
+        # stage 2: products, column sums, accumulate
+        acc = [Signal(signed(32), name=f"acc{c}") for c in range(C)]
+        xs = []
+        for lane in range(L):
+            x = Signal(signed(9), name=f"x{lane}")
+            m.d.comb += x.eq(Mux(lane < n1, x1[lane].as_signed() - self.zx, 0))
+            xs.append(x)
+        new_acc = []
+        for c in range(C):
+            terms = []
+            for lane in range(L):
+                w = rp.data[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed()
+                terms.append(xs[lane] * w)
+            while len(terms) > 1:  # adder tree
+                terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
+                         for k in range(0, len(terms), 2)]
+            colsum = Signal(signed(32), name=f"colsum{c}")
+            m.d.comb += colsum.eq(terms[0])
+            nxt = Signal(signed(32), name=f"next_acc{c}")
+            m.d.comb += nxt.eq(Mux(first1, self.bias[c], acc[c]) + colsum)
+            new_acc.append(nxt)
+
+        blocked = v1 & last1 & self.o.valid & ~self.o.ready
+        m.d.comb += advance.eq(~blocked)
+        with m.If(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)
+        with m.If(advance & v1):
+            m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
+            with m.If(last1):
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.tag.eq(tag1)]
+                m.d.sync += [self.o.payload.acc[c].eq(new_acc[c]) for c in range(C)]
+        m.d.comb += self.busy.eq(v1 | self.o.valid)
+        return m
