@@ -303,3 +303,42 @@ def test_dis_spells_out_compute_registers(tmp_path, capsys):
     assert "x zero point -1, y zero point 3, clamp [-128, 127], 4 channel(s), first " \
         "multiplier 1073741824 shift 33" in out
     assert "; data section: " in out
+
+
+CONV = """device "exec_device.nem"
+buffer X : L1 (size=64)
+buffer W : L1 (size=64)
+buffer Y : L1 (size=64)
+let x = region(X, 0, 32) elem=i8, shape=[1, 4, 4, 2], layout=NHWC,
+    quant=per_tensor(scale=0.5, zero_point=2)
+let w = region(W, 0, 36) elem=i8, shape=[3, 3, 2, 2], layout=HWIO,
+    quant=per_tensor(scale=0.25, zero_point=0)
+let y = region(Y, 0, 18) elem=i8, shape=[1, 3, 3, 2], layout=NHWC,
+    quant=per_tensor(scale=0.5, zero_point=-4)
+t = conv2d.async
+      in x, w
+      out y
+      pads=[1, 0, 0, 1]
+      strides=[1, 1]
+      dilations=[1, 1]
+      accum_type=i32
+wait(t)
+"""
+
+
+def test_conv2d_attributes_sit_at_fixed_words():
+    # conv2d's pads, strides, dilations and accum_type are required and groups has a
+    # default, so every conv2d task has the same attribute layout: the NMU reads fixed words
+    result = check_text(CONV, file="c.nem", base_dir=str(PROGRAMS))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    program = bind(result)
+    regs = REGISTER_MAPS[Unit.NMU]
+    writes = dict(program.tasks[0].writes)
+    words = [writes[regs.index(f"ATTR{j}")] for j in range(15)]
+    # pads [1, 0, 0, 1] (tag, 4 words), strides [1, 1], dilations [1, 1], groups 1 (the
+    # default), accum_type i32 (code 5)
+    assert words == [0x80000004, 1, 0, 0, 1, 0x80000002, 1, 1, 0x80000002, 1, 1,
+                     0x80000001, 1, 0x80000001, 5]  # fmt: skip
+    rng = np.random.default_rng(0)
+    _same_bytes(result, {"X": rng.integers(-128, 128, 32, dtype=np.int8),
+                         "W": rng.integers(-127, 128, 36, dtype=np.int8)})  # fmt: skip
