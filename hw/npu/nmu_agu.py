@@ -1,4 +1,4 @@
-"""The NMU's address generation: loop nests (:class:`NmuAgu`) and the run reader (:class:`RunReader`).
+"""The NMU's address generation: loop nests (:class:`NmuAgu`) and the run reader.
 
 A *run* is ``length`` contiguous bytes of L1 (or, for a padded convolution tap, ``length``
 bytes that read as the input zero point, with no memory access). The AGU walks a task's
@@ -39,7 +39,8 @@ from amaranth.lib.wiring import In, Out
 
 from npu.engine_ports import read_client_signature
 
-__all__ = ["NmuAgu", "RunReader", "run_layout", "tag_layout", "vector_layout"]
+__all__ = ["NmuAgu", "RunReader", "run_layout", "tag_layout", "task_fields",
+           "task_fields_layout", "vector_layout"]
 
 ADDR = 32
 LEN = 16
@@ -222,6 +223,20 @@ def task_fields_layout():
         "out_bytes": 3, "raw": 1,
         "pad_top": signed(16), "pad_left": signed(16),
         "stride_h": 16, "stride_w": 16, "dil_h": 16, "dil_w": 16,
+    })
+
+
+def task_fields(task):
+    """:func:`task_fields_layout` constant of a model task (:class:`npu.nmu_model.NmuTask`)."""
+    return task_fields_layout().const({
+        "batch": task.batch, "h": task.h, "w": task.w, "cin": task.cin, "kh": task.kh,
+        "kw": task.kw, "cout": task.cout, "oh": task.oh, "ow": task.ow,
+        "x_addr": task.x_addr, "xs": list(task.xs), "w_addr": task.w_addr, "ws": list(task.ws),
+        "has_bias": int(task.has_bias), "b_addr": task.b_addr, "b_stride": task.b_stride,
+        "y_addr": task.y_addr, "ys": list(task.ys), "out_bytes": task.out_bytes,
+        "raw": int(task.out_elem == "i32"), "pad_top": task.pads[0], "pad_left": task.pads[1],
+        "stride_h": task.strides[0], "stride_w": task.strides[1], "dil_h": task.dils[0],
+        "dil_w": task.dils[1],
     })
 
 

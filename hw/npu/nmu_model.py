@@ -58,7 +58,6 @@ class Cause:
     SIZE = 4  # reduction longer than the weight buffer, more channels than the table
     REQUANT = 5  # requantisation entry does not match the output (channels, raw vs typed)
 
-    NAMES = {0: "NONE", 1: "OPCODE", 2: "TYPE", 3: "LAYOUT", 4: "SIZE", 5: "REQUANT"}
 
 
 class NmuUnsupported(ValueError):
@@ -178,7 +177,7 @@ def decode_task(regs):
     nout = regs.get(REGS.index("NOUT"), 0)
     if nout != 1 or not 2 <= nin <= (3 if name != "matmul" else 2):
         raise NmuUnsupported(Cause.TYPE, f"{nin} inputs and {nout} outputs")
-    ops = list(range(nin)) + [nin]
+    ops = [*range(nin), nin]
     elems = [ELEM_TYPES[_field(regs, k, "ELEM")] for k in ops]
     out_elem = elems[-1]
     if elems[0] != "i8" or elems[1] != "i8" or (nin == 3 and elems[2] != "i32") \

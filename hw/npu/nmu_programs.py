@@ -195,7 +195,7 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
         ops.append(("B", "i32", (n,), "C", None, rng.integers(-bmax, bmax + 1, (n,))))
     ops.append(("Y", out_elem, y_shape, layouts[2], yq_used, None))
     text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word)
-    regs, entry, before, after, y_at, run = _run(text, inputs, macs, l1, word, offsets)
+    regs, entry, before, after, y_at, _ = _run(text, inputs, macs, l1, word, offsets)
     size = {"i8": 1, "i16": 2, "i32": 4}[out_elem]
     return NmuCase(text, regs, entry, before, after, y_at, math.prod(y_shape) * size,
                    math.prod(y_shape) * k, word)

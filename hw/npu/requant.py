@@ -18,6 +18,9 @@ Protocol and timing
 after it entered when nothing stalls, and the pipeline accepts one transfer per cycle.
 The whole pipeline advances when its output register is empty or being read
 (``i.ready = ~o.valid | o.ready``), so back-pressure stalls every stage at once.
+
+With ``tag_width`` > 0 an input transfer also carries ``tag`` bits (for the NMU: where the
+lanes go in L1), which leave on ``o_tag`` together with the transfer's results on ``o``.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class RequantStage(wiring.Component):
     rows : int
         Rows of the channel table (channels = ``rows * lanes``).
     out_type : {"i8", "u8", "i16"}
+    tag_width : int
+        Bits of ``i.payload.tag`` that travel with the lanes to ``o_tag`` (0: none).
 
     Attributes
     ----------
@@ -58,21 +63,31 @@ class RequantStage(wiring.Component):
     zero_point, lo, hi : Signal(signed(17)), in
         Per-tensor output zero point and clamp bounds (already narrowed by any fused
         activation, see ``nem.numerics.requant_params``).
+    o_tag : Signal(tag_width), out (only with ``tag_width`` > 0)
+        The tag of the transfer on ``o``.
     """
 
-    def __init__(self, *, lanes=8, rows=16, out_type="i8"):
+    def __init__(self, *, lanes=8, rows=16, out_type="i8", tag_width=0):
         if not isinstance(lanes, int) or not 1 <= lanes <= 64:
             raise ValueError(f"lanes must be an integer in 1..64, not {lanes!r}")
         if not isinstance(rows, int) or not 1 <= rows <= 4096:
             raise ValueError(f"rows must be an integer in 1..4096, not {rows!r}")
         if out_type not in OUT_TYPES:
             raise ValueError(f"out_type must be one of {sorted(OUT_TYPES)}, not {out_type!r}")
+        if not isinstance(tag_width, int) or tag_width < 0:
+            raise ValueError(f"tag_width must be a non-negative integer, not {tag_width!r}")
         self.lanes, self.rows, self.out_type = lanes, rows, out_type
+        self.tag_width = tag_width
         bits, is_signed, _, _ = OUT_TYPES[out_type]
         out_shape = signed(bits) if is_signed else bits
+        fields = {"acc": data.ArrayLayout(signed(32), lanes), "row": range(rows)}
+        extra = {}
+        if tag_width:
+            fields["tag"] = tag_width
+            extra["o_tag"] = Out(tag_width)
         super().__init__({
-            "i": In(stream.Signature(data.StructLayout({
-                "acc": data.ArrayLayout(signed(32), lanes), "row": range(rows)}))),
+            **extra,
+            "i": In(stream.Signature(data.StructLayout(fields))),
             "o": Out(stream.Signature(data.ArrayLayout(out_shape, lanes))),
             "params": In(stream.Signature(data.StructLayout({
                 "row": range(rows), "data": param_layout(lanes)}))),
@@ -105,6 +120,9 @@ class RequantStage(wiring.Component):
         with m.If(advance):
             m.d.sync += [v1.eq(self.i.valid), acc1.eq(self.i.payload.acc), v2.eq(v1),
                          self.o.valid.eq(v2)]
+            if self.tag_width:
+                tag1, tag2 = Signal(self.tag_width), Signal(self.tag_width)
+                m.d.sync += [tag1.eq(self.i.payload.tag), tag2.eq(tag1), self.o_tag.eq(tag2)]
             for k in range(lanes):
                 entry = r.data[k]
                 m.d.sync += [prod2[k].eq(acc1[k] * entry.multiplier.as_unsigned()),

@@ -17,7 +17,7 @@ import random
 import numpy as np
 from amaranth.sim import Simulator
 
-from npu.nmu_agu import NmuAgu, RunReader, run_layout, task_fields_layout
+from npu.nmu_agu import NmuAgu, RunReader, run_layout, task_fields
 from npu.nmu_model import NmuGeometry, NmuTask, Run, act_runs, bias_runs, read_runs, weight_runs
 
 LANES, DEPTH = 8, 64
@@ -130,20 +130,6 @@ def _task(rng, gemm=False):
                    pads=(pads[0], pads[1]), strides=st, dils=dl)
 
 
-def task_const(task):
-    """The AGU's task fields from a model :class:`NmuTask`."""
-    return task_fields_layout().const({
-        "batch": task.batch, "h": task.h, "w": task.w, "cin": task.cin, "kh": task.kh,
-        "kw": task.kw, "cout": task.cout, "oh": task.oh, "ow": task.ow,
-        "x_addr": task.x_addr, "xs": list(task.xs), "w_addr": task.w_addr, "ws": list(task.ws),
-        "has_bias": int(task.has_bias), "b_addr": task.b_addr, "b_stride": task.b_stride,
-        "y_addr": task.y_addr, "ys": list(task.ys), "out_bytes": task.out_bytes,
-        "raw": int(task.out_elem == "i32"), "pad_top": task.pads[0], "pad_left": task.pads[1],
-        "stride_h": task.strides[0], "stride_w": task.strides[1], "dil_h": task.dils[0],
-        "dil_w": task.dils[1],
-    })
-
-
 def test_agu_loop_nests_against_the_model():
     rng = random.Random(7)
     geom = NmuGeometry(lanes=LANES, cols=LANES)
@@ -154,7 +140,7 @@ def test_agu_loop_nests_against_the_model():
     async def bench(ctx):
         for k in range(12):
             task = _task(rng, gemm=k % 3 == 0)
-            ctx.set(dut.task, task_const(task))
+            ctx.set(dut.task, task_fields(task))
             for n0 in range(0, task.cout, geom.cols):
                 for mode, model in ((NmuAgu.MODE_W, weight_runs), (NmuAgu.MODE_B, bias_runs),
                                     (NmuAgu.MODE_A, None)):

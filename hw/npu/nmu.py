@@ -1,0 +1,276 @@
+"""The NMU: int8 gemm / matmul / conv2d on L1 operands (AGU, MAC array, output stage).
+
+Blocks (``docs/nmu.md``): :class:`npu.nmu_agu.NmuAgu` walks the loop nests and
+:class:`npu.nmu_agu.RunReader` reads their runs from L1 as realigned vectors;
+:class:`npu.nmu_array.NmuArray` (``lanes x cols`` MACs, weight-stationary) accumulates;
+:class:`npu.nmu_output.NmuOutput` requantises (per-channel multiplier and shift, zero
+point, clamp) or passes i32 through and stores the results into L1.
+
+Interface
+---------
+* ``start`` (stream of :func:`npu.nmu_agu.task_fields_layout`): the task in the NMU's
+  convolution view, decoded from the compute registers (``nem.taskformat.REGISTER_MAPS``,
+  model: :func:`npu.nmu_model.decode_task`; the register decode is the engine's side).
+* ``rq`` (stream of 32-bit words): the task's requantisation entry from the data section,
+  word by word as ``nem.taskformat.encode_requant`` lays it out (input zero point, output
+  zero point, clamp low, clamp high, channels n, reserved, then n (multiplier, shift)
+  pairs). Read right after ``start``.
+* ``done`` (stream of ``{error, cause}``, :class:`npu.nmu_model.Cause`): one per task.
+* ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1
+  (:func:`npu.engine_ports.read_client_signature` / ``write_client_signature``).
+* counters, cleared at ``start``: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
+  valid columns of every vector the array took), ``cnt_load`` (cycles loading weights and
+  bias, the array idle), ``cnt_stall_read`` (L1 read not granted), ``cnt_stall_write``
+  (L1 write not granted), ``cnt_stall_out`` (the array held by the output stage),
+  ``cnt_starve`` (activation phase, no vector for the array).
+
+Sequence of a task: read the requantisation entry into the channel table; check sizes;
+then per tile of ``cols`` output channels: load the weight rows, load the bias, stream
+the activations (one vector per cycle), and go on with the next tile once the array has
+taken the last vector (the output stage drains behind). ``done`` once every result is
+written.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.engine_ports import read_client_signature, write_client_signature
+from npu.nmu_agu import NmuAgu, RunReader, task_fields_layout
+from npu.nmu_array import NmuArray
+from npu.nmu_model import Cause, NmuGeometry
+from npu.nmu_output import NmuOutput
+from npu.requant import param_layout
+
+__all__ = ["Nmu", "done_layout"]
+
+COUNTERS = ("busy", "macs", "load", "stall_read", "stall_write", "stall_out", "starve")
+
+
+def done_layout():
+    return data.StructLayout({"error": 1, "cause": 4})
+
+
+class Nmu(wiring.Component):
+    """The NMU of one engine.
+
+    Parameters
+    ----------
+    geometry : npu.nmu_model.NmuGeometry
+        ``lanes`` must equal the L1 word in bytes.
+    depth : int
+        L1 words.
+    """
+
+    def __init__(self, *, geometry=None, depth=1024, lanes=None, cols=None, wrows=None,
+                 channels=None):
+        if geometry is None:
+            geometry = NmuGeometry(lanes=lanes or 8, cols=cols or 8, wrows=wrows or 256,
+                                   channels=channels or 256)
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        self.geometry, self.depth = geometry, depth
+        width = 8 * geometry.lanes
+        super().__init__({
+            "start": In(stream.Signature(task_fields_layout())),
+            "rq": In(stream.Signature(32)),
+            "done": Out(stream.Signature(done_layout())),
+            "l1_rd": Out(read_client_signature(depth, width)),
+            "l1_wr": Out(write_client_signature(depth, width)),
+            "busy": Out(1),
+            **{f"cnt_{name}": Out(32) for name in COUNTERS},
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geometry
+        L, C = g.lanes, g.cols
+        lw = L.bit_length() - 1
+        rows = g.channels // C
+
+        m.submodules.agu = agu = NmuAgu(lanes=L, cols=C)
+        m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
+        m.submodules.array = array = NmuArray(lanes=L, cols=C, wrows=g.wrows, tag_width=32)
+        m.submodules.output = out = NmuOutput(cols=C, rows=rows, lanes=L, depth=self.depth)
+        wiring.connect(m, agu.cmd, reader.cmd)
+        wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
+        wiring.connect(m, out.wr, wiring.flipped(self.l1_wr))
+
+        task = Signal(task_fields_layout())
+        m.d.comb += agu.task.eq(task)
+        zx = Signal(signed(32))
+        zy, lo, hi = Signal(signed(32)), Signal(signed(32)), Signal(signed(32))
+        nch = Signal(32)
+        m.d.comb += [reader.pad_byte.eq(zx[:8]), array.zx.eq(zx[:9]),
+                     out.zero_point.eq(zy[:17]), out.lo.eq(lo[:17]), out.hi.eq(hi[:17]),
+                     out.raw.eq(task.raw), out.out_bytes.eq(task.out_bytes)]
+
+        n0 = Signal(16)
+        tile = Signal(range(rows + 1))
+        ncols = Signal(range(C + 1))
+        left = Signal(17)
+        m.d.comb += [left.eq(task.cout - n0), ncols.eq(Mux(left > C, C, left)),
+                     agu.n0.eq(n0)]
+        bias = Signal(data.ArrayLayout(signed(32), C))
+        m.d.comb += array.bias.eq(bias)
+        cause = Signal(4)
+
+        # requantisation entry words -> channel table rows
+        widx = Signal(32)
+        mult = Signal(31)
+        row = Signal(param_layout(C))
+        row_write = Signal()
+        row_at = Signal(range(rows + 1))
+        m.d.comb += [out.params.valid.eq(row_write), out.params.payload.row.eq(row_at),
+                     out.params.payload.data.eq(row)]
+        m.d.sync += row_write.eq(0)
+
+        # reader vectors by phase
+        vec = reader.o.payload
+        phase = Signal(2)  # NmuAgu.MODE_*
+        m.d.comb += [array.w_row.eq(vec.tag.row), array.w_lane.eq(vec.tag.lane),
+                     array.w_count.eq(vec.count)]
+        m.d.comb += [array.w_data[c].eq(vec.data[c]) for c in range(C)]
+        m.d.comb += [array.i.payload.data.eq(vec.data), array.i.payload.count.eq(vec.count),
+                     array.i.payload.row.eq(vec.tag.row + vec.index),
+                     array.i.payload.first.eq(vec.tag.first & (vec.index == 0)),
+                     array.i.payload.last.eq(vec.tag.last & vec.last),
+                     array.i.payload.tag.eq(vec.tag.yaddr)]
+        with m.Switch(phase):
+            with m.Case(NmuAgu.MODE_W):
+                m.d.comb += [reader.o.ready.eq(1), array.w_en.eq(reader.o.valid)]
+            with m.Case(NmuAgu.MODE_B):
+                m.d.comb += reader.o.ready.eq(1)
+                with m.If(reader.o.valid):
+                    word = Signal(32)
+                    m.d.comb += word.eq(vec.data.as_value()[:32])
+                    with m.Switch(vec.tag.lane):
+                        for c in range(C):
+                            with m.Case(c):
+                                m.d.sync += bias[c].eq(word.as_signed())
+            with m.Default():
+                m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
+
+        # accumulators -> output stage
+        m.d.comb += [out.i.valid.eq(array.o.valid), array.o.ready.eq(out.i.ready),
+                     out.i.payload.acc.eq(array.o.payload.acc), out.i.payload.row.eq(tile),
+                     out.i.payload.yaddr.eq(array.o.payload.tag + task.out_bytes * n0),
+                     out.i.payload.ncols.eq(ncols)]
+
+        quiet = ~agu.busy & ~reader.busy
+        q = Signal(16)
+        m.d.comb += q.eq((task.cin + (L - 1)) >> lw)
+        counting = Signal()
+        counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.start.ready.eq(1)
+                with m.If(self.start.valid):
+                    m.d.sync += [task.eq(self.start.payload), widx.eq(0), cause.eq(0),
+                                 n0.eq(0), tile.eq(0), phase.eq(NmuAgu.MODE_W)]
+                    m.d.sync += [c.eq(0) for c in counters.values()]
+                    m.next = "PARAMS"
+            with m.State("PARAMS"):
+                m.d.comb += [self.rq.ready.eq(1), counting.eq(1)]
+                with m.If(self.rq.valid):
+                    w = self.rq.payload
+                    m.d.sync += widx.eq(widx + 1)
+                    with m.Switch(widx):
+                        with m.Case(0):
+                            m.d.sync += zx.eq(w)
+                        with m.Case(1):
+                            m.d.sync += zy.eq(w)
+                        with m.Case(2):
+                            m.d.sync += lo.eq(w)
+                        with m.Case(3):
+                            m.d.sync += hi.eq(w)
+                        with m.Case(4):
+                            m.d.sync += nch.eq(w)
+                        with m.Case(5):
+                            with m.If(nch == 0):
+                                m.next = "CHECK"
+                        with m.Default():
+                            ch = Signal(32)
+                            m.d.comb += ch.eq((widx - 6) >> 1)
+                            with m.If(~widx[0]):  # even index from 6: multiplier
+                                m.d.sync += mult.eq(w)
+                            with m.Else():
+                                lane = Signal(range(C))
+                                m.d.comb += lane.eq(ch % C)
+                                with m.Switch(lane):
+                                    for c in range(C):
+                                        with m.Case(c):
+                                            m.d.sync += [row[c].multiplier.eq(mult),
+                                                         row[c].shift.eq(w)]
+                                with m.If((lane == C - 1) | (ch + 1 == nch)):
+                                    m.d.sync += [row_write.eq(ch < g.channels),
+                                                 row_at.eq(ch // C)]
+                                with m.If(ch + 1 == nch):
+                                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += counting.eq(1)
+                with m.If((task.kh * task.kw * q > g.wrows) | (task.cout > g.channels)):
+                    m.d.sync += cause.eq(Cause.SIZE)
+                    m.next = "DONE"
+                with m.Elif(Mux(task.raw, nch != 0, nch != task.cout)):
+                    m.d.sync += cause.eq(Cause.REQUANT)
+                    m.next = "DONE"
+                with m.Else():
+                    m.next = "W_START"
+            for mode, name, nxt in ((NmuAgu.MODE_W, "W", "B_START"),
+                                    (NmuAgu.MODE_B, "B", "A_START"),
+                                    (NmuAgu.MODE_A, "A", None)):
+                with m.State(f"{name}_START"):
+                    m.d.comb += [counting.eq(1), agu.mode.eq(mode), agu.start.eq(1)]
+                    m.d.sync += phase.eq(mode)
+                    if mode == NmuAgu.MODE_B:
+                        with m.If(~task.has_bias):
+                            m.d.comb += agu.start.eq(0)
+                            m.d.sync += [bias[c].eq(0) for c in range(C)]
+                            m.next = "A_START"
+                        with m.Else():
+                            m.next = "B_WAIT"
+                    else:
+                        m.next = f"{name}_WAIT"
+                with m.State(f"{name}_WAIT"):
+                    m.d.comb += counting.eq(1)
+                    if nxt is not None:
+                        with m.If(quiet):
+                            m.next = nxt
+                    else:
+                        with m.If(quiet & ~array.busy):
+                            m.d.sync += [n0.eq(n0 + C), tile.eq(tile + 1)]
+                            with m.If(n0 + C < task.cout):
+                                m.next = "W_START"
+                            with m.Else():
+                                m.next = "DRAIN"
+            with m.State("DRAIN"):
+                m.d.comb += counting.eq(1)
+                with m.If(~out.busy & ~array.busy):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
+                             self.done.payload.cause.eq(cause)]
+                with m.If(self.done.ready):
+                    m.next = "IDLE"
+
+        in_a = counting & (phase == NmuAgu.MODE_A)
+        with m.If(counting):
+            m.d.sync += counters["busy"].eq(counters["busy"] + 1)
+            with m.If(array.i.valid & array.i.ready):
+                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * ncols)
+            with m.If(~in_a):
+                m.d.sync += counters["load"].eq(counters["load"] + 1)
+            with m.If(reader.stall):
+                m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
+            with m.If(out.stall):
+                m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
+            with m.If(in_a & array.i.valid & ~array.i.ready):
+                m.d.sync += counters["stall_out"].eq(counters["stall_out"] + 1)
+            with m.If(in_a & ~array.i.valid):
+                m.d.sync += counters["starve"].eq(counters["starve"] + 1)
+        m.d.comb += self.busy.eq(counting)
+        return m

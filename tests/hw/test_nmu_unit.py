@@ -1,0 +1,183 @@
+"""The whole NMU (AGU + run reader + array + output stage) on bound NEM programs.
+
+Each case is a one-task NEM program (``npu.nmu_programs``: gemm, matmul, conv2d with odd
+shapes, edge tiles, pads, strides, dilations, bias, i8 and i16 outputs, per-tensor and
+per-channel weights, unaligned operands), checked and bound with ``nem.binder.bind``. The
+testbench decodes the NMU task's registers (``npu.nmu_model.decode_task``), hands the NMU
+the task and the requantisation entry of the data section word by word, plays L1 behind
+the read and write client ports the way ``ArbitratedSRAM`` serves them (grants denied at
+random, read data one cycle after ``go`` and held, read-first), and compares the whole L1
+with what ``nem.executor.execute`` leaves, byte for byte; the MAC counter with the
+executor's MAC count. A raw i32 output (no NEM type family has one, so the case is an i8
+program with the output retyped) is checked against the model and numpy.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit, encode_requant
+from npu.nmu import COUNTERS, Nmu
+from npu.nmu_agu import task_fields
+from npu.nmu_model import Cause, NmuGeometry, decode_task, nmu_model
+from npu.nmu_programs import conv_case, gemm_case
+
+GEOM = NmuGeometry(lanes=8, cols=8, wrows=128, channels=64)
+L1_BYTES = 65536
+REGS = REGISTER_MAPS[Unit.NMU]
+
+
+def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
+    """Run one task on ``dut`` with L1 = ``mem`` (bytearray, changed in place).
+
+    Returns (done payload as (error, cause), counters dict)."""
+    lanes = dut.geometry.lanes
+    words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
+    result = {}
+
+    async def bench(ctx):
+        held = 0
+        ctx.set(dut.start.payload, task_fields(task))
+        ctx.set(dut.start.valid, 1)
+        ctx.set(dut.done.ready, 1)
+        k = 0
+        started = False
+        for _cycle in range(max_cycles):
+            if started:
+                ctx.set(dut.start.valid, 0)
+            ctx.set(dut.rq.valid, k < len(words) and rng.random() < 0.8)
+            if k < len(words):
+                ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
+            rd, wr = dut.l1_rd, dut.l1_wr
+            ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
+            ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= deny)
+            read = write = None
+            if ctx.get(rd.go):
+                assert ctx.get(rd.gnt)
+                a = ctx.get(rd.addr) * lanes
+                read = int.from_bytes(bytes(mem[a:a + lanes]), "little")
+            if ctx.get(wr.go):
+                assert ctx.get(wr.gnt)
+                write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
+            took_rq = ctx.get(dut.rq.valid) and ctx.get(dut.rq.ready)
+            started = started or ctx.get(dut.start.ready)
+            if started and ctx.get(dut.done.valid):
+                p = ctx.get(dut.done.payload)
+                result["done"] = (int(p.error), int(p.cause))
+                result["counters"] = {n: ctx.get(getattr(dut, f"cnt_{n}")) for n in COUNTERS}
+                await ctx.tick()
+                return
+            await ctx.tick()
+            k += took_rq
+            if write is not None:
+                addr, data, en = write
+                for b in range(lanes):
+                    if en >> b & 1:
+                        mem[addr * lanes + b] = data >> (8 * b) & 0xFF
+            if read is not None:
+                held = read
+            ctx.set(rd.data, held)
+        raise AssertionError("the NMU did not finish")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return result["done"], result["counters"]
+
+
+def _compare(got, want, what):
+    got, want = np.frombuffer(bytes(got), np.uint8), np.asarray(want, np.uint8)
+    bad = np.nonzero(got != want)[0]
+    assert not len(bad), (f"{what}: L1 byte {bad[0]}: {got[bad[0]]:#04x}, expected "
+                          f"{want[bad[0]]:#04x} ({len(bad)} bytes differ)")
+
+
+@pytest.fixture(scope="module")
+def dut():
+    return Nmu(geometry=GEOM, depth=L1_BYTES // GEOM.lanes)
+
+
+CASES = {
+    "gemm_odd": lambda r: gemm_case(r, 5, 13, 11, bias=True),
+    "gemm_edge_tiles_i16": lambda r: gemm_case(r, 3, 9, 19, bias=True, out_elem="i16",
+                                               per_channel=False),
+    "matmul": lambda r: gemm_case(r, 6, 24, 8, opcode="matmul"),
+    "gemm_k1": lambda r: gemm_case(r, 4, 1, 3),
+    "conv_pads_strides_dils": lambda r: conv_case(r, 2, 5, 6, 3, 3, 3, 10, pads=(1, 2, 0, 1),
+                                                  strides=(2, 1), dils=(1, 2), bias=True),
+    "conv_3x3_same": lambda r: conv_case(r, 1, 5, 5, 9, 3, 3, 12, pads=(1, 1, 1, 1)),
+    "conv_i16_stride": lambda r: conv_case(r, 1, 7, 6, 16, 2, 3, 5, strides=(2, 2),
+                                           out_elem="i16", bias=True, per_channel=False),
+    "conv_all_pad": lambda r: conv_case(r, 1, 1, 1, 2, 3, 3, 3, pads=(2, 2, 2, 2), bias=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_nmu_against_the_executor(dut, name):
+    rng = np.random.default_rng(sorted(CASES).index(name) + 1)
+    case = CASES[name](rng)
+    task = decode_task(case.regs)
+    mem = bytearray(case.l1_before.tobytes())
+    done, counters = run_nmu(dut, task, case.entry, mem, random.Random(name))
+    assert done == (0, 0)
+    _compare(mem, case.l1_after, name)
+    assert counters["macs"] == case.macs
+    if case.macs >= 200:  # the random denial bit
+        assert counters["stall_read"] > 0 and counters["stall_write"] > 0
+    # the model too
+    model_mem = case.l1_before.copy()
+    nmu_model(case.regs, case.entry, model_mem, GEOM)
+    _compare(model_mem, case.l1_after, f"{name} (model)")
+
+
+def test_raw_i32_output(dut):
+    rng = np.random.default_rng(40)
+    case = conv_case(rng, 1, 4, 5, 11, 2, 2, 9, pads=(1, 0, 0, 1), bias=True)
+    regs = dict(case.regs)
+    y = 3  # X, W, B, then Y
+    regs[REGS.index(f"OP{y}_ELEM")] = ELEM_TYPES.index("i32")
+    task = decode_task(regs)
+    entry = RequantEntry(case.entry.x_zero_point, 0, -(1 << 31), (1 << 31) - 1, (), ())
+    # the output region grows to 4 bytes per element: keep it inside L1, away from the rest
+    task = replace(task, y_addr=40000)
+    model_mem = case.l1_before.copy()
+    regs[REGS.index(f"OP{y}_ADDR_LO")] = 40000
+    nmu_model(regs, entry, model_mem, GEOM)
+    mem = bytearray(case.l1_before.tobytes())
+    done, _ = run_nmu(dut, task, entry, mem, random.Random(4))
+    assert done == (0, 0)
+    _compare(mem, model_mem, "raw i32")
+    # numpy: sum (x - zx) * w + bias
+    x = np.frombuffer(bytes(mem[task.x_addr:task.x_addr + 4 * 5 * 11]), np.int8)
+    x = x.reshape(1, 4, 5, 11).astype(np.int64) - entry.x_zero_point
+    w = np.frombuffer(bytes(mem[task.w_addr:task.w_addr + 2 * 2 * 11 * 9]), np.int8)
+    w = w.reshape(2, 2, 11, 9).astype(np.int64)
+    b = np.frombuffer(bytes(mem[task.b_addr:task.b_addr + 36]), "<i4").astype(np.int64)
+    xp = np.zeros((1, 5, 6, 11), np.int64)
+    xp[:, 1:5, 0:5, :] = x
+    want = np.zeros((1, task.oh, task.ow, 9), np.int64) + b
+    for i in range(2):
+        for j in range(2):
+            want += np.einsum("nhwc,cf->nhwf", xp[:, i:i + task.oh, j:j + task.ow, :], w[i, j])
+    got = np.frombuffer(bytes(mem[40000:40000 + want.size * 4]), "<i4").reshape(want.shape)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_refusals(dut):
+    rng = np.random.default_rng(41)
+    case = gemm_case(rng, 2, 4, 3)
+    task = decode_task(case.regs)
+    mem = bytearray(case.l1_before.tobytes())
+    entry = replace(case.entry, multipliers=case.entry.multipliers[:2],
+                    shifts=case.entry.shifts[:2])
+    assert run_nmu(dut, task, entry, mem, random.Random(1))[0] == (1, Cause.REQUANT)
+    big = replace(task, cin=GEOM.wrows * GEOM.lanes + 1)
+    assert run_nmu(dut, big, case.entry, mem, random.Random(2))[0] == (1, Cause.SIZE)
+    _compare(mem, case.l1_before, "refused tasks write nothing")
