@@ -42,9 +42,10 @@ from npu.nmu_agu import NmuAgu, RunReader, task_fields_layout
 from npu.nmu_array import NmuArray
 from npu.nmu_model import Cause, NmuGeometry
 from npu.nmu_output import NmuOutput
+from npu.nmu_regs import NmuRegisters, write_layout
 from npu.requant import param_layout
 
-__all__ = ["Nmu", "done_layout"]
+__all__ = ["COUNTERS", "Nmu", "NmuUnit", "done_layout"]
 
 COUNTERS = ("busy", "macs", "load", "stall_read", "stall_write", "stall_out", "starve")
 
@@ -212,7 +213,10 @@ class Nmu(wiring.Component):
                                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += counting.eq(1)
-                with m.If((task.kh * task.kw * q > g.wrows) | (task.cout > g.channels)):
+                with m.If(task.cause != 0):
+                    m.d.sync += cause.eq(task.cause)
+                    m.next = "DONE"
+                with m.Elif((task.kh * task.kw * q > g.wrows) | (task.cout > g.channels)):
                     m.d.sync += cause.eq(Cause.SIZE)
                     m.next = "DONE"
                 with m.Elif(Mux(task.raw, nch != 0, nch != task.cout)):
@@ -273,4 +277,48 @@ class Nmu(wiring.Component):
             with m.If(in_a & ~array.i.valid):
                 m.d.sync += counters["starve"].eq(counters["starve"] + 1)
         m.d.comb += self.busy.eq(counting)
+        return m
+
+
+class NmuUnit(wiring.Component):
+    """The NMU as the engine sees it: shadow registers (:class:`npu.nmu_regs.NmuRegisters`)
+    in front of :class:`Nmu`.
+
+    The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
+    ready), then a transfer on ``start``; the requantisation entry follows on ``rq`` and
+    the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
+    the entry has been read). Ports and counters as for :class:`Nmu`.
+    """
+
+    def __init__(self, *, geometry, depth):
+        self.core = Nmu(geometry=geometry, depth=depth)
+        self.regs = NmuRegisters()
+        self.geometry, self.depth = geometry, depth
+        width = 8 * geometry.lanes
+        super().__init__({
+            "clear": In(1),
+            "write": In(stream.Signature(write_layout())),
+            "start": In(stream.Signature(1)),
+            "rq": In(stream.Signature(32)),
+            "done": Out(stream.Signature(done_layout())),
+            "l1_rd": Out(read_client_signature(depth, width)),
+            "l1_wr": Out(write_client_signature(depth, width)),
+            "busy": Out(1),
+            **{f"cnt_{name}": Out(32) for name in COUNTERS},
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.regs = regs = self.regs
+        m.submodules.core = core = self.core
+        m.d.comb += regs.clear.eq(self.clear)
+        wiring.connect(m, wiring.flipped(self.write), regs.write)
+        m.d.comb += [core.start.valid.eq(self.start.valid), self.start.ready.eq(core.start.ready),
+                     core.start.payload.eq(regs.task)]
+        wiring.connect(m, wiring.flipped(self.rq), core.rq)
+        wiring.connect(m, core.done, wiring.flipped(self.done))
+        wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
+        wiring.connect(m, core.l1_wr, wiring.flipped(self.l1_wr))
+        m.d.comb += self.busy.eq(core.busy)
+        m.d.comb += [getattr(self, f"cnt_{n}").eq(getattr(core, f"cnt_{n}")) for n in COUNTERS]
         return m

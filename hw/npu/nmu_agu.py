@@ -223,12 +223,16 @@ def task_fields_layout():
         "out_bytes": 3, "raw": 1,
         "pad_top": signed(16), "pad_left": signed(16),
         "stride_h": 16, "stride_w": 16, "dil_h": 16, "dil_w": 16,
+        "cause": 4,  # npu.nmu_model.Cause found by the register decode (0: none)
     })
 
 
-def task_fields(task):
+def task_fields(task, cause=0):
     """:func:`task_fields_layout` constant of a model task (:class:`npu.nmu_model.NmuTask`)."""
+    if task is None:
+        return task_fields_layout().const({"cause": cause})
     return task_fields_layout().const({
+        "cause": cause,
         "batch": task.batch, "h": task.h, "w": task.w, "cin": task.cin, "kh": task.kh,
         "kw": task.kw, "cout": task.cout, "oh": task.oh, "ow": task.ow,
         "x_addr": task.x_addr, "xs": list(task.xs), "w_addr": task.w_addr, "ws": list(task.ws),

@@ -183,7 +183,7 @@ def decode_task(regs):
     if elems[0] != "i8" or elems[1] != "i8" or (nin == 3 and elems[2] != "i32") \
             or out_elem not in OUT_BYTES:
         raise NmuUnsupported(Cause.TYPE, f"element types {elems}")
-    if any(_field(regs, k, "LEVEL") != 2 for k in ops):
+    if any(_field(regs, k, "LEVEL") != 2 or _field(regs, k, "ADDR_HI") for k in ops):
         raise NmuUnsupported(Cause.TYPE, "every operand must be in L1")
 
     def dims(k):
@@ -222,7 +222,7 @@ def decode_task(regs):
     b_addr, b_stride = 0, 0
     if nin == 3:
         bd, bs = dims(2)
-        if not bd or any(d != 1 for d in bd[:-1]) or bd[-1] != cout:
+        if not 1 <= len(bd) <= 2 or any(d != 1 for d in bd[:-1]) or bd[-1] != cout:
             raise NmuUnsupported(Cause.LAYOUT, f"bias shape {bd}: only per output channel")
         b_addr, b_stride = addr[2], bs[-1]
     return NmuTask(

@@ -23,7 +23,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit, encode_requant
-from npu.nmu import COUNTERS, Nmu
+from npu.nmu import COUNTERS, Nmu, NmuUnit
 from npu.nmu_agu import task_fields
 from npu.nmu_model import Cause, NmuGeometry, decode_task, nmu_model
 from npu.nmu_programs import conv_case, gemm_case
@@ -36,6 +36,8 @@ REGS = REGISTER_MAPS[Unit.NMU]
 def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
     """Run one task on ``dut`` with L1 = ``mem`` (bytearray, changed in place).
 
+    ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
+    values ``{index: value}``, written through its register port first.
     Returns (done payload as (error, cause), counters dict)."""
     lanes = dut.geometry.lanes
     words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
@@ -43,7 +45,17 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
 
     async def bench(ctx):
         held = 0
-        ctx.set(dut.start.payload, task_fields(task))
+        if isinstance(dut, NmuUnit):
+            ctx.set(dut.clear, 1)
+            await ctx.tick()
+            ctx.set(dut.clear, 0)
+            ctx.set(dut.write.valid, 1)
+            for index, value in task.items():
+                ctx.set(dut.write.payload, {"index": index, "value": value})
+                await ctx.tick()
+            ctx.set(dut.write.valid, 0)
+        else:
+            ctx.set(dut.start.payload, task_fields(task))
         ctx.set(dut.start.valid, 1)
         ctx.set(dut.done.ready, 1)
         k = 0
@@ -104,6 +116,11 @@ def dut():
     return Nmu(geometry=GEOM, depth=L1_BYTES // GEOM.lanes)
 
 
+@pytest.fixture(scope="module")
+def unit():
+    return NmuUnit(geometry=GEOM, depth=L1_BYTES // GEOM.lanes)
+
+
 CASES = {
     "gemm_odd": lambda r: gemm_case(r, 5, 13, 11, bias=True),
     "gemm_edge_tiles_i16": lambda r: gemm_case(r, 3, 9, 19, bias=True, out_elem="i16",
@@ -120,12 +137,11 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_nmu_against_the_executor(dut, name):
+def test_nmu_against_the_executor(unit, name):
     rng = np.random.default_rng(sorted(CASES).index(name) + 1)
     case = CASES[name](rng)
-    task = decode_task(case.regs)
     mem = bytearray(case.l1_before.tobytes())
-    done, counters = run_nmu(dut, task, case.entry, mem, random.Random(name))
+    done, counters = run_nmu(unit, case.regs, case.entry, mem, random.Random(name))
     assert done == (0, 0)
     _compare(mem, case.l1_after, name)
     assert counters["macs"] == case.macs
@@ -170,11 +186,14 @@ def test_raw_i32_output(dut):
     np.testing.assert_array_equal(got, want)
 
 
-def test_refusals(dut):
+def test_refusals(dut, unit):
     rng = np.random.default_rng(41)
     case = gemm_case(rng, 2, 4, 3)
     task = decode_task(case.regs)
     mem = bytearray(case.l1_before.tobytes())
+    regs = dict(case.regs)
+    regs[REGS.index("OP0_STRIDE1")] = 2  # A not contiguous along K
+    assert run_nmu(unit, regs, case.entry, mem, random.Random(3))[0] == (1, Cause.LAYOUT)
     entry = replace(case.entry, multipliers=case.entry.multipliers[:2],
                     shifts=case.entry.shifts[:2])
     assert run_nmu(dut, task, entry, mem, random.Random(1))[0] == (1, Cause.REQUANT)

@@ -1,0 +1,161 @@
+"""The NMU's shadow registers and their decode into the task the NMU runs.
+
+The compute register map is ``nem.taskformat.REGISTER_MAPS[Unit.NMU]`` (indices imported,
+never written out here). The sequencer writes a task's registers one by one (``write``,
+as the task record lists them, after ``clear``: an unwritten register reads 0, as in
+``nem.binder.plan_from_binary``); the decode is combinational from the shadow registers
+and gives the NMU's convolution view (:func:`npu.nmu_agu.task_fields_layout`) with the
+:class:`npu.nmu_model.Cause` of a task the NMU refuses. The Python model is
+:func:`npu.nmu_model.decode_task`.
+
+Only the registers the NMU reads are kept: OPCODE, NIN, NOUT; ADDR_LO/HI, LEVEL, ELEM,
+RANK, DIM0-3 and STRIDE0-3 of operand slots 0-3; and the conv2d attribute words, which sit
+at fixed positions (``docs/task-format.md``): pads ATTR1-4, strides ATTR6-7, dilations
+ATTR9-10, groups ATTR12.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit
+from npu.nmu_agu import task_fields_layout
+from npu.nmu_model import Cause
+
+__all__ = ["NmuRegisters", "write_layout"]
+
+REGS = REGISTER_MAPS[Unit.NMU]
+SLOTS = 4
+FIELDS = ("ADDR_LO", "ADDR_HI", "LEVEL", "ELEM", "RANK", *(f"DIM{d}" for d in range(4)),
+          *(f"STRIDE{d}" for d in range(4)))
+ATTRS = {"pad_top": 1, "pad_left": 2, "stride_h": 6, "stride_w": 7, "dil_h": 9, "dil_w": 10,
+         "groups": 12}
+
+
+def kept_registers():
+    """Names of the registers the NMU keeps, in index order."""
+    names = ["OPCODE", "NIN", "NOUT"]
+    names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
+    names += [f"ATTR{j}" for j in sorted(ATTRS.values())]
+    return sorted(names, key=REGS.index)
+
+
+def write_layout():
+    return data.StructLayout({"index": 8, "value": 32})
+
+
+class NmuRegisters(wiring.Component):
+    """Shadow registers of the NMU and the combinational task decode.
+
+    Attributes
+    ----------
+    clear : Signal, in
+        Pulse: every register to 0 (before a task's writes).
+    write : stream of {"index": 8, "value": 32}, in (always ready)
+        One register write; indices the NMU does not read are ignored.
+    task : Signal(task_fields_layout()), out
+        The decoded task; ``task.cause`` is non-zero when the NMU refuses it.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "clear": In(1),
+            "write": In(stream.Signature(write_layout())),
+            "task": Out(task_fields_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        r = {name: Signal(32, name=name.lower()) for name in kept_registers()}
+        m.d.comb += self.write.ready.eq(1)
+        with m.If(self.clear):
+            m.d.sync += [s.eq(0) for s in r.values()]
+        with m.Elif(self.write.valid):
+            with m.Switch(self.write.payload.index):
+                for name, s in r.items():
+                    with m.Case(REGS.index(name)):
+                        m.d.sync += s.eq(self.write.payload.value)
+
+        def op(k, f):
+            return r[f"OP{k}_{f}"]
+
+        t = self.task
+        nin, nout, opcode = r["NIN"], r["NOUT"], r["OPCODE"]
+        is_conv = opcode == OPCODES.index("conv2d")
+        is_matmul = opcode == OPCODES.index("matmul")
+        three = nin == 3
+
+        def out(f):  # the output slot: NIN
+            return Mux(three, op(3, f), op(2, f))
+
+        code = {n: ELEM_TYPES.index(n) for n in ("i8", "u8", "i16", "i32")}
+        out_elem = out("ELEM")
+        bad_count = (nout != 1) | ~((nin == 2) | (three & ~is_matmul))
+        bad_elem = (op(0, "ELEM") != code["i8"]) | (op(1, "ELEM") != code["i8"]) | \
+            (three & (op(2, "ELEM") != code["i32"])) | \
+            ~((out_elem == code["i8"]) | (out_elem == code["u8"]) | (out_elem == code["i16"])
+              | (out_elem == code["i32"]))
+        bad_level = 0
+        for k in range(SLOTS):
+            used = (k <= 2) | three
+            bad_level = bad_level | (used & ((op(k, "LEVEL") != 2) | (op(k, "ADDR_HI") != 0)))
+        want_rank = Mux(is_conv, 4, 2)
+        bad_rank = (op(0, "RANK") != want_rank) | (op(1, "RANK") != want_rank) | \
+            (out("RANK") != want_rank)
+        groups = r["ATTR12"]
+        bad_groups = is_conv & (groups != 1)
+
+        def stride(k, d):
+            return op(k, f"STRIDE{d}")
+
+        def ostride(d):
+            return out(f"STRIDE{d}")
+
+        inner = Mux(is_conv, (stride(0, 3) != 1) | (stride(1, 3) != 1) | (ostride(3) != 1),
+                    (stride(0, 1) != 1) | (stride(1, 1) != 1) | (ostride(1) != 1))
+        brank = op(2, "RANK")
+        cout = Mux(is_conv, op(1, "DIM3"), op(1, "DIM1"))
+        bias_ok = ((brank == 1) & (op(2, "DIM0") == cout)) | \
+            ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout))
+        bad_bias = three & ~bias_ok
+
+        with m.If(opcode > OPCODES.index("conv2d")):
+            m.d.comb += t.cause.eq(Cause.OPCODE)
+        with m.Elif(bad_count | bad_elem | bad_level):
+            m.d.comb += t.cause.eq(Cause.TYPE)
+        with m.Elif(bad_rank | bad_groups | inner | bad_bias):
+            m.d.comb += t.cause.eq(Cause.LAYOUT)
+
+        m.d.comb += [
+            t.cin.eq(Mux(is_conv, op(0, "DIM3"), op(0, "DIM1"))),
+            t.cout.eq(cout),
+            t.x_addr.eq(op(0, "ADDR_LO")), t.w_addr.eq(op(1, "ADDR_LO")),
+            t.y_addr.eq(out("ADDR_LO")),
+            t.has_bias.eq(three), t.b_addr.eq(Mux(three, op(2, "ADDR_LO"), 0)),
+            t.b_stride.eq(Mux(three, Mux(brank == 2, stride(2, 1), stride(2, 0)), 0)),
+            t.out_bytes.eq(Mux(out_elem == code["i32"], 4,
+                               Mux(out_elem == code["i16"], 2, 1))),
+            t.raw.eq(out_elem == code["i32"]),
+        ]
+        with m.If(is_conv):
+            m.d.comb += [
+                t.batch.eq(op(0, "DIM0")), t.h.eq(op(0, "DIM1")), t.w.eq(op(0, "DIM2")),
+                t.kh.eq(op(1, "DIM0")), t.kw.eq(op(1, "DIM1")),
+                t.oh.eq(out("DIM1")), t.ow.eq(out("DIM2")),
+                *[t.xs[d].eq(stride(0, d)) for d in range(3)],
+                *[t.ws[d].eq(stride(1, d)) for d in range(3)],
+                *[t.ys[d].eq(ostride(d)) for d in range(3)],
+                t.pad_top.eq(r["ATTR1"]), t.pad_left.eq(r["ATTR2"]),
+                t.stride_h.eq(r["ATTR6"]), t.stride_w.eq(r["ATTR7"]),
+                t.dil_h.eq(r["ATTR9"]), t.dil_w.eq(r["ATTR10"]),
+            ]
+        with m.Else():  # gemm / matmul: M x 1 pixels, K input channels, a 1 x 1 kernel
+            m.d.comb += [
+                t.batch.eq(1), t.h.eq(op(0, "DIM0")), t.w.eq(1), t.kh.eq(1), t.kw.eq(1),
+                t.oh.eq(op(0, "DIM0")), t.ow.eq(1),
+                t.xs[1].eq(stride(0, 0)), t.ws[2].eq(stride(1, 0)), t.ys[1].eq(ostride(0)),
+                t.stride_h.eq(1), t.stride_w.eq(1), t.dil_h.eq(1), t.dil_w.eq(1),
+            ]
+        return m
