@@ -10,19 +10,23 @@ byte.
 from __future__ import annotations
 
 import math
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from amaranth.sim import Simulator
 
 from nem.binder import bind
 from nem.checker import check_text
 from nem.executor import execute
 from nem.memory import allocate
-from nem.taskformat import Unit, decode_requant
+from nem.taskformat import REGISTER_MAPS, Unit, decode_requant, encode_requant
+from npu.nmu import COUNTERS
+from npu.nmu_agu import task_fields
 
-__all__ = ["NmuCase", "conv_case", "device_dir", "gemm_case"]
+__all__ = ["NmuCase", "conv_case", "device_dir", "gemm_case", "run_nmu"]
 
 _DEVICE = """include "npm_baseline_1.0.nem"
 
@@ -103,7 +107,6 @@ def _run(text, inputs, macs, l1, word, offsets):
     program = bind(result)
     (task,) = [t for t in program.tasks if t.unit is Unit.NMU]
     regs = dict(task.writes)
-    from nem.taskformat import REGISTER_MAPS
     entry = decode_requant(program.data, regs[REGISTER_MAPS[Unit.NMU].index("REQUANT")])
     places, _ = allocate(result.plan.buffers, result.device)
     initial = {}
@@ -222,3 +225,78 @@ def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides
     return _case("conv2d", (batch, h, w, cin), (kh, kw, cin, cout), (batch, oh, ow, cout),
                  ("NHWC", "HWIO", "NHWC"), attrs, bias=bias, out_elem=out_elem,
                  per_channel=per_channel, rng=rng, macs=macs, l1=l1, word=word, waxis=3)
+
+
+def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
+    """Run one task on ``dut`` in the Amaranth simulator with L1 = ``mem`` (a bytearray,
+    changed in place), served the way ``npu.engine_ports.ArbitratedSRAM`` serves its client
+    ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
+    data one cycle after ``go`` and held, writes after the reads of the cycle (read-first).
+    The requantisation entry goes in word by word with random idle cycles.
+
+    ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
+    values ``{index: value}``, written through its register port first.
+    Returns (done payload as (error, cause), counters dict)."""
+    lanes = dut.geometry.lanes
+    words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
+    result = {}
+
+    async def bench(ctx):
+        held = 0
+        if isinstance(task, dict):
+            ctx.set(dut.clear, 1)
+            await ctx.tick()
+            ctx.set(dut.clear, 0)
+            ctx.set(dut.write.valid, 1)
+            for index, value in task.items():
+                ctx.set(dut.write.payload, {"index": index, "value": value})
+                await ctx.tick()
+            ctx.set(dut.write.valid, 0)
+        else:
+            ctx.set(dut.start.payload, task_fields(task))
+        ctx.set(dut.start.valid, 1)
+        ctx.set(dut.done.ready, 1)
+        k = 0
+        started = False
+        for _cycle in range(max_cycles):
+            if started:
+                ctx.set(dut.start.valid, 0)
+            ctx.set(dut.rq.valid, k < len(words) and rng.random() < 0.8)
+            if k < len(words):
+                ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
+            rd, wr = dut.l1_rd, dut.l1_wr
+            ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
+            ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= deny)
+            read = write = None
+            if ctx.get(rd.go):
+                assert ctx.get(rd.gnt)
+                a = ctx.get(rd.addr) * lanes
+                read = int.from_bytes(bytes(mem[a:a + lanes]), "little")
+            if ctx.get(wr.go):
+                assert ctx.get(wr.gnt)
+                write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
+            took_rq = ctx.get(dut.rq.valid) and ctx.get(dut.rq.ready)
+            started = started or ctx.get(dut.start.ready)
+            if started and ctx.get(dut.done.valid):
+                p = ctx.get(dut.done.payload)
+                result["done"] = (int(p.error), int(p.cause))
+                result["counters"] = {n: ctx.get(getattr(dut, f"cnt_{n}")) for n in COUNTERS}
+                await ctx.tick()
+                return
+            await ctx.tick()
+            k += took_rq
+            if write is not None:
+                addr, data, en = write
+                for b in range(lanes):
+                    if en >> b & 1:
+                        mem[addr * lanes + b] = data >> (8 * b) & 0xFF
+            if read is not None:
+                held = read
+            ctx.set(rd.data, held)
+        raise AssertionError("the NMU did not finish")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return result["done"], result["counters"]

@@ -15,93 +15,19 @@ program with the output retyped) is checked against the model and numpy.
 from __future__ import annotations
 
 import random
-import struct
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
-from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit, encode_requant
-from npu.nmu import COUNTERS, Nmu, NmuUnit
-from npu.nmu_agu import task_fields
+from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit
+from npu.nmu import Nmu, NmuUnit
 from npu.nmu_model import Cause, NmuGeometry, decode_task, nmu_model
-from npu.nmu_programs import conv_case, gemm_case
+from npu.nmu_programs import conv_case, gemm_case, run_nmu
 
 GEOM = NmuGeometry(lanes=8, cols=8, wrows=128, channels=64)
 L1_BYTES = 65536
 REGS = REGISTER_MAPS[Unit.NMU]
-
-
-def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
-    """Run one task on ``dut`` with L1 = ``mem`` (bytearray, changed in place).
-
-    ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
-    values ``{index: value}``, written through its register port first.
-    Returns (done payload as (error, cause), counters dict)."""
-    lanes = dut.geometry.lanes
-    words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
-    result = {}
-
-    async def bench(ctx):
-        held = 0
-        if isinstance(dut, NmuUnit):
-            ctx.set(dut.clear, 1)
-            await ctx.tick()
-            ctx.set(dut.clear, 0)
-            ctx.set(dut.write.valid, 1)
-            for index, value in task.items():
-                ctx.set(dut.write.payload, {"index": index, "value": value})
-                await ctx.tick()
-            ctx.set(dut.write.valid, 0)
-        else:
-            ctx.set(dut.start.payload, task_fields(task))
-        ctx.set(dut.start.valid, 1)
-        ctx.set(dut.done.ready, 1)
-        k = 0
-        started = False
-        for _cycle in range(max_cycles):
-            if started:
-                ctx.set(dut.start.valid, 0)
-            ctx.set(dut.rq.valid, k < len(words) and rng.random() < 0.8)
-            if k < len(words):
-                ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
-            rd, wr = dut.l1_rd, dut.l1_wr
-            ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
-            ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= deny)
-            read = write = None
-            if ctx.get(rd.go):
-                assert ctx.get(rd.gnt)
-                a = ctx.get(rd.addr) * lanes
-                read = int.from_bytes(bytes(mem[a:a + lanes]), "little")
-            if ctx.get(wr.go):
-                assert ctx.get(wr.gnt)
-                write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
-            took_rq = ctx.get(dut.rq.valid) and ctx.get(dut.rq.ready)
-            started = started or ctx.get(dut.start.ready)
-            if started and ctx.get(dut.done.valid):
-                p = ctx.get(dut.done.payload)
-                result["done"] = (int(p.error), int(p.cause))
-                result["counters"] = {n: ctx.get(getattr(dut, f"cnt_{n}")) for n in COUNTERS}
-                await ctx.tick()
-                return
-            await ctx.tick()
-            k += took_rq
-            if write is not None:
-                addr, data, en = write
-                for b in range(lanes):
-                    if en >> b & 1:
-                        mem[addr * lanes + b] = data >> (8 * b) & 0xFF
-            if read is not None:
-                held = read
-            ctx.set(rd.data, held)
-        raise AssertionError("the NMU did not finish")
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return result["done"], result["counters"]
 
 
 def _compare(got, want, what):
