@@ -67,21 +67,41 @@ class TB:
             for k, channel in enumerate(channels):
                 channel.set_pause_generator(random_pauses(seed + 10 + k, 0.3))
         self.issues = 0
+        self.model_tokens = 0
+        self.running = {}
         cocotb.start_soon(self._watch_tokens())
 
     async def _watch_tokens(self):
-        """A task never issues before its wait tokens: checked in the cycle it issues."""
+        """A task never issues before its wait tokens are set.
+
+        Checked in the cycle it issues against the SEQ's own scoreboard and against an
+        independent one kept here from the issues and the units' completions (a
+        completion sets the signal tokens of the task its unit runs; completions of a
+        cycle count before an issue in that cycle; an issue clears its signal tokens).
+        """
         dut = self.dut
         mask = (1 << CFG.tokens) - 1
+        done = [getattr(dut, f"unit_done__{k}__valid") for k in range(len(unit_names(CFG)))]
         while True:
             await FallingEdge(dut.clk)
             await ReadOnly()
+            for k, valid in enumerate(done):
+                if valid.value == 1:
+                    self.model_tokens |= self.running.pop(k, 0)
             if dut.dbg_issue.value == 1:
-                wait = int(dut.dbg_issue_wait.value)
+                wait = int(dut.dbg_issue_wait.value) & mask
                 tokens = int(dut.dbg_tokens.value)
-                assert wait & ~tokens & mask == 0, (
-                    f"task {self.issues} issued with wait mask {wait:#x} while the tokens "
-                    f"are {tokens:#x}")
+                unit = int(dut.dbg_issue_unit.value)
+                assert wait & ~tokens == 0, (
+                    f"task {self.issues} issued with wait mask {wait:#x} while the SEQ's "
+                    f"tokens are {tokens:#x}")
+                assert wait & ~self.model_tokens == 0, (
+                    f"task {self.issues} issued with wait mask {wait:#x}; the tokens set by "
+                    f"completions are {self.model_tokens:#x}")
+                assert unit not in self.running, f"task {self.issues}: unit {unit} is busy"
+                signal = int(dut.dbg_issue_signal.value) & mask
+                self.model_tokens &= ~signal
+                self.running[unit] = signal
                 self.issues += 1
 
     async def reset(self):
@@ -110,6 +130,8 @@ class TB:
         the final status."""
         self.clear_memories()
         self.issues = 0
+        self.model_tokens = 0     # START clears the tokens
+        self.running = {}
         self.ram.write(0, bytes(image))
         if watchdog is not None:
             await self.write("WATCHDOG", watchdog)

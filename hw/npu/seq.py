@@ -204,7 +204,8 @@ class Sequencer(wiring.Component):
     issued, completed : Out(32)
         Tasks issued and completed in this run.
     tokens : Out(tokens)
-        The token scoreboard.
+        The token scoreboard as the issue logic sees it: the register, with the tokens of
+        completions in this cycle already set.
     issue, issue_unit, issue_wait, issue_signal : Out
         High for the cycle a task is issued, with its unit index and token masks (for
         testbench assertions: a task never issues before its wait tokens are set).
@@ -323,7 +324,6 @@ class Sequencer(wiring.Component):
         writes_left = Signal(8)
 
         tokens = Signal(T)
-        m.d.comb += self.tokens.eq(tokens)
         pending = Array(Signal(T, name=f"pending{k}") for k in range(self.n_units))
         unit_busy = Signal(self.n_units)
         token_set = Signal(T)
@@ -340,7 +340,9 @@ class Sequencer(wiring.Component):
                      done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
                      unit_error.eq(Cat(*[d.valid & d.payload.error
                                          for d in self.unit_done]).any())]
-        m.d.sync += tokens.eq((tokens & ~token_clear) | token_set)
+        # completions happen before an issue in the same cycle (the issue already sees their
+        # tokens), so a task that waits on a token and signals it again clears it
+        m.d.sync += tokens.eq((tokens | token_set) & ~token_clear)
         with m.If(done_any & running):
             m.d.sync += self.completed.eq(self.completed + sum(
                 d.valid for d in self.unit_done))
@@ -568,7 +570,10 @@ class Sequencer(wiring.Component):
                     with m.Else():
                         m.d.sync += slot_checked.eq(1)
             m.d.sync += slot_dim.eq(slot_dim + 1)
-        ready = slot_valid & slot_checked & running & ((slot_wait[:T] & ~tokens) == 0) & \
+        # a completion in this cycle counts: its tokens are set at this clock edge, which is
+        # also when the waiting task issues (the executor starts it at the same time)
+        visible = tokens | token_set
+        ready = slot_valid & slot_checked & running & ((slot_wait[:T] & ~visible) == 0) & \
             ~unit_busy.bit_select(slot_unit, 1)
         for k, port in enumerate(self.unit_start):
             m.d.comb += port.payload.eq(slot_cmd)
@@ -582,7 +587,7 @@ class Sequencer(wiring.Component):
             m.d.sync += self.issued.eq(self.issued + 1)
             with m.If(~slot_load):
                 m.d.sync += slot_valid.eq(0)
-        m.d.comb += [self.waiting.eq(slot_valid & running & ~issue),
+        m.d.comb += [self.tokens.eq(visible), self.waiting.eq(slot_valid & running & ~issue),
                      self.issue_unit.eq(slot_unit), self.issue_wait.eq(slot_wait),
                      self.issue_signal.eq(slot_signal)]
         return m
