@@ -166,51 +166,63 @@ class Nmu(wiring.Component):
         counting = Signal()
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
+        # requantisation entry reader: runs from start until the last word is in
+        reading = Signal()
+        rows_done = Signal(range(rows + 2))
+        head_done = Signal()
+        m.d.comb += [head_done.eq(widx >= 6), self.rq.ready.eq(reading)]
+        with m.If(row_write):
+            m.d.sync += rows_done.eq(rows_done + 1)
+        with m.If(self.rq.valid & reading):
+            w = self.rq.payload
+            m.d.sync += widx.eq(widx + 1)
+            with m.Switch(widx):
+                with m.Case(0):
+                    m.d.sync += zx.eq(w)
+                with m.Case(1):
+                    m.d.sync += zy.eq(w)
+                with m.Case(2):
+                    m.d.sync += lo.eq(w)
+                with m.Case(3):
+                    m.d.sync += hi.eq(w)
+                with m.Case(4):
+                    m.d.sync += nch.eq(w)
+                with m.Case(5):
+                    with m.If(nch == 0):
+                        m.d.sync += reading.eq(0)
+                with m.Default():
+                    ch = Signal(32)
+                    m.d.comb += ch.eq((widx - 6) >> 1)
+                    with m.If(~widx[0]):  # even index from 6: multiplier
+                        m.d.sync += mult.eq(w)
+                    with m.Else():
+                        lane = Signal(range(C))
+                        m.d.comb += lane.eq(ch % C)
+                        with m.Switch(lane):
+                            for c in range(C):
+                                with m.Case(c):
+                                    m.d.sync += [row[c].multiplier.eq(mult),
+                                                 row[c].shift.eq(w)]
+                        with m.If((lane == C - 1) | (ch + 1 == nch)):
+                            m.d.sync += [row_write.eq(ch < g.channels), row_at.eq(ch // C)]
+                        with m.If(ch + 1 == nch):
+                            m.d.sync += reading.eq(0)
+
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
                 with m.If(self.start.valid):
                     m.d.sync += [task.eq(self.start.payload), widx.eq(0), cause.eq(0),
+                                 reading.eq(1), rows_done.eq(0),
                                  n0.eq(0), tile.eq(0), phase.eq(NmuAgu.MODE_W)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
                     m.next = "PARAMS"
             with m.State("PARAMS"):
-                m.d.comb += [self.rq.ready.eq(1), counting.eq(1)]
-                with m.If(self.rq.valid):
-                    w = self.rq.payload
-                    m.d.sync += widx.eq(widx + 1)
-                    with m.Switch(widx):
-                        with m.Case(0):
-                            m.d.sync += zx.eq(w)
-                        with m.Case(1):
-                            m.d.sync += zy.eq(w)
-                        with m.Case(2):
-                            m.d.sync += lo.eq(w)
-                        with m.Case(3):
-                            m.d.sync += hi.eq(w)
-                        with m.Case(4):
-                            m.d.sync += nch.eq(w)
-                        with m.Case(5):
-                            with m.If(nch == 0):
-                                m.next = "CHECK"
-                        with m.Default():
-                            ch = Signal(32)
-                            m.d.comb += ch.eq((widx - 6) >> 1)
-                            with m.If(~widx[0]):  # even index from 6: multiplier
-                                m.d.sync += mult.eq(w)
-                            with m.Else():
-                                lane = Signal(range(C))
-                                m.d.comb += lane.eq(ch % C)
-                                with m.Switch(lane):
-                                    for c in range(C):
-                                        with m.Case(c):
-                                            m.d.sync += [row[c].multiplier.eq(mult),
-                                                         row[c].shift.eq(w)]
-                                with m.If((lane == C - 1) | (ch + 1 == nch)):
-                                    m.d.sync += [row_write.eq(ch < g.channels),
-                                                 row_at.eq(ch // C)]
-                                with m.If(ch + 1 == nch):
-                                    m.next = "CHECK"
+                # the entry's head (zero points, clamp, channel count); the pairs are read
+                # by the entry reader below while the first tiles load
+                m.d.comb += counting.eq(1)
+                with m.If(head_done):
+                    m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += counting.eq(1)
                 with m.If(task.cause != 0):
@@ -230,7 +242,13 @@ class Nmu(wiring.Component):
                 with m.State(f"{name}_START"):
                     m.d.comb += [counting.eq(1), agu.mode.eq(mode), agu.start.eq(1)]
                     m.d.sync += phase.eq(mode)
-                    if mode == NmuAgu.MODE_B:
+                    if mode == NmuAgu.MODE_A:
+                        # results of this tile need its row of the channel table
+                        with m.If(~task.raw & (rows_done <= tile)):
+                            m.d.comb += agu.start.eq(0)
+                        with m.Else():
+                            m.next = "A_WAIT"
+                    elif mode == NmuAgu.MODE_B:
                         with m.If(~task.has_bias):
                             m.d.comb += agu.start.eq(0)
                             m.d.sync += [bias[c].eq(0) for c in range(C)]
@@ -256,9 +274,11 @@ class Nmu(wiring.Component):
                 with m.If(~out.busy & ~array.busy):
                     m.next = "DONE"
             with m.State("DONE"):
-                m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
+                # after the whole requantisation entry has been read
+                m.d.comb += [self.done.valid.eq(~reading),
+                             self.done.payload.error.eq(cause != 0),
                              self.done.payload.cause.eq(cause)]
-                with m.If(self.done.ready):
+                with m.If(self.done.ready & ~reading):
                     m.next = "IDLE"
 
         in_a = counting & (phase == NmuAgu.MODE_A)

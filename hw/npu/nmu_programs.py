@@ -137,16 +137,17 @@ def _region(name, offset, elem, shape, layout, quant, nbytes):
             f"shape=[{', '.join(map(str, shape))}], layout={layout}{q}")
 
 
-def _build(opcode, ops, attrs, rng, macs, l1, word):
+def _build(opcode, ops, attrs, rng, macs, l1, word, aligned=False):
     """ops: list of (name, elem, shape, layout, quant text, values or None)."""
     lines = ['device "nmu_device.nem"']
     offsets, inputs = {}, {}
     size_of = {"i8": 1, "i16": 2, "i32": 4}
     regions = []
     for name, elem, shape, layout, quant, values in ops:
-        off = int(rng.integers(0, 8))  # unaligned regions
+        off = 0 if aligned else int(rng.integers(0, 8))  # unaligned regions
         nbytes = math.prod(shape) * size_of[elem]
-        lines.append(f"buffer {name} : L1 (size={off + nbytes + 8})")
+        align = ", align=64" if aligned else ""
+        lines.append(f"buffer {name} : L1 (size={off + nbytes + 8}{align})")
         offsets[name] = off
         regions.append(_region(name, off, elem, shape, layout, quant, nbytes))
         if values is not None:
@@ -180,7 +181,7 @@ def _quant(rng, k, n, out_elem, per_channel):
 
 
 def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, per_channel,
-          rng, macs, l1, word, waxis):
+          rng, macs, l1, word, waxis, aligned=False):
     n = w_shape[-1]
     k = math.prod(w_shape[:-1])
     xq, wq, yq = _quant(rng, k, n, out_elem, per_channel)
@@ -197,7 +198,7 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
         bmax = int(math.sqrt(k) * 74 * 74)
         ops.append(("B", "i32", (n,), "C", None, rng.integers(-bmax, bmax + 1, (n,))))
     ops.append(("Y", out_elem, y_shape, layouts[2], yq_used, None))
-    text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word)
+    text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word, aligned)
     regs, entry, before, after, y_at, _ = _run(text, inputs, macs, l1, word, offsets)
     size = {"i8": 1, "i16": 2, "i32": 4}[out_elem]
     return NmuCase(text, regs, entry, before, after, y_at, math.prod(y_shape) * size,
@@ -205,16 +206,19 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
 
 
 def gemm_case(rng, m, k, n, *, bias=False, out_elem="i8", per_channel=True, opcode="gemm",
-              macs=64, l1=65536, word=8):
-    """An int8 gemm (or matmul) ``[m, k] x [k, n]`` with random operands."""
+              macs=64, l1=65536, word=8, aligned=False):
+    """An int8 gemm (or matmul) ``[m, k] x [k, n]`` with random operands.
+
+    ``aligned``: every operand at a 64-byte aligned address (else at a random byte offset).
+    """
     return _case(opcode, (m, k), (k, n), (m, n), ("MK", "KN", "MN"), "accum_type=i32",
                  bias=bias, out_elem=out_elem, per_channel=per_channel, rng=rng, macs=macs,
-                 l1=l1, word=word, waxis=1)
+                 l1=l1, word=word, waxis=1, aligned=aligned)
 
 
 def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides=(1, 1),
               dils=(1, 1), bias=False, out_elem="i8", per_channel=True, macs=64, l1=65536,
-              word=8):
+              word=8, aligned=False):
     """An int8 conv2d NHWC x HWIO with the given geometry and random operands."""
     oh = (h + pads[0] + pads[2] - dils[0] * (kh - 1) - 1) // strides[0] + 1
     ow = (w + pads[1] + pads[3] - dils[1] * (kw - 1) - 1) // strides[1] + 1
@@ -224,7 +228,8 @@ def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides
              f"dilations=[{', '.join(map(str, dils))}] groups=1 accum_type=i32")
     return _case("conv2d", (batch, h, w, cin), (kh, kw, cin, cout), (batch, oh, ow, cout),
                  ("NHWC", "HWIO", "NHWC"), attrs, bias=bias, out_elem=out_elem,
-                 per_channel=per_channel, rng=rng, macs=macs, l1=l1, word=word, waxis=3)
+                 per_channel=per_channel, rng=rng, macs=macs, l1=l1, word=word, waxis=3,
+                 aligned=aligned)
 
 
 def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
