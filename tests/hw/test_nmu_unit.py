@@ -126,3 +126,37 @@ def test_refusals(dut, unit):
     big = replace(task, cin=GEOM.wrows * GEOM.lanes + 1)
     assert run_nmu(dut, big, case.entry, mem, random.Random(2))[0] == (1, Cause.SIZE)
     _compare(mem, case.l1_before, "refused tasks write nothing")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs(unit, seed):
+    """Random conv2d / gemm geometries (odd sizes, pads, strides, dilations, bias or not,
+    i8 or i16 out, per-tensor or per-channel weights), one tenth of the grants denied."""
+    rng = np.random.default_rng([77, seed])
+    if seed % 2:
+        m, k, n = (int(v) for v in rng.integers(1, 20, 3))
+        bias = bool(rng.integers(2))  # i16 outputs only come with a bias (MAY variant)
+        case = gemm_case(rng, m, k, n, bias=bias,
+                         out_elem="i16" if bias and rng.integers(2) else "i8",
+                         per_channel=bool(rng.integers(2)))
+    else:
+        while True:
+            kh, kw = (int(v) for v in rng.integers(1, 4, 2))
+            st = tuple(int(v) for v in rng.integers(1, 3, 2))
+            dl = tuple(int(v) for v in rng.integers(1, 3, 2))
+            pads = tuple(int(v) for v in rng.integers(0, 3, 4))
+            b, h, w = int(rng.integers(1, 3)), int(rng.integers(1, 8)), int(rng.integers(1, 8))
+            cin, cout = int(rng.integers(1, 20)), int(rng.integers(1, 20))
+            try:
+                bias = bool(rng.integers(2))
+                case = conv_case(rng, b, h, w, cin, kh, kw, cout, pads=pads, strides=st,
+                                 dils=dl, bias=bias, out_elem="i16" if bias and
+                                 rng.integers(2) else "i8", per_channel=bool(rng.integers(2)))
+                break
+            except ValueError:
+                continue
+    mem = bytearray(case.l1_before.tobytes())
+    done, counters = run_nmu(unit, case.regs, case.entry, mem, random.Random(seed), deny=0.1)
+    assert done == (0, 0)
+    _compare(mem, case.l1_after, case.text)
+    assert counters["macs"] == case.macs
