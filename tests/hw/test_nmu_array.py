@@ -98,3 +98,26 @@ def test_array_against_the_model():
         if run.tag[2] and j == -(-run.length // LANES) - 1:
             break
     assert list(acc) == want[0][0]
+
+
+def test_geometry_from_the_device_and_refusals():
+    import pytest
+
+    from nem.checker import check_text
+    from npu.nmu_model import NmuGeometry
+    from npu.nmu_programs import device_dir
+
+    result = check_text('device "nmu_device.nem"\n', file="d.nem",
+                        base_dir=str(device_dir(macs=64, word=8)))
+    geom = NmuGeometry.from_device(result.device, 8)
+    assert (geom.lanes, geom.cols, geom.macs) == (8, 8, 64)
+    with pytest.raises(ValueError, match=r"^NMU.int8_macs \(64\) must be a positive multiple "
+                       r"of the L1 word \(48 bytes\)$"):
+        NmuGeometry.from_device(result.device, 48)
+    with pytest.raises(ValueError, match=r"^lanes must be a power of two, not 6$"):
+        NmuGeometry(lanes=6)
+    with pytest.raises(ValueError, match=r"^cols must be in 1..lanes \(8\), not 16$"):
+        NmuGeometry(lanes=8, cols=16)
+    with pytest.raises(ValueError, match=r"^channels must be a positive multiple of cols "
+                       r"\(8\), not 12$"):
+        NmuGeometry(channels=12)
