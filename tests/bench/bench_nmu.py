@@ -19,6 +19,7 @@ Run: ``.venv/bin/python tests/bench/bench_nmu.py [--synth] [--unaligned]``.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -62,13 +63,23 @@ def measure(name, case, unit):
 
 def synth():
     work = Path(tempfile.mkdtemp(prefix="nmu-synth-"))
+    # YoWASP's yosys sees the current directory only: relative paths from inside it
+    here = os.getcwd()
+    os.chdir(work)
+    try:
+        _synth_in_cwd()
+    finally:
+        os.chdir(here)
+
+
+def _synth_in_cwd():
     for name, comp in (("nmu_array", NmuArray(lanes=8, cols=8, wrows=512)),
                        ("nmu_unit", NmuUnit(geometry=GEOM, depth=L1 // 8))):
-        path = work / f"{name}.v"
-        path.write_text(verilog.convert(comp, name=name))
+        path = Path(f"{name}.v")
+        path.write_text(verilog.convert(comp, name=name, emit_src=False))
         t0 = time.time()
         try:
-            counts = ecp5_resources(path, name, workdir=work)
+            counts = ecp5_resources(path, name, workdir=Path("."))
         except SynthError as exc:
             print(f"{name}: synthesis failed: {str(exc).splitlines()[0]}")
             continue
