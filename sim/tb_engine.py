@@ -28,16 +28,19 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
+    HEADER_FIELDS,
     MAGIC,
     REGISTER_MAPS,
+    TASK_FIELDS,
     TASK_HEADER,
     WRITE,
+    WRITE_FIELDS,
     Unit,
 )
 from npu.copy_units import level_code
 from npu.engine import engine_register_map, unit_names
 from npu.engine_config import EngineConfig
-from npu.seq import HEADER_FIELDS, TASK_FIELDS, WRITE_FIELDS, Cause, Status, struct_fields
+from npu.seq import Cause, Status, struct_fields
 from sim.cocotb_streams import random_pauses
 from sim.engine_programs import contiguous, golden, program_texts
 

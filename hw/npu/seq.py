@@ -70,20 +70,20 @@ from amaranth.lib.wiring import In, Out
 from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
+    HEADER_FIELDS,
     MAGIC,
     REGISTER_MAPS,
+    TASK_FIELDS,
     TASK_HEADER,
     VERSION,
     WRITE,
+    WRITE_FIELDS,
     Unit,
 )
 from npu.axi import command_layout
 from npu.copy_units import level_code, unit_command_layout
 
 __all__ = [
-    "HEADER_FIELDS",
-    "TASK_FIELDS",
-    "WRITE_FIELDS",
     "Cause",
     "Sequencer",
     "Status",
@@ -91,12 +91,6 @@ __all__ = [
     "struct_fields",
 ]
 
-#: Field names of the structs of nem.taskformat, in the order of their format strings
-#: (nem/taskformat.py documents the same order beside each struct).
-HEADER_FIELDS = ("magic", "major", "minor", "header_bytes", "device_hash", "task_count",
-                 "buffer_count", "table_offset", "stream_offset", "stream_bytes", "reserved")
-TASK_FIELDS = ("unit", "instance", "engine", "nwrites", "wait", "signal")
-WRITE_FIELDS = ("index", "value")
 
 FETCH_DEPTH = 32   # words of the fetch FIFO
 FETCH_PIECE = 16   # words per fetch command at most

@@ -33,9 +33,11 @@ __all__ = [
     "ATTR_PRESENT",
     "ATTR_WORDS",
     "BUFFER_ENTRY",
+    "BUFFER_FIELDS",
     "COMPUTE_UNITS",
     "ELEM_TYPES",
     "HEADER",
+    "HEADER_FIELDS",
     "ID_VALUES",
     "LEVELS",
     "MAGIC",
@@ -49,9 +51,11 @@ __all__ = [
     "QUANT_KINDS",
     "REGISTER_MAPS",
     "REQUANT_ENTRY",
+    "TASK_FIELDS",
     "TASK_HEADER",
     "VERSION",
     "WRITE",
+    "WRITE_FIELDS",
     "BufferEntry",
     "Program",
     "QuantEntry",
@@ -87,6 +91,15 @@ BUFFER_ENTRY = struct.Struct("<32sBBHIQQ")
 TASK_HEADER = struct.Struct("<BBBBII")
 #: register index, value
 WRITE = struct.Struct("<BI")
+
+#: The field names of each struct, in the order of its format string (what hardware
+#: decoders index by name; ``tests/nem_binder/test_taskformat.py`` checks the counts).
+HEADER_FIELDS = ("magic", "major", "minor", "header_bytes", "device_hash", "task_count",
+                 "buffer_count", "table_offset", "stream_offset", "stream_bytes",
+                 "data_bytes")  # fmt: skip
+BUFFER_FIELDS = ("name", "level", "engine", "reserved", "align", "address", "size")
+TASK_FIELDS = ("unit", "instance", "engine", "nwrites", "wait", "signal")
+WRITE_FIELDS = ("index", "value")
 
 LEVELS = ("DDR", "L2", "L1")
 NO_ENGINE = 0xFF

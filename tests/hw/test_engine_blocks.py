@@ -17,12 +17,23 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.binder import device_hash
-from nem.taskformat import HEADER, TASK_HEADER, WRITE, Program, Task, Unit, encode
+from nem.taskformat import (
+    HEADER,
+    HEADER_FIELDS,
+    TASK_FIELDS,
+    TASK_HEADER,
+    WRITE,
+    WRITE_FIELDS,
+    Program,
+    Task,
+    Unit,
+    encode,
+)
 from npu.engine import engine_register_map, unit_names
 from npu.engine_config import DEVICE_DIR, EngineConfig, load_device
 from npu.engine_ports import ArbitratedSRAM
 from npu.memory import SRAMModel
-from npu.seq import HEADER_FIELDS, TASK_FIELDS, WRITE_FIELDS, struct_fields
+from npu.seq import struct_fields
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
 

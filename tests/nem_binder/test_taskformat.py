@@ -189,3 +189,26 @@ def test_encode_refuses_what_does_not_fit():
     with pytest.raises(TaskFormatError, match="device hash has 3 bytes"):
         encode(Program(b"abc", (), ()))
     assert struct.calcsize("<4sHHI32sIIIIII") == 68
+
+
+def test_field_names_follow_the_structs():
+    from nem.taskformat import (
+        BUFFER_ENTRY,
+        BUFFER_FIELDS,
+        HEADER,
+        HEADER_FIELDS,
+        TASK_FIELDS,
+        TASK_HEADER,
+        WRITE,
+        WRITE_FIELDS,
+    )
+
+    for fmt, names in ((HEADER, HEADER_FIELDS), (BUFFER_ENTRY, BUFFER_FIELDS),
+                      (TASK_HEADER, TASK_FIELDS), (WRITE, WRITE_FIELDS)):  # fmt: skip
+        assert len(fmt.unpack(bytes(fmt.size))) == len(names) == len(set(names))
+    # the header's fields decode() reads by position are the ones the names say
+    raw = encode(_small())
+    fields = dict(zip(HEADER_FIELDS, HEADER.unpack_from(raw), strict=True))
+    assert fields["magic"] == b"NEMB" and fields["task_count"] == 1
+    assert fields["stream_offset"] == 180 and fields["stream_bytes"] == 22
+    assert fields["data_bytes"] == 0
