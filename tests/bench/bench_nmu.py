@@ -7,9 +7,9 @@ prints from the unit's counters: busy cycles, MACs issued, MAC utilisation
 activation phase without a vector, read/write port stalls). The result bytes are checked
 against ``nem.executor`` as in the tests.
 
-Cases: a 64 x 64 x 64 int8 gemm with bias (i8 out) and a 3 x 3 conv layer (1 x 16 x 16 x 32,
-32 output channels, pads 1, bias), operands 64-byte aligned, on the test device's
-8 x 8 array (NMU.int8_macs = 64, 8-byte L1 word, the small engine's word).
+Cases: 64 x 64 x 64 and 256 x 64 x 64 int8 gemms with bias (i8 out) and a 3 x 3 conv layer
+(1 x 16 x 16 x 32, 32 output channels, pads 1, bias), operands 64-byte aligned, on the test
+device's 8 x 8 array (NMU.int8_macs = 64, 8-byte L1 word, the small engine's word).
 With ``--synth``: Yosys ``synth_ecp5`` cell counts of the array (``NmuArray``) and of the
 whole unit (needs the ``fpga`` extra; minutes).
 
@@ -100,6 +100,8 @@ def main(argv=None):
           f"{'aligned' if aligned else 'unaligned'} operands, L1 never denied")
     measure("gemm 64x64x64 (bias, i8 out)",
             gemm_case(rng, 64, 64, 64, bias=True, aligned=aligned), unit)
+    measure("gemm 256x64x64 (bias, i8 out)",
+            gemm_case(rng, 256, 64, 64, bias=True, aligned=aligned), unit)
     measure("conv2d 3x3 1x16x16x32 -> 32 (pads 1, bias, i8 out)",
             conv_case(rng, 1, 16, 16, 32, 3, 3, 32, pads=(1, 1, 1, 1), bias=True,
                       aligned=aligned), unit)
