@@ -35,6 +35,7 @@ from nem.ops import FLOAT_TYPES, NMU_OPCODES, NotSupported, OpError, nmu_requant
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
+    ATTR_WORDS,
     ELEM_TYPES,
     LEVELS,
     MAX_OPERANDS,
@@ -418,19 +419,16 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
     return Plan(buffers, tasks, order, {})
 
 
-def _written(k: int, rec: Task) -> dict[str, int]:
-    """The task's register writes by name (a later write of a register wins)."""
+def _registers(rec: Task) -> dict[str, int]:
+    """The unit's registers after the task's writes, by name.
+
+    The sequencer clears a unit's staging registers at every task header, so a register the
+    task does not write reads as 0; a later write of a register wins.
+    """
     regs = REGISTER_MAPS[rec.unit]
-    return {regs.name(index): value for index, value in rec.writes}
-
-
-def _read(k: int, rec: Task, values: dict[str, int], name: str) -> int:
-    try:
-        return values[name]
-    except KeyError:
-        raise TaskFormatError(
-            f"task {k}: {rec.unit.name} register {name} is read but the task does not write it"
-        ) from None
+    values = dict.fromkeys((r.name for r in regs.registers), 0)
+    values.update((regs.name(index), value) for index, value in rec.writes)
+    return values
 
 
 def _locate(k: int, what: str, level_code: int, address: int, extent: int, engine: int, table):
@@ -460,9 +458,7 @@ def _unit_of(k: int, rec: Task, device: Device) -> tuple[str, int]:
 
 
 def _copy_task(k: int, rec: Task, node: int, table, device: Device) -> TaskInstance:
-    written = _written(k, rec)
-    # a copy unit reads every register of its map
-    values = {r.name: _read(k, rec, written, r.name) for r in REGISTER_MAPS[rec.unit].registers}
+    values = _registers(rec)
     counts = [values[f"COUNT{d}"] for d in (3, 2, 1)]
 
     def side(prefix: str) -> Region:
@@ -532,10 +528,8 @@ def _quant_tree(entry: QuantEntry) -> Quant:
 def _compute_task(
     k: int, rec: Task, node: int, program: Program, device: Device, registry: Registry
 ) -> TaskInstance:
-    values = _written(k, rec)
-
-    def read(name: str) -> int:
-        return _read(k, rec, values, name)
+    values = _registers(rec)
+    read = values.__getitem__
 
     code = read("OPCODE")
     if code >= len(OPCODES):
@@ -588,9 +582,7 @@ def _compute_task(
             )
         )
     op = registry[opcode]
-    words = []
-    while f"ATTR{len(words)}" in values:
-        words.append(values[f"ATTR{len(words)}"])
+    words = [values[f"ATTR{j}"] for j in range(ATTR_WORDS)]
     try:
         attrs = read_attr_words([(a.name, a.type) for a in op.attributes], words)
     except TaskFormatError as exc:
