@@ -19,21 +19,24 @@ Interface
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1
   (:func:`npu.engine_ports.read_client_signature` / ``write_client_signature``).
 * counters, cleared at ``start``: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
-  valid columns of every vector the array took), ``cnt_load`` (cycles loading weights and
-  bias, the array idle), ``cnt_stall_read`` (L1 read not granted), ``cnt_stall_write``
-  (L1 write not granted), ``cnt_stall_out`` (the array held by the output stage),
-  ``cnt_starve`` (activation phase, no vector for the array).
+  valid columns of every vector the array took), ``cnt_load`` (a weight or bias vector
+  goes by: the array idle), ``cnt_starve`` (no vector from the reader: entry head, reader
+  latency, unaligned runs, the drain), ``cnt_stall_out`` (an activation vector waits: the
+  array held by the output stage), ``cnt_stall_read`` (L1 read not granted),
+  ``cnt_stall_write`` (L1 write not granted).
 
-Sequence of a task: read the requantisation entry into the channel table; check sizes;
-then per tile of ``cols`` output channels: load the weight rows, load the bias, stream
-the activations (one vector per cycle), and go on with the next tile once the array has
-taken the last vector (the output stage drains behind). ``done`` once every result is
-written.
+Sequence of a task: read the requantisation entry's head; check sizes; then per tile of
+``cols`` output channels: the AGU issues the weight rows, the bias words and the
+activation taps, one run per cycle, each phase right behind the previous one (the
+reader's vectors carry their kind; a bias word waits until the previous tile's pixels
+have left the array). The entry's channel pairs go into the table meanwhile; a tile's
+activations start once its table row is written. ``done`` once every result is written
+and the whole entry read.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -72,6 +75,9 @@ class Nmu(wiring.Component):
                                    channels=channels or 256)
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        if geometry.channels // geometry.cols > 256:
+            raise ValueError(f"channels / cols must be at most 256 (tile index), not "
+                             f"{geometry.channels // geometry.cols}")
         self.geometry, self.depth = geometry, depth
         width = 8 * geometry.lanes
         super().__init__({
@@ -93,7 +99,10 @@ class Nmu(wiring.Component):
 
         m.submodules.agu = agu = NmuAgu(lanes=L, cols=C)
         m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
-        m.submodules.array = array = NmuArray(lanes=L, cols=C, wrows=g.wrows, tag_width=32)
+        # the array's tag: the pixel's output address, the tile's valid columns and index
+        otag = data.StructLayout({"yaddr": 32, "ncols": 8, "tile": 8})
+        m.submodules.array = array = NmuArray(lanes=L, cols=C, wrows=g.wrows,
+                                              tag_width=otag.size)
         m.submodules.output = out = NmuOutput(cols=C, rows=rows, lanes=L, depth=self.depth)
         wiring.connect(m, agu.cmd, reader.cmd)
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
@@ -110,10 +119,7 @@ class Nmu(wiring.Component):
 
         n0 = Signal(16)
         tile = Signal(range(rows + 1))
-        ncols = Signal(range(C + 1))
-        left = Signal(17)
-        m.d.comb += [left.eq(task.cout - n0), ncols.eq(Mux(left > C, C, left)),
-                     agu.n0.eq(n0)]
+        m.d.comb += [agu.n0.eq(n0), agu.tile.eq(tile)]
         bias = Signal(data.ArrayLayout(signed(32), C))
         m.d.comb += array.bias.eq(bias)
         cause = Signal(4)
@@ -128,9 +134,11 @@ class Nmu(wiring.Component):
                      out.params.payload.data.eq(row)]
         m.d.sync += row_write.eq(0)
 
-        # reader vectors by phase
+        # reader vectors by the kind of their run: the phases follow each other through the
+        # reader without a drain (a tile's weights load behind the previous tile's last
+        # activations: the array read those rows when it took the vectors)
         vec = reader.o.payload
-        phase = Signal(2)  # NmuAgu.MODE_*
+        phase = Signal(2)  # NmuAgu.MODE_* of the FSM (for the counters)
         m.d.comb += [array.w_row.eq(vec.tag.row), array.w_lane.eq(vec.tag.lane),
                      array.w_count.eq(vec.count)]
         m.d.comb += [array.w_data[c].eq(vec.data[c]) for c in range(C)]
@@ -138,13 +146,14 @@ class Nmu(wiring.Component):
                      array.i.payload.row.eq(vec.tag.row + vec.index),
                      array.i.payload.first.eq(vec.tag.first & (vec.index == 0)),
                      array.i.payload.last.eq(vec.tag.last & vec.last),
-                     array.i.payload.tag.eq(vec.tag.yaddr)]
-        with m.Switch(phase):
+                     array.i.payload.tag.eq(Cat(vec.tag.yaddr, vec.tag.lane, vec.tag.tile))]
+        with m.Switch(vec.tag.kind):
             with m.Case(NmuAgu.MODE_W):
                 m.d.comb += [reader.o.ready.eq(1), array.w_en.eq(reader.o.valid)]
             with m.Case(NmuAgu.MODE_B):
-                m.d.comb += reader.o.ready.eq(1)
-                with m.If(reader.o.valid):
+                # the bias changes only once the previous tile's pixels have left the array
+                m.d.comb += reader.o.ready.eq(~array.busy)
+                with m.If(reader.o.valid & ~array.busy):
                     word = Signal(32)
                     m.d.comb += word.eq(vec.data.as_value()[:32])
                     with m.Switch(vec.tag.lane):
@@ -155,10 +164,11 @@ class Nmu(wiring.Component):
                 m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
 
         # accumulators -> output stage
-        m.d.comb += [out.i.valid.eq(array.o.valid), array.o.ready.eq(out.i.ready),
-                     out.i.payload.acc.eq(array.o.payload.acc), out.i.payload.row.eq(tile),
-                     out.i.payload.yaddr.eq(array.o.payload.tag + task.out_bytes * n0),
-                     out.i.payload.ncols.eq(ncols)]
+        res = Signal(otag)
+        m.d.comb += [res.eq(array.o.payload.tag),
+                     out.i.valid.eq(array.o.valid), array.o.ready.eq(out.i.ready),
+                     out.i.payload.acc.eq(array.o.payload.acc), out.i.payload.row.eq(res.tile),
+                     out.i.payload.yaddr.eq(res.yaddr), out.i.payload.ncols.eq(res.ncols)]
 
         quiet = ~agu.busy & ~reader.busy
         q = Signal(16)
@@ -258,12 +268,13 @@ class Nmu(wiring.Component):
                     else:
                         m.next = f"{name}_WAIT"
                 with m.State(f"{name}_WAIT"):
+                    # the next phase's runs queue behind this one's in the reader
                     m.d.comb += counting.eq(1)
                     if nxt is not None:
-                        with m.If(quiet):
+                        with m.If(~agu.busy):
                             m.next = nxt
                     else:
-                        with m.If(quiet & ~array.busy):
+                        with m.If(~agu.busy):
                             m.d.sync += [n0.eq(n0 + C), tile.eq(tile + 1)]
                             with m.If(n0 + C < task.cout):
                                 m.next = "W_START"
@@ -271,7 +282,7 @@ class Nmu(wiring.Component):
                                 m.next = "DRAIN"
             with m.State("DRAIN"):
                 m.d.comb += counting.eq(1)
-                with m.If(~out.busy & ~array.busy):
+                with m.If(quiet & ~out.busy & ~array.busy):
                     m.next = "DONE"
             with m.State("DONE"):
                 # after the whole requantisation entry has been read
@@ -281,20 +292,21 @@ class Nmu(wiring.Component):
                 with m.If(self.done.ready & ~reading):
                     m.next = "IDLE"
 
-        in_a = counting & (phase == NmuAgu.MODE_A)
+        offered = reader.o.valid
+        is_act = vec.tag.kind == NmuAgu.MODE_A
         with m.If(counting):
             m.d.sync += counters["busy"].eq(counters["busy"] + 1)
             with m.If(array.i.valid & array.i.ready):
-                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * ncols)
-            with m.If(~in_a):
+                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * vec.tag.lane)
+            with m.If(offered & ~is_act):
                 m.d.sync += counters["load"].eq(counters["load"] + 1)
             with m.If(reader.stall):
                 m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
             with m.If(out.stall):
                 m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
-            with m.If(in_a & array.i.valid & ~array.i.ready):
+            with m.If(offered & is_act & ~array.i.ready):
                 m.d.sync += counters["stall_out"].eq(counters["stall_out"] + 1)
-            with m.If(in_a & ~array.i.valid):
+            with m.If(~offered):
                 m.d.sync += counters["starve"].eq(counters["starve"] + 1)
         m.d.comb += self.busy.eq(counting)
         return m

@@ -17,7 +17,11 @@ Loop orders (the Python models are :func:`npu.nmu_model.weight_runs`, ``bias_run
 * activations: ``for b, oh, ow, kh, kw``: ``Cin`` bytes at
   ``x + b*xs0 + ih*xs1 + iw*xs2`` with ``ih = oh*sh - pad_top + kh*dh`` (``iw`` alike), a
   pad run when outside the input; tag: the tap's first weight row, first / last tap of
-  the pixel, and the pixel's output byte address.
+  the pixel, the output byte address of the pixel's channel ``n0``, the tile's valid
+  columns (``lane``) and its index (``tile``).
+
+Every run's tag also names its ``kind`` (the mode that made it), so that the consumer can
+route vectors of consecutive phases without draining the reader in between.
 
 Run reader protocol and timing
 ------------------------------
@@ -48,7 +52,8 @@ LEN = 16
 
 def tag_layout():
     """What a run carries to its vectors (meaning depends on the phase, see the module)."""
-    return data.StructLayout({"row": 16, "lane": 8, "first": 1, "last": 1, "yaddr": ADDR})
+    return data.StructLayout({"kind": 2, "row": 16, "lane": 8, "first": 1, "last": 1,
+                              "tile": 8, "yaddr": ADDR})
 
 
 def run_layout():
@@ -260,6 +265,8 @@ class NmuAgu(wiring.Component):
         Held by the caller for the whole task.
     n0 : Signal(16), in
         First output channel of the tile.
+    tile : Signal(8), in
+        Index of the tile (its row of the requantisation table).
     mode : Signal(2), in
         ``MODE_W`` weights, ``MODE_B`` bias, ``MODE_A`` activations; sampled on ``start``.
     start : Signal, in
@@ -276,6 +283,7 @@ class NmuAgu(wiring.Component):
         super().__init__({
             "task": In(task_fields_layout()),
             "n0": In(16),
+            "tile": In(8),
             "mode": In(2),
             "start": In(1),
             "cmd": Out(stream.Signature(run_layout())),
@@ -305,6 +313,7 @@ class NmuAgu(wiring.Component):
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
 
         p = self.cmd.payload
+        m.d.comb += p.tag.kind.eq(mode)
         step = Signal()
         m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
 
@@ -346,7 +355,8 @@ class NmuAgu(wiring.Component):
                     p.tag.first.eq(tap == 0),
                     p.tag.last.eq((ky + 1 == t.kh) & (kx + 1 == t.kw)),
                     p.tag.yaddr.eq(t.y_addr + t.out_bytes * (b * t.ys[0] + oy * t.ys[1]
-                                                             + ox * t.ys[2])),
+                                                             + ox * t.ys[2] + self.n0)),
+                    p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
                 ]
                 with m.If(step):
                     with m.If(wrap([(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh),

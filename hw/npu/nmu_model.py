@@ -280,19 +280,21 @@ def bias_runs(task, geom, n0):
         yield Run(task.b_addr + 4 * (n0 + c) * task.b_stride, 4, tag=(c,))
 
 
-def act_runs(task, geom):
-    """Activation runs of one tile, pixel by pixel (b, oh, ow), tap by tap (kh, kw).
+def act_runs(task, geom, n0=0):
+    """Activation runs of the tile at channel ``n0``, pixel by pixel (b, oh, ow), tap by
+    tap (kh, kw).
 
     A tap outside the input (padding) is a pad run: ``cin`` bytes that read as the input
     zero point. Tag: (weight row of the tap's first chunk, first tap, last tap, output
-    byte address of the pixel at channel 0).
+    byte address of the pixel's channel ``n0``).
     """
     q = -(-task.cin // geom.lanes)
     e = task.out_bytes
     for b in range(task.batch):
         for oh in range(task.oh):
             for ow in range(task.ow):
-                yaddr = task.y_addr + e * (b * task.ys[0] + oh * task.ys[1] + ow * task.ys[2])
+                yaddr = task.y_addr + e * (b * task.ys[0] + oh * task.ys[1] + ow * task.ys[2]
+                                           + n0)
                 for kh in range(task.kh):
                     for kw in range(task.kw):
                         ih = oh * task.strides[0] - task.pads[0] + kh * task.dils[0]
@@ -371,7 +373,7 @@ def nmu_model(regs, entry, mem, geom):
         if task.has_bias:
             for data, _, _, run in read_runs(bias_runs(task, geom, n0), mem, geom.lanes):
                 bias[run.tag[0]] = int.from_bytes(bytes(data[:4]), "little", signed=True)
-        vecs = list(read_runs(act_runs(task, geom), mem, geom.lanes, zx & 0xFF))
+        vecs = list(read_runs(act_runs(task, geom, n0), mem, geom.lanes, zx & 0xFF))
         vectors += len(vecs)
         macs += sum(n for _, n, _, _ in vecs) * ncols
         for acc, yaddr in array_model(vecs, wrows, bias, zx, geom.cols):
@@ -382,7 +384,7 @@ def nmu_model(regs, entry, mem, geom):
                 else:
                     v = requant_model(acc[c], entry.multipliers[ch], entry.shifts[ch],
                                       entry.y_zero_point, entry.lo, entry.hi)
-                at = yaddr + e * ch
+                at = yaddr + e * c
                 mem[at:at + e] = np.frombuffer((v & ((1 << 8 * e) - 1)).to_bytes(e, "little"),
                                                np.uint8)
     return {"macs": macs, "vectors": vectors}

@@ -145,10 +145,11 @@ def test_agu_loop_nests_against_the_model():
                 for mode, model in ((NmuAgu.MODE_W, weight_runs), (NmuAgu.MODE_B, bias_runs),
                                     (NmuAgu.MODE_A, None)):
                     if model is None:
-                        want = list(act_runs(task, geom))
+                        want = list(act_runs(task, geom, n0))
                     else:
                         want = list(model(task, geom, n0))
                     ctx.set(dut.n0, n0)
+                    ctx.set(dut.tile, n0 // geom.cols)
                     ctx.set(dut.mode, mode)
                     ctx.set(dut.start, 1)
                     await ctx.tick()
@@ -167,15 +168,16 @@ def test_agu_loop_nests_against_the_model():
                     for i, (g, w) in enumerate(zip(got, want, strict=True)):
                         if mode == NmuAgu.MODE_A:
                             gt = (int(g.tag.row), int(g.tag.first), int(g.tag.last),
-                                  int(g.tag.yaddr))
-                            wt = (w.tag[0], int(w.tag[1]), int(w.tag[2]), w.tag[3])
+                                  int(g.tag.yaddr), int(g.tag.lane), int(g.tag.tile))
+                            wt = (w.tag[0], int(w.tag[1]), int(w.tag[2]), w.tag[3],
+                                  min(geom.cols, task.cout - n0), n0 // geom.cols)
                         elif mode == NmuAgu.MODE_W:
                             gt, wt = (int(g.tag.row), int(g.tag.lane)), w.tag
                         else:
                             gt, wt = (int(g.tag.lane),), w.tag
                         gaddr = 0 if w.pad else int(g.addr)
-                        assert (gaddr, int(g.length), bool(g.pad), gt) == \
-                            (w.addr, w.length, w.pad, wt), (mode, i, task)
+                        assert (gaddr, int(g.length), bool(g.pad), gt, int(g.tag.kind)) == \
+                            (w.addr, w.length, w.pad, wt, mode), (mode, i, task)
 
     sim.add_testbench(bench)
     sim.run()
