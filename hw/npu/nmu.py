@@ -118,6 +118,7 @@ class Nmu(wiring.Component):
                      out.raw.eq(task.raw), out.out_bytes.eq(task.out_bytes)]
 
         n0 = Signal(16)
+        mat = Signal(16)
         tile = Signal(range(rows + 1))
         m.d.comb += [agu.n0.eq(n0), agu.tile.eq(tile)]
         bias = Signal(data.ArrayLayout(signed(32), C))
@@ -224,7 +225,7 @@ class Nmu(wiring.Component):
                 with m.If(self.start.valid):
                     m.d.sync += [task.eq(self.start.payload), widx.eq(0), cause.eq(0),
                                  reading.eq(1), rows_done.eq(0),
-                                 n0.eq(0), tile.eq(0), phase.eq(NmuAgu.MODE_W)]
+                                 n0.eq(0), tile.eq(0), mat.eq(0), phase.eq(NmuAgu.MODE_W)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
                     m.next = "PARAMS"
             with m.State("PARAMS"):
@@ -277,6 +278,15 @@ class Nmu(wiring.Component):
                         with m.If(~agu.busy):
                             m.d.sync += [n0.eq(n0 + C), tile.eq(tile + 1)]
                             with m.If(n0 + C < task.cout):
+                                m.next = "W_START"
+                            with m.Elif(mat + 1 < task.mats):
+                                # next product of a batched matmul: the operands move on
+                                m.d.sync += [
+                                    mat.eq(mat + 1), n0.eq(0), tile.eq(0),
+                                    task.x_addr.eq(task.x_addr + task.x_mat),
+                                    task.w_addr.eq(task.w_addr + task.w_mat),
+                                    task.y_addr.eq(task.y_addr + task.out_bytes * task.y_mat),
+                                ]
                                 m.next = "W_START"
                             with m.Else():
                                 m.next = "DRAIN"

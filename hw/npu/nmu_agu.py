@@ -228,6 +228,7 @@ def task_fields_layout():
         "out_bytes": 3, "raw": 1,
         "pad_top": signed(16), "pad_left": signed(16),
         "stride_h": 16, "stride_w": 16, "dil_h": 16, "dil_w": 16,
+        "mats": 16, "x_mat": ADDR, "w_mat": ADDR, "y_mat": ADDR,  # batched matmul
         "cause": 4,  # npu.nmu_model.Cause found by the register decode (0: none)
     })
 
@@ -245,7 +246,8 @@ def task_fields(task, cause=0):
         "y_addr": task.y_addr, "ys": list(task.ys), "out_bytes": task.out_bytes,
         "raw": int(task.out_elem == "i32"), "pad_top": task.pads[0], "pad_left": task.pads[1],
         "stride_h": task.strides[0], "stride_w": task.strides[1], "dil_h": task.dils[0],
-        "dil_w": task.dils[1],
+        "dil_w": task.dils[1], "mats": task.mats, "x_mat": task.x_mat, "w_mat": task.w_mat,
+        "y_mat": task.y_mat,
     })
 
 

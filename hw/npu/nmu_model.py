@@ -21,7 +21,7 @@ channels ``q*lanes .. q*lanes+lanes-1`` of tap ``tap`` for the tile's ``cols`` c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -123,6 +123,8 @@ class NmuTask:
     w[kh, kw, ci, co] at ``w_addr + kh*ws[0] + kw*ws[1] + ci*ws[2] + co``;
     bias[co] (i32) at ``b_addr + 4*co*b_stride`` (``has_bias``);
     y[b, oh, ow, co] at ``y_addr + E*(b*ys[0] + oh*ys[1] + ow*ys[2] + co)``, E output bytes.
+    A batched gemm / matmul is ``mats`` such tasks, product ``i`` with the three addresses
+    moved by ``i*x_mat``, ``i*w_mat`` and ``E*i*y_mat`` (a broadcast operand: stride 0).
     """
 
     batch: int
@@ -147,6 +149,10 @@ class NmuTask:
     pads: tuple  # top, left (bottom/right follow from the output size)
     strides: tuple
     dils: tuple
+    mats: int = 1  # batched matmul: this many products, operands stepped by the strides
+    x_mat: int = 0
+    w_mat: int = 0
+    y_mat: int = 0
 
     @property
     def out_bytes(self):
@@ -194,6 +200,7 @@ def decode_task(regs):
     (xd, xs), (wd, wstr), (yd, ys) = dims(0), dims(1), dims(nin)
     addr = [_field(regs, k, "ADDR_LO") for k in range(nin + 1)]
     attr_words = [regs.get(REGS.index(f"ATTR{j}"), 0) for j in range(40)]
+    batching = {}
     if name == "conv2d":
         attrs = read_attr_words(CONV_ATTRS, attr_words)
         if len(xd) != 4 or len(wd) != 4 or len(yd) != 4:
@@ -209,14 +216,26 @@ def decode_task(regs):
         inner = (xs[3], wstr[3], ys[3])
         oh, ow = yd[1], yd[2]
     else:
-        if len(xd) != 2 or len(wd) != 2 or len(yd) != 2:
-            raise NmuUnsupported(Cause.LAYOUT, f"{name} operands must have rank 2")
+        if not (2 <= len(xd) <= 3 and 2 <= len(wd) <= 3
+                and len(yd) == max(len(xd), len(wd))):
+            raise NmuUnsupported(Cause.LAYOUT, f"{name} operands must have rank 2 or 3")
+        mats = yd[0] if len(yd) == 3 else 1
+        steps = []
+        for d, st in ((xd, xs), (wd, wstr), (yd, ys)):
+            if len(d) == 2 or d[0] == 1:
+                steps.append(0)
+            elif d[0] == mats:
+                steps.append(st[0])
+            else:
+                raise NmuUnsupported(Cause.LAYOUT, f"batch {d[0]} of {mats}")
+        xd, xs, wd, wstr, yd, ys = xd[-2:], xs[-2:], wd[-2:], wstr[-2:], yd[-2:], ys[-2:]
         m, k = xd
         cout = wd[1]
         batch, h, w, cin, kh, kw, oh, ow = 1, m, 1, k, 1, 1, m, 1
         x_s, w_s, y_s = (0, xs[0], 0), (0, 0, wstr[0]), (0, ys[0], 0)
         inner = (xs[1], wstr[1], ys[1])
         pads, strides, dils = [0, 0, 0, 0], [1, 1], [1, 1]
+        batching = {"mats": mats, "x_mat": steps[0], "w_mat": steps[1], "y_mat": steps[2]}
     if inner != (1, 1, 1):
         raise NmuUnsupported(Cause.LAYOUT, f"innermost element strides {inner}, not 1")
     b_addr, b_stride = 0, 0
@@ -229,7 +248,7 @@ def decode_task(regs):
         batch=batch, h=h, w=w, cin=cin, kh=kh, kw=kw, cout=cout, oh=oh, ow=ow,
         x_addr=addr[0], xs=tuple(x_s), w_addr=addr[1], ws=tuple(w_s), has_bias=nin == 3,
         b_addr=b_addr, b_stride=b_stride, y_addr=addr[nin], ys=tuple(y_s), out_elem=out_elem,
-        pads=(pads[0], pads[1]), strides=tuple(strides), dils=tuple(dils),
+        pads=(pads[0], pads[1]), strides=tuple(strides), dils=tuple(dils), **batching,
     )
 
 
@@ -357,8 +376,20 @@ def nmu_model(regs, entry, mem, geom):
     ``entry`` is the :class:`nem.taskformat.RequantEntry`. Returns counters
     ``{"macs": ..., "vectors": ...}``.
     """
-    task = decode_task(regs)
-    check_geometry(task, geom, len(entry.multipliers))
+    whole = decode_task(regs)
+    check_geometry(whole, geom, len(entry.multipliers))
+    counts = {"macs": 0, "vectors": 0}
+    e = whole.out_bytes
+    for i in range(whole.mats):
+        task = replace(whole, x_addr=whole.x_addr + i * whole.x_mat,
+                       w_addr=whole.w_addr + i * whole.w_mat,
+                       y_addr=whole.y_addr + e * i * whole.y_mat)
+        one = _one_product(task, entry, mem, geom)
+        counts = {k: counts[k] + one[k] for k in counts}
+    return counts
+
+
+def _one_product(task, entry, mem, geom):
     zx = entry.x_zero_point
     e = task.out_bytes
     macs = vectors = 0

@@ -183,7 +183,7 @@ def _quant(rng, k, n, out_elem, per_channel):
 def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, per_channel,
           rng, macs, l1, word, waxis, aligned=False):
     n = w_shape[-1]
-    k = math.prod(w_shape[:-1])
+    k = math.prod(w_shape[:-1]) if opcode == "conv2d" else w_shape[-2]
     xq, wq, yq = _quant(rng, k, n, out_elem, per_channel)
     wq = wq.replace("AXIS", str(waxis))
     if out_elem == "i32":
@@ -202,18 +202,27 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
     regs, entry, before, after, y_at, _ = _run(text, inputs, macs, l1, word, offsets)
     size = {"i8": 1, "i16": 2, "i32": 4}[out_elem]
     return NmuCase(text, regs, entry, before, after, y_at, math.prod(y_shape) * size,
-                   math.prod(y_shape) * k, word)
+                   math.prod(y_shape) * k, word)  # MACs: every output element, k products
 
 
 def gemm_case(rng, m, k, n, *, bias=False, out_elem="i8", per_channel=True, opcode="gemm",
-              macs=64, l1=65536, word=8, aligned=False):
+              macs=64, l1=65536, word=8, aligned=False, batch=None):
     """An int8 gemm (or matmul) ``[m, k] x [k, n]`` with random operands.
 
     ``aligned``: every operand at a 64-byte aligned address (else at a random byte offset).
+    ``batch``: ``(a_batch, b_batch)`` leading dimensions of A and B (broadcast, as numpy).
     """
-    return _case(opcode, (m, k), (k, n), (m, n), ("MK", "KN", "MN"), "accum_type=i32",
-                 bias=bias, out_elem=out_elem, per_channel=per_channel, rng=rng, macs=macs,
-                 l1=l1, word=word, waxis=1, aligned=aligned)
+    if batch is None:
+        return _case(opcode, (m, k), (k, n), (m, n), ("MK", "KN", "MN"), "accum_type=i32",
+                     bias=bias, out_elem=out_elem, per_channel=per_channel, rng=rng,
+                     macs=macs, l1=l1, word=word, waxis=1, aligned=aligned)
+    a_b, b_b = (tuple(v) for v in batch)
+    y_b = tuple(np.broadcast_shapes(a_b, b_b))
+    names = {2: "MN", 3: "BMN"}
+    a, b, y = (*a_b, m, k), (*b_b, k, n), (*y_b, m, n)
+    return _case(opcode, a, b, y, (names[len(a)], names[len(b)], names[len(y)]),
+                 "accum_type=i32", bias=bias, out_elem=out_elem, per_channel=per_channel,
+                 rng=rng, macs=macs, l1=l1, word=word, waxis=len(b) - 1, aligned=aligned)
 
 
 def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides=(1, 1),

@@ -9,7 +9,8 @@ and gives the NMU's convolution view (:func:`npu.nmu_agu.task_fields_layout`) wi
 :func:`npu.nmu_model.decode_task`.
 
 Only the registers the NMU reads are kept: OPCODE, NIN, NOUT; ADDR_LO/HI, LEVEL, ELEM,
-RANK, DIM0-3 and STRIDE0-3 of operand slots 0-3; and the conv2d attribute words, which sit
+RANK, DIM0-3 and STRIDE0-3 of operand slots 0-3 (gemm / matmul operands of rank 3 are a
+batch of products, a batch of 1 broadcast); and the conv2d attribute words, which sit
 at fixed positions (``docs/task-format.md``): pads ATTR1-4, strides ATTR6-7, dilations
 ATTR9-10, groups ATTR12.
 """
@@ -101,9 +102,28 @@ class NmuRegisters(wiring.Component):
         for k in range(SLOTS):
             used = (k <= 2) | three
             bad_level = bad_level | (used & ((op(k, "LEVEL") != 2) | (op(k, "ADDR_HI") != 0)))
-        want_rank = Mux(is_conv, 4, 2)
-        bad_rank = (op(0, "RANK") != want_rank) | (op(1, "RANK") != want_rank) | \
-            (out("RANK") != want_rank)
+        ra, rb, ry = op(0, "RANK"), op(1, "RANK"), out("RANK")
+
+        def last(k, field, j):
+            """Field of dimension rank-1-j (gemm / matmul operands of rank 2 or 3)."""
+            if k == "out":
+                return Mux(ry == 3, out(f"{field}{2 - j}"), out(f"{field}{1 - j}"))
+            rank = op(k, "RANK")
+            return Mux(rank == 3, op(k, f"{field}{2 - j}"), op(k, f"{field}{1 - j}"))
+
+        mats = Signal(16)
+        m.d.comb += mats.eq(Mux(ry == 3, out("DIM0"), 1))
+        steps, bad_batch = [], 0
+        for k in (0, 1, "out"):
+            rank = ry if k == "out" else op(k, "RANK")
+            d0 = out("DIM0") if k == "out" else op(k, "DIM0")
+            s0 = out("STRIDE0") if k == "out" else op(k, "STRIDE0")
+            batched = (rank == 3) & (d0 != 1)
+            steps.append(Mux(batched, s0, 0))
+            bad_batch = bad_batch | (batched & (d0 != mats))
+        mm_rank_ok = (ra >= 2) & (ra <= 3) & (rb >= 2) & (rb <= 3) & \
+            (ry == Mux(ra > rb, ra, rb))
+        bad_rank = Mux(is_conv, (ra != 4) | (rb != 4) | (ry != 4), ~mm_rank_ok | bad_batch)
         groups = r["ATTR12"]
         bad_groups = is_conv & (groups != 1)
 
@@ -114,9 +134,10 @@ class NmuRegisters(wiring.Component):
             return out(f"STRIDE{d}")
 
         inner = Mux(is_conv, (stride(0, 3) != 1) | (stride(1, 3) != 1) | (ostride(3) != 1),
-                    (stride(0, 1) != 1) | (stride(1, 1) != 1) | (ostride(1) != 1))
+                    (last(0, "STRIDE", 0) != 1) | (last(1, "STRIDE", 0) != 1)
+                    | (last("out", "STRIDE", 0) != 1))
         brank = op(2, "RANK")
-        cout = Mux(is_conv, op(1, "DIM3"), op(1, "DIM1"))
+        cout = Mux(is_conv, op(1, "DIM3"), last(1, "DIM", 0))
         bias_ok = ((brank == 1) & (op(2, "DIM0") == cout)) | \
             ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout))
         bad_bias = three & ~bias_ok
@@ -129,7 +150,7 @@ class NmuRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
 
         m.d.comb += [
-            t.cin.eq(Mux(is_conv, op(0, "DIM3"), op(0, "DIM1"))),
+            t.cin.eq(Mux(is_conv, op(0, "DIM3"), last(0, "DIM", 0))),
             t.cout.eq(cout),
             t.x_addr.eq(op(0, "ADDR_LO")), t.w_addr.eq(op(1, "ADDR_LO")),
             t.y_addr.eq(out("ADDR_LO")),
@@ -149,13 +170,16 @@ class NmuRegisters(wiring.Component):
                 *[t.ys[d].eq(ostride(d)) for d in range(3)],
                 t.pad_top.eq(r["ATTR1"]), t.pad_left.eq(r["ATTR2"]),
                 t.stride_h.eq(r["ATTR6"]), t.stride_w.eq(r["ATTR7"]),
-                t.dil_h.eq(r["ATTR9"]), t.dil_w.eq(r["ATTR10"]),
+                t.dil_h.eq(r["ATTR9"]), t.dil_w.eq(r["ATTR10"]), t.mats.eq(1),
             ]
         with m.Else():  # gemm / matmul: M x 1 pixels, K input channels, a 1 x 1 kernel
             m.d.comb += [
-                t.batch.eq(1), t.h.eq(op(0, "DIM0")), t.w.eq(1), t.kh.eq(1), t.kw.eq(1),
-                t.oh.eq(op(0, "DIM0")), t.ow.eq(1),
-                t.xs[1].eq(stride(0, 0)), t.ws[2].eq(stride(1, 0)), t.ys[1].eq(ostride(0)),
+                t.batch.eq(1), t.h.eq(last(0, "DIM", 1)), t.w.eq(1), t.kh.eq(1), t.kw.eq(1),
+                t.oh.eq(last(0, "DIM", 1)), t.ow.eq(1),
+                t.xs[1].eq(last(0, "STRIDE", 1)), t.ws[2].eq(last(1, "STRIDE", 1)),
+                t.ys[1].eq(last("out", "STRIDE", 1)),
                 t.stride_h.eq(1), t.stride_w.eq(1), t.dil_h.eq(1), t.dil_w.eq(1),
+                t.mats.eq(mats), t.x_mat.eq(steps[0]), t.w_mat.eq(steps[1]),
+                t.y_mat.eq(steps[2]),
             ]
         return m

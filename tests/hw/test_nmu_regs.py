@@ -55,7 +55,10 @@ def _cases():
             gemm_case(rng, 4, 5, 6, opcode="matmul"),
             conv_case(rng, 2, 5, 4, 3, 3, 2, 7, pads=(1, 0, 2, 1), strides=(2, 1),
                       dils=(1, 2), bias=True),
-            conv_case(rng, 1, 3, 3, 9, 1, 1, 4, out_elem="i16", bias=True)]
+            conv_case(rng, 1, 3, 3, 9, 1, 1, 4, out_elem="i16", bias=True),
+            gemm_case(rng, 3, 5, 4, opcode="matmul", batch=((3,), (3,))),
+            gemm_case(rng, 2, 6, 3, opcode="matmul", batch=((), (2,))),
+            gemm_case(rng, 2, 6, 3, bias=True, batch=((2,), (1,)))]
 
 
 def test_kept_registers_come_from_the_map():

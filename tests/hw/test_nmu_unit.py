@@ -58,6 +58,10 @@ CASES = {
     "conv_3x3_same": lambda r: conv_case(r, 1, 5, 5, 9, 3, 3, 12, pads=(1, 1, 1, 1)),
     "conv_i16_stride": lambda r: conv_case(r, 1, 7, 6, 16, 2, 3, 5, strides=(2, 2),
                                            out_elem="i16", bias=True, per_channel=False),
+    "matmul_batched": lambda r: gemm_case(r, 3, 11, 10, opcode="matmul",
+                                          batch=((3,), (3,))),
+    "matmul_broadcast_b": lambda r: gemm_case(r, 4, 9, 5, opcode="matmul", batch=((2,), ())),
+    "gemm_batched_bias": lambda r: gemm_case(r, 2, 7, 9, bias=True, batch=((1,), (2,))),
     "conv_all_pad": lambda r: conv_case(r, 1, 1, 1, 2, 3, 3, 3, pads=(2, 2, 2, 2), bias=True),
 }
 
