@@ -164,3 +164,18 @@ def test_random_programs(unit, seed):
     assert done == (0, 0)
     _compare(mem, case.l1_after, case.text)
     assert counters["macs"] == case.macs
+
+
+def test_sixteen_lanes():
+    """The sim engine's geometry: 16-byte L1 word, int8_macs = 256 (a 16 x 16 array)."""
+    geom = NmuGeometry(lanes=16, cols=16, wrows=64, channels=64)
+    unit16 = NmuUnit(geometry=geom, depth=L1_BYTES // 16)
+    rng = np.random.default_rng(16)
+    for case in (gemm_case(rng, 5, 37, 21, bias=True, macs=256, word=16),
+                 conv_case(rng, 1, 5, 4, 19, 3, 2, 18, pads=(1, 1, 0, 0), strides=(1, 2),
+                           bias=True, macs=256, word=16)):
+        mem = bytearray(case.l1_before.tobytes())
+        done, counters = run_nmu(unit16, case.regs, case.entry, mem, random.Random(16))
+        assert done == (0, 0)
+        _compare(mem, case.l1_after, case.text)
+        assert counters["macs"] == case.macs
