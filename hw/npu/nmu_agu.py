@@ -32,7 +32,10 @@ data show on the port one cycle later and stay until the next read, so the word 
 a *pending* slot until the window takes it. The window holds up to ``2*lanes`` bytes of
 one run; a vector leaves when it holds ``lanes`` bytes or the run's last bytes. A word of
 a new run enters only an empty window, so a vector never mixes two runs. Aligned runs
-stream one vector per cycle; an unaligned run costs one extra word read.
+stream one vector per cycle; an unaligned run costs one extra word (a cycle). A run that
+starts in the word the previous run ended in (contiguous rows, neighbouring taps) takes
+that word from the port, which still holds it, without a read: it saves the L1 access
+(the port is shared with the engine's other units), not the cycle.
 """
 
 from __future__ import annotations
@@ -136,13 +139,24 @@ class RunReader(wiring.Component):
         can_issue = Signal()
         issue = Signal()
         m.d.comb += can_issue.eq(act & (~pend | consume))
+        # The port holds the last word read until the next read: a run that starts in the
+        # word the previous run ended in takes it from there without a read. Forgotten
+        # whenever the reader is idle (L1 may change between tasks).
+        last_addr = Signal(ADDR - lw)
+        last_ok = Signal()
+        hit = Signal()
+        m.d.comb += hit.eq(last_ok & (last_addr == waddr))
         m.d.comb += [
-            self.rd.req.eq(can_issue & ~cur_pad),
+            self.rd.req.eq(can_issue & ~cur_pad & ~hit),
             self.rd.addr.eq(waddr),
-            self.rd.go.eq(can_issue & ~cur_pad & self.rd.gnt),
-            issue.eq(can_issue & (cur_pad | self.rd.gnt)),
-            self.stall.eq(can_issue & ~cur_pad & ~self.rd.gnt),
+            self.rd.go.eq(self.rd.req & self.rd.gnt),
+            issue.eq(can_issue & (cur_pad | hit | self.rd.gnt)),
+            self.stall.eq(self.rd.req & ~self.rd.gnt),
         ]
+        with m.If(self.rd.go):
+            m.d.sync += [last_addr.eq(waddr), last_ok.eq(1)]
+        with m.Elif(~self.busy):
+            m.d.sync += last_ok.eq(0)
         with m.If(issue):
             m.d.sync += [waddr.eq(waddr + 1), remaining.eq(remaining - take), skip.eq(0),
                          first_word.eq(0)]
