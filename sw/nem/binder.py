@@ -30,7 +30,14 @@ from nem.device import Device
 from nem.diagnostics import Span
 from nem.executor import copy_unit, unit_type
 from nem.hazards import Order
-from nem.memory import AllocationError, Placement, allocate, dense_strides
+from nem.memory import (
+    AllocationError,
+    CopyWalkError,
+    Placement,
+    allocate,
+    copy_walk,
+    dense_strides,
+)
 from nem.ops import FLOAT_TYPES, NMU_OPCODES, NotSupported, OpError, nmu_requant, quant_params
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
@@ -106,39 +113,13 @@ def device_hash(device: Device) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-def _byte_strides(region: Region, label: str) -> list[int]:
-    """Byte strides of the dimensions of ``region`` that are not 1, outermost first."""
-    bits = BITS[region.elem]
-    if bits % 8:
-        raise BindError(f"{label}: strided copy of sub-byte {region.elem} elements")
-    strides = region.strides or dense_strides(tuple(region.shape))
-    return [s * bits // 8 for d, s in zip(region.shape, strides, strict=True) if d != 1]
-
-
 def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list[tuple[str, int]]:
     """Register writes of a copy unit for a transfer or store, as the executor performs it."""
     src, dst = task.ins[0], task.outs[0]
-    dims: list[tuple[int, int, int]] = []  # (count, source stride, destination stride)
-    if (src.strides is None and dst.strides is None) or not (src.typed and dst.typed):
-        # the executor copies the source's bytes to the start of the destination
-        run = src.extent
-    else:
-        shape = [d for d in src.shape if d != 1]
-        if shape != [d for d in dst.shape if d != 1]:
-            raise BindError(
-                f"{task.label}: copy from shape {list(src.shape)} to {list(dst.shape)}; the "
-                "copy unit walks one shape on both sides"
-            )
-        run = BITS[src.elem] // 8
-        walk = zip(
-            shape, _byte_strides(src, task.label), _byte_strides(dst, task.label), strict=True
-        )
-        # merge the innermost dimensions that are contiguous on both sides into one run
-        for d, a, b in reversed(list(walk)):
-            if not dims and a == run and b == run:
-                run *= d
-            else:
-                dims.append((d, a, b))
+    try:
+        run, dims = copy_walk(src, dst)
+    except CopyWalkError as exc:
+        raise BindError(f"{task.label}: {exc}") from None
     if len(dims) > 3:
         raise BindError(
             f"{task.label}: the copy needs {len(dims) + 1} dimensions after merging "

@@ -18,9 +18,14 @@ VPU         ``elems_per_cycle``     4
 VPU         ``latency_cycles``      8
 DMA         ``bytes_per_cycle``     32       L2 <-> L1 copy rate (a 256-bit path)
 DMA         ``latency_cycles``      8
+DMA         ``row_cycles``          0        extra cycles per contiguous run of a copy
 sDMA        ``bytes_per_cycle``     16       DDR <-> L2 copy rate (a 128-bit AXI port)
 sDMA        ``latency_cycles``      32       DDR access latency
+sDMA        ``row_cycles``          0        extra cycles per contiguous run of a copy
 ==========  ======================  =======  =============================================
+
+A copy walks ``rows`` contiguous runs (``nem.memory.copy_walk``: one for a dense copy) and
+costs ``latency_cycles + ceil(bytes / bytes_per_cycle) + row_cycles * rows``.
 
 Overlap is not modelled here: the executor's event schedule decides which tasks run at
 the same time on different units.
@@ -39,8 +44,8 @@ DEFAULTS: dict[str, dict[str, int]] = {
     "NMU": {"int8_macs": 256, "fp16_macs": 64, "fp32_macs": 16, "latency_cycles": 8},
     "CSTL": {"elems_per_cycle": 16, "latency_cycles": 4},
     "VPU": {"elems_per_cycle": 4, "latency_cycles": 8},
-    "DMA": {"bytes_per_cycle": 32, "latency_cycles": 8},
-    "sDMA": {"bytes_per_cycle": 16, "latency_cycles": 32},
+    "DMA": {"bytes_per_cycle": 32, "latency_cycles": 8, "row_cycles": 0},
+    "sDMA": {"bytes_per_cycle": 16, "latency_cycles": 32, "row_cycles": 0},
 }
 
 
@@ -75,5 +80,6 @@ class CycleModel:
         if unit == "NMU":
             return latency + math.ceil(work.macs / self.macs_per_cycle(elems))
         if unit in ("DMA", "sDMA"):
-            return latency + math.ceil(nbytes / self.value(unit, "bytes_per_cycle"))
+            rows = self.value(unit, "row_cycles") * work.rows
+            return latency + math.ceil(nbytes / self.value(unit, "bytes_per_cycle")) + rows
         return latency + math.ceil(max(work.elems, nbytes) / self.value(unit, "elems_per_cycle"))

@@ -42,7 +42,15 @@ from nem.checker import Plan, Region, TaskInstance, check_file
 from nem.cycles import CycleModel
 from nem.device import DEVICE_UNITS, Device
 from nem.diagnostics import NemError
-from nem.memory import AllocationError, Memory, Placement, allocate, memory_name
+from nem.memory import (
+    AllocationError,
+    CopyWalkError,
+    Memory,
+    Placement,
+    allocate,
+    copy_walk,
+    memory_name,
+)
 from nem.ops import NMU_OPCODES, UNSUPPORTED, NotSupported, OpError, Work, run_compute
 from nem.registry import Registry, load_registry
 
@@ -266,6 +274,15 @@ def _race(task: TaskInstance, mine, other: TaskInstance, theirs, now: int, memor
     return None
 
 
+def _copy_rows(src: Region, dst: Region) -> int:
+    """Contiguous runs a copy unit walks for this copy (``nem.memory.copy_walk``)."""
+    try:
+        _, dims = copy_walk(src, dst)
+    except CopyWalkError:
+        return math.prod(d for d in src.shape if d != 1)  # element by element
+    return math.prod(count for count, _, _ in dims)
+
+
 def _apply(task: TaskInstance, memory: Memory, consts) -> tuple[Work, int]:
     """Perform the task's effect on memory; return its work and the bytes it moved."""
     if task.kind in ("transfer", "store"):
@@ -279,10 +296,10 @@ def _apply(task: TaskInstance, memory: Memory, consts) -> tuple[Work, int]:
                     f"into {dst.label} ({dst.elem} x {math.prod(dst.shape)})"
                 )
             memory.write(dst, values.reshape(dst.shape))
-            return Work(), src.extent
+            return Work(rows=_copy_rows(src, dst)), src.extent
         data = memory.region_bytes(src).copy()
         memory.region_bytes(dst)[: data.size] = data
-        return Work(), src.extent
+        return Work(rows=1), src.extent
     ins = [(r, memory.read(r)) for r in task.ins]
     try:
         outs, work = run_compute(task.opcode, ins, list(task.outs), task.attrs, consts)

@@ -98,6 +98,51 @@ def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+class CopyWalkError(ValueError):
+    """A copy whose two sides cannot be walked together (the message says why)."""
+
+
+def copy_walk(src: Region, dst: Region) -> tuple[int, list[tuple[int, int, int]]]:
+    """How a copy unit walks a transfer: the contiguous run and the outer dimensions.
+
+    Returns ``(run, dims)``: ``run`` bytes are contiguous on both sides, and ``dims`` lists
+    ``(count, source byte stride, destination byte stride)`` from the innermost outer
+    dimension outwards (empty: one run). A copy between untyped or dense regions is one run
+    of the source's extent (the executor copies the source's bytes to the start of the
+    destination); dimensions of size 1 are dropped and the innermost dimensions that are
+    contiguous on both sides merge into the run.
+
+    Raises
+    ------
+    CopyWalkError
+        When the two sides have different shapes (ignoring 1s) or sub-byte elements.
+    """
+    if (src.strides is None and dst.strides is None) or not (src.typed and dst.typed):
+        return src.extent, []
+    shape = [d for d in src.shape if d != 1]
+    if shape != [d for d in dst.shape if d != 1]:
+        raise CopyWalkError(
+            f"copy from shape {list(src.shape)} to {list(dst.shape)}; the copy unit walks one "
+            "shape on both sides"
+        )
+    bits = BITS[src.elem]
+    if bits % 8:
+        raise CopyWalkError(f"strided copy of sub-byte {src.elem} elements")
+
+    def byte_strides(region: Region) -> list[int]:
+        strides = region.strides or dense_strides(tuple(region.shape))
+        return [s * bits // 8 for d, s in zip(region.shape, strides, strict=True) if d != 1]
+
+    run = bits // 8
+    dims: list[tuple[int, int, int]] = []
+    for d, a, b in reversed(list(zip(shape, byte_strides(src), byte_strides(dst), strict=True))):
+        if not dims and a == run and b == run:
+            run *= d
+        else:
+            dims.append((d, a, b))
+    return run, dims
+
+
 def allocate(
     buffers: Mapping[str, BufferInfo], device: Device | None
 ) -> tuple[dict[str, Placement], dict[tuple[str, int | None], int]]:

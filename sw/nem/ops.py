@@ -76,10 +76,12 @@ class NotSupported(OpError):
 
 @dataclass(frozen=True)
 class Work:
-    """What a task did, for the cycle model: MACs (NMU) or elements (CSTL/VPU)."""
+    """What a task did, for the cycle model: MACs (NMU), elements (CSTL/VPU), or the
+    contiguous runs a copy walks (DMA/sDMA)."""
 
     macs: int = 0
     elems: int = 0
+    rows: int = 0
 
 
 # --- quantization descriptors -----------------------------------------------------------------

@@ -218,3 +218,26 @@ def test_cli_run(tmp_path):
     assert proc.returncode == 1
     assert "not a readable .npz file" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_copy_cycles_count_the_runs_the_copy_unit_walks(tmp_path):
+    # a device with 3 extra cycles per contiguous run on the DMA
+    (tmp_path / "rows.nem").write_text(
+        (PROGRAMS / "exec_device.nem").read_text().replace(
+            "bytes_per_cycle = 32", "bytes_per_cycle = 32\n            row_cycles = 3"
+        )
+    )
+    text = """device "rows.nem"
+buffer A : L2 (size=96)
+buffer B : L1 (size=96)
+let src = region(A, 0, 96) elem=i16, shape=[4, 12], layout=MN
+t1 = transfer.async(dst=region(B, 0, 96) elem=i16, shape=[4, 12], strides=[1, 4], src=src)
+t2 = transfer.async(dst=region(A, 0, 96), src=region(B, 0, 96), deps=[t1])
+"""
+    result = check_text(text, file="r.nem", base_dir=str(tmp_path))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    first, second = execute(result.plan, result.device).records
+    # t1 transposes: every 2-byte element is its own run, 48 runs; t2 is one dense run.
+    # DMA latency 8 (default) + ceil(96 / 32) bytes + 3 per run
+    assert first.end - first.start == 8 + 3 + 3 * 48
+    assert second.end - second.start == 8 + 3 + 3 * 1
