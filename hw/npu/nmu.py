@@ -262,7 +262,8 @@ class Nmu(wiring.Component):
                     elif mode == NmuAgu.MODE_B:
                         with m.If(~task.has_bias):
                             m.d.comb += agu.start.eq(0)
-                            m.d.sync += [bias[c].eq(0) for c in range(C)]
+                            with m.If(~task.pix_bias):  # (a per-pixel bias loads itself)
+                                m.d.sync += [bias[c].eq(0) for c in range(C)]
                             m.next = "A_START"
                         with m.Else():
                             m.next = "B_WAIT"

@@ -237,7 +237,7 @@ def task_fields_layout():
         "oh": 16, "ow": 16,
         "x_addr": ADDR, "xs": data.ArrayLayout(ADDR, 3),
         "w_addr": ADDR, "ws": data.ArrayLayout(ADDR, 3),
-        "has_bias": 1, "b_addr": ADDR, "b_stride": ADDR,
+        "has_bias": 1, "b_addr": ADDR, "b_stride": ADDR, "pix_bias": 1, "b_mstride": ADDR,
         "y_addr": ADDR, "ys": data.ArrayLayout(ADDR, 3),
         "out_bytes": 3, "raw": 1,
         "pad_top": signed(16), "pad_left": signed(16),
@@ -257,6 +257,7 @@ def task_fields(task, cause=0):
         "kw": task.kw, "cout": task.cout, "oh": task.oh, "ow": task.ow,
         "x_addr": task.x_addr, "xs": list(task.xs), "w_addr": task.w_addr, "ws": list(task.ws),
         "has_bias": int(task.has_bias), "b_addr": task.b_addr, "b_stride": task.b_stride,
+        "pix_bias": int(task.pix_bias), "b_mstride": task.b_mstride,
         "y_addr": task.y_addr, "ys": list(task.ys), "out_bytes": task.out_bytes,
         "raw": int(task.out_elem == "i32"), "pad_top": task.pads[0], "pad_left": task.pads[1],
         "stride_h": task.strides[0], "stride_w": task.strides[1], "dil_h": task.dils[0],
@@ -324,8 +325,12 @@ class NmuAgu(wiring.Component):
         tap = Signal(16)
         m.d.comb += tap.eq(ky * t.kw + kx)
 
+        # gemm bias of shape [M, N]: each pixel's taps follow its ncols bias words
+        pb = Signal()
+        bc = Signal(16)
         with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), mode.eq(self.mode)]
+            m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0),
+                         pb.eq(t.pix_bias & (self.mode == self.MODE_A))]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
 
         p = self.cmd.payload
@@ -374,8 +379,21 @@ class NmuAgu(wiring.Component):
                                                              + ox * t.ys[2] + self.n0)),
                     p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
                 ]
-                with m.If(step):
+                with m.If(pb):
+                    m.d.comb += [
+                        p.addr.eq(t.b_addr + ((oy * t.b_mstride + (self.n0 + bc) * t.b_stride)
+                                              << 2)),
+                        p.length.eq(4), p.pad.eq(0), p.tag.kind.eq(self.MODE_B),
+                        p.tag.lane.eq(bc),
+                    ]
+                    with m.If(step):
+                        m.d.sync += bc.eq(bc + 1)
+                        with m.If(bc + 1 == ncols):
+                            m.d.sync += [bc.eq(0), pb.eq(0)]
+                with m.Elif(step):
                     with m.If(wrap([(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh),
                                     (kx, t.kw)])):
                         m.d.sync += self.busy.eq(0)
+                    with m.Elif((ky + 1 == t.kh) & (kx + 1 == t.kw)):
+                        m.d.sync += pb.eq(t.pix_bias)  # the next pixel's bias first
         return m

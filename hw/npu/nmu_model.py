@@ -149,6 +149,8 @@ class NmuTask:
     pads: tuple  # top, left (bottom/right follow from the output size)
     strides: tuple
     dils: tuple
+    pix_bias: bool = False  # gemm bias of shape [M, N]: bias[m, co] at
+    b_mstride: int = 0  # b_addr + 4*(m*b_mstride + co*b_stride), loaded pixel by pixel
     mats: int = 1  # batched matmul: this many products, operands stepped by the strides
     x_mat: int = 0
     w_mat: int = 0
@@ -238,17 +240,23 @@ def decode_task(regs):
         batching = {"mats": mats, "x_mat": steps[0], "w_mat": steps[1], "y_mat": steps[2]}
     if inner != (1, 1, 1):
         raise NmuUnsupported(Cause.LAYOUT, f"innermost element strides {inner}, not 1")
-    b_addr, b_stride = 0, 0
+    b_addr, b_stride, pix = 0, 0, {}
     if nin == 3:
         bd, bs = dims(2)
-        if not 1 <= len(bd) <= 2 or any(d != 1 for d in bd[:-1]) or bd[-1] != cout:
-            raise NmuUnsupported(Cause.LAYOUT, f"bias shape {bd}: only per output channel")
+        per_pixel = name != "conv2d" and len(bd) == 2 and bd[0] == h and bd[0] != 1
+        if not 1 <= len(bd) <= 2 or bd[-1] != cout or (bd[:-1] not in ([], [1])
+                                                        and not per_pixel):
+            raise NmuUnsupported(Cause.LAYOUT, f"bias shape {bd}: per output channel, or "
+                                 "[M, N] for gemm")
         b_addr, b_stride = addr[2], bs[-1]
+        if per_pixel:
+            pix = {"pix_bias": True, "b_mstride": bs[0]}
     return NmuTask(
         batch=batch, h=h, w=w, cin=cin, kh=kh, kw=kw, cout=cout, oh=oh, ow=ow,
-        x_addr=addr[0], xs=tuple(x_s), w_addr=addr[1], ws=tuple(w_s), has_bias=nin == 3,
+        x_addr=addr[0], xs=tuple(x_s), w_addr=addr[1], ws=tuple(w_s),
+        has_bias=nin == 3 and not pix,
         b_addr=b_addr, b_stride=b_stride, y_addr=addr[nin], ys=tuple(y_s), out_elem=out_elem,
-        pads=(pads[0], pads[1]), strides=tuple(strides), dils=tuple(dils), **batching,
+        pads=(pads[0], pads[1]), strides=tuple(strides), dils=tuple(dils), **batching, **pix,
     )
 
 
@@ -305,7 +313,8 @@ def act_runs(task, geom, n0=0):
 
     A tap outside the input (padding) is a pad run: ``cin`` bytes that read as the input
     zero point. Tag: (weight row of the tap's first chunk, first tap, last tap, output
-    byte address of the pixel's channel ``n0``).
+    byte address of the pixel's channel ``n0``). With a per-pixel bias (gemm ``[M, N]``),
+    each pixel's taps follow its ``ncols`` bias words: 4-byte runs tagged ("bias", c).
     """
     q = -(-task.cin // geom.lanes)
     e = task.out_bytes
@@ -314,6 +323,11 @@ def act_runs(task, geom, n0=0):
             for ow in range(task.ow):
                 yaddr = task.y_addr + e * (b * task.ys[0] + oh * task.ys[1] + ow * task.ys[2]
                                            + n0)
+                if task.pix_bias:
+                    for c in range(min(geom.cols, task.cout - n0)):
+                        yield Run(task.b_addr + 4 * (oh * task.b_mstride
+                                                     + (n0 + c) * task.b_stride), 4,
+                                  tag=("bias", c))
                 for kh in range(task.kh):
                     for kw in range(task.kw):
                         ih = oh * task.strides[0] - task.pads[0] + kh * task.dils[0]
@@ -354,7 +368,11 @@ def array_model(vectors, wbuf, bias, zx, cols):
     Yields (accumulators (i32 wrap), the pixel's output byte address); counts MACs.
     """
     acc = None
+    bias = list(bias)
     for data, n, j, run in vectors:
+        if run.tag[0] == "bias":  # a per-pixel bias word
+            bias[run.tag[1]] = int.from_bytes(bytes(data[:4]), "little", signed=True)
+            continue
         row0, first, last, yaddr = run.tag
         if first and j == 0:
             acc = list(bias)
@@ -405,8 +423,9 @@ def _one_product(task, entry, mem, geom):
             for data, _, _, run in read_runs(bias_runs(task, geom, n0), mem, geom.lanes):
                 bias[run.tag[0]] = int.from_bytes(bytes(data[:4]), "little", signed=True)
         vecs = list(read_runs(act_runs(task, geom, n0), mem, geom.lanes, zx & 0xFF))
-        vectors += len(vecs)
-        macs += sum(n for _, n, _, _ in vecs) * ncols
+        vecs_a = [v for v in vecs if v[3].tag[0] != "bias"]
+        vectors += len(vecs_a)
+        macs += sum(n for _, n, _, _ in vecs_a) * ncols
         for acc, yaddr in array_model(vecs, wrows, bias, zx, geom.cols):
             for c in range(ncols):
                 ch = n0 + c

@@ -196,7 +196,8 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
            ("W", "i8", w_shape, layouts[1], wq_used, w)]
     if bias:
         bmax = int(math.sqrt(k) * 74 * 74)
-        ops.append(("B", "i32", (n,), "C", None, rng.integers(-bmax, bmax + 1, (n,))))
+        shape, layout = ((n,), "C") if bias != "mn" else (y_shape[-2:], "MN")
+        ops.append(("B", "i32", shape, layout, None, rng.integers(-bmax, bmax + 1, shape)))
     ops.append(("Y", out_elem, y_shape, layouts[2], yq_used, None))
     text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word, aligned)
     regs, entry, before, after, y_at, _ = _run(text, inputs, macs, l1, word, offsets)
@@ -211,6 +212,7 @@ def gemm_case(rng, m, k, n, *, bias=False, out_elem="i8", per_channel=True, opco
 
     ``aligned``: every operand at a 64-byte aligned address (else at a random byte offset).
     ``batch``: ``(a_batch, b_batch)`` leading dimensions of A and B (broadcast, as numpy).
+    ``bias``: False, True (``[n]``) or ``"mn"`` (``[m, n]``).
     """
     if batch is None:
         return _case(opcode, (m, k), (k, n), (m, n), ("MK", "KN", "MN"), "accum_type=i32",

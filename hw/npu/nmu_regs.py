@@ -138,8 +138,11 @@ class NmuRegisters(wiring.Component):
                     | (last("out", "STRIDE", 0) != 1))
         brank = op(2, "RANK")
         cout = Mux(is_conv, op(1, "DIM3"), last(1, "DIM", 0))
+        rows_m = last(0, "DIM", 1)
+        pix_bias = ~is_conv & (brank == 2) & (op(2, "DIM0") != 1) & \
+            (op(2, "DIM0") == rows_m) & (op(2, "DIM1") == cout)
         bias_ok = ((brank == 1) & (op(2, "DIM0") == cout)) | \
-            ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout))
+            ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout)) | pix_bias
         bad_bias = three & ~bias_ok
 
         with m.If(opcode > OPCODES.index("conv2d")):
@@ -154,7 +157,9 @@ class NmuRegisters(wiring.Component):
             t.cout.eq(cout),
             t.x_addr.eq(op(0, "ADDR_LO")), t.w_addr.eq(op(1, "ADDR_LO")),
             t.y_addr.eq(out("ADDR_LO")),
-            t.has_bias.eq(three), t.b_addr.eq(Mux(three, op(2, "ADDR_LO"), 0)),
+            t.has_bias.eq(three & ~pix_bias), t.pix_bias.eq(three & pix_bias),
+            t.b_mstride.eq(Mux(three & pix_bias, stride(2, 0), 0)),
+            t.b_addr.eq(Mux(three, op(2, "ADDR_LO"), 0)),
             t.b_stride.eq(Mux(three, Mux(brank == 2, stride(2, 1), stride(2, 0)), 0)),
             t.out_bytes.eq(Mux(out_elem == code["i32"], 4,
                                Mux(out_elem == code["i16"], 2, 1))),

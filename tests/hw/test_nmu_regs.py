@@ -58,7 +58,8 @@ def _cases():
             conv_case(rng, 1, 3, 3, 9, 1, 1, 4, out_elem="i16", bias=True),
             gemm_case(rng, 3, 5, 4, opcode="matmul", batch=((3,), (3,))),
             gemm_case(rng, 2, 6, 3, opcode="matmul", batch=((), (2,))),
-            gemm_case(rng, 2, 6, 3, bias=True, batch=((2,), (1,)))]
+            gemm_case(rng, 2, 6, 3, bias=True, batch=((2,), (1,))),
+            gemm_case(rng, 4, 6, 3, bias="mn")]
 
 
 def test_kept_registers_come_from_the_map():

@@ -61,6 +61,9 @@ CASES = {
     "matmul_batched": lambda r: gemm_case(r, 3, 11, 10, opcode="matmul",
                                           batch=((3,), (3,))),
     "matmul_broadcast_b": lambda r: gemm_case(r, 4, 9, 5, opcode="matmul", batch=((2,), ())),
+    "gemm_bias_mn": lambda r: gemm_case(r, 6, 10, 13, bias="mn"),
+    "gemm_bias_mn_i16_batched": lambda r: gemm_case(r, 3, 17, 9, bias="mn", out_elem="i16",
+                                                    batch=((2,), ())),
     "gemm_batched_bias": lambda r: gemm_case(r, 2, 7, 9, bias=True, batch=((1,), (2,))),
     "conv_all_pad": lambda r: conv_case(r, 1, 1, 1, 2, 3, 3, 3, pads=(2, 2, 2, 2), bias=True),
 }
