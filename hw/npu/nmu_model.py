@@ -28,16 +28,20 @@ import numpy as np
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, read_attr_words
 
 __all__ = [
+    "OUT_BYTES",
     "Cause",
     "NmuGeometry",
     "NmuTask",
     "NmuUnsupported",
     "Run",
     "act_runs",
+    "array_model",
     "bias_runs",
+    "check_geometry",
     "decode_task",
     "nmu_model",
     "read_runs",
+    "requant_model",
     "weight_runs",
 ]
 
