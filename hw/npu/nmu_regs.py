@@ -25,7 +25,7 @@ from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit
 from npu.nmu_agu import task_fields_layout
 from npu.nmu_model import Cause
 
-__all__ = ["NmuRegisters", "write_layout"]
+__all__ = ["NmuRegisters", "kept_registers", "write_layout"]
 
 REGS = REGISTER_MAPS[Unit.NMU]
 SLOTS = 4
