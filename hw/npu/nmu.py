@@ -18,11 +18,18 @@ Interface
 * ``done`` (stream of ``{error, cause}``, :class:`npu.nmu_model.Cause`): one per task.
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1
   (:func:`npu.engine_ports.read_client_signature` / ``write_client_signature``).
+* ``l1_wrd`` (only with ``weight_port=True``): a second L1 read client port, for the
+  weight rows and the per-tile bias words; ``l1_rd`` then reads the activations (and a
+  per-pixel gemm bias) only. Serve it from a second physical read port
+  (:class:`npu.engine_ports.ArbitratedSRAM` with ``extra_read_clients``), else the two
+  streams share one word per cycle and nothing is gained.
 * counters, cleared at ``start``: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
-  valid columns of every vector the array took), ``cnt_load`` (a weight or bias vector
-  goes by: the array idle), ``cnt_starve`` (no vector from the reader: entry head, reader
-  latency, unaligned runs, the drain), ``cnt_stall_out`` (an activation vector waits: the
-  array held by the output stage), ``cnt_stall_read`` (L1 read not granted),
+  valid columns of every vector the array took), ``cnt_load`` (the array idle for weights:
+  a weight or bias vector goes by on the shared port, or, with the weight port, no
+  activation vector while the activations wait for their tile's weights), ``cnt_starve``
+  (no activation-side vector otherwise: entry head, reader latency, unaligned runs, the
+  drain), ``cnt_stall_out`` (an activation vector waits: the array held by the output
+  stage), ``cnt_stall_read`` (an L1 read not granted, on either read port),
   ``cnt_stall_write`` (L1 write not granted).
 
 Sequence of a task: read the requantisation entry's head; check sizes; then per tile of
@@ -32,11 +39,20 @@ reader's vectors carry their kind; a bias word waits until the previous tile's p
 have left the array). The entry's channel pairs go into the table meanwhile; a tile's
 activations start once its table row is written. ``done`` once every result is written
 and the whole entry read.
+
+With the weight port the weights are double-buffered: a second AGU and run reader load
+tile ``t+1``'s weight rows and bias into the other bank of the weight buffer and bias
+registers over ``l1_wrd`` while tile ``t``'s activations stream over ``l1_rd``; the
+activations of a tile start once its bank is loaded (the first tile's before any), and a
+bank is reloaded once every activation run of its previous tile has been taken by the
+array (its bias once that tile's last vector has left stage 2).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from types import SimpleNamespace
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -57,6 +73,15 @@ def done_layout():
     return data.StructLayout({"error": 1, "cause": 4})
 
 
+def _ports(depth, width, weight_port):
+    """The L1 client ports of the NMU (``l1_wrd`` only with the weight port)."""
+    ports = {"l1_rd": Out(read_client_signature(depth, width))}
+    if weight_port:
+        ports["l1_wrd"] = Out(read_client_signature(depth, width))
+    ports["l1_wr"] = Out(write_client_signature(depth, width))
+    return ports
+
+
 class Nmu(wiring.Component):
     """The NMU of one engine.
 
@@ -66,10 +91,14 @@ class Nmu(wiring.Component):
         ``lanes`` must equal the L1 word in bytes.
     depth : int
         L1 words.
+    weight_port : bool
+        Add the weight read port ``l1_wrd`` and double-buffer the weights (two banks of
+        ``geometry.wrows`` rows): the next tile's weights load while the activations
+        stream. Default False (one read port, one bank).
     """
 
     def __init__(self, *, geometry=None, depth=1024, lanes=None, cols=None, wrows=None,
-                 channels=None):
+                 channels=None, weight_port=False):
         if geometry is None:
             geometry = NmuGeometry(lanes=lanes or 8, cols=cols or 8, wrows=wrows or 256,
                                    channels=channels or 256)
@@ -78,14 +107,13 @@ class Nmu(wiring.Component):
         if geometry.channels // geometry.cols > 256:
             raise ValueError(f"channels / cols must be at most 256 (tile index), not "
                              f"{geometry.channels // geometry.cols}")
-        self.geometry, self.depth = geometry, depth
+        self.geometry, self.depth, self.weight_port = geometry, depth, bool(weight_port)
         width = 8 * geometry.lanes
         super().__init__({
             "start": In(stream.Signature(task_fields_layout())),
             "rq": In(stream.Signature(32)),
             "done": Out(stream.Signature(done_layout())),
-            "l1_rd": Out(read_client_signature(depth, width)),
-            "l1_wr": Out(write_client_signature(depth, width)),
+            **_ports(depth, width, self.weight_port),
             "busy": Out(1),
             **{f"cnt_{name}": Out(32) for name in COUNTERS},
         })
@@ -96,34 +124,29 @@ class Nmu(wiring.Component):
         L, C = g.lanes, g.cols
         lw = L.bit_length() - 1
         rows = g.channels // C
+        s = SimpleNamespace(L=L, C=C, rows=rows)
 
-        m.submodules.agu = agu = NmuAgu(lanes=L, cols=C)
-        m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
+        m.submodules.agu = s.agu = agu = NmuAgu(lanes=L, cols=C)
+        m.submodules.reader = s.reader = reader = RunReader(lanes=L, depth=self.depth)
         # the array's tag: the pixel's output address, the tile's valid columns and index
         otag = data.StructLayout({"yaddr": 32, "ncols": 8, "tile": 8})
-        m.submodules.array = array = NmuArray(lanes=L, cols=C, wrows=g.wrows,
-                                              tag_width=otag.size)
-        m.submodules.output = out = NmuOutput(cols=C, rows=rows, lanes=L, depth=self.depth)
+        m.submodules.array = s.array = array = NmuArray(
+            lanes=L, cols=C, wrows=g.wrows, tag_width=otag.size,
+            banks=2 if self.weight_port else 1)
+        m.submodules.output = s.out = out = NmuOutput(cols=C, rows=rows, lanes=L,
+                                                      depth=self.depth)
         wiring.connect(m, agu.cmd, reader.cmd)
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, out.wr, wiring.flipped(self.l1_wr))
 
-        task = Signal(task_fields_layout())
-        m.d.comb += agu.task.eq(task)
+        s.task = task = Signal(task_fields_layout())
         zx = Signal(signed(32))
         zy, lo, hi = Signal(signed(32)), Signal(signed(32)), Signal(signed(32))
-        nch = Signal(32)
+        s.nch = nch = Signal(32)
         m.d.comb += [reader.pad_byte.eq(zx[:8]), array.zx.eq(zx[:9]),
                      out.zero_point.eq(zy[:17]), out.lo.eq(lo[:17]), out.hi.eq(hi[:17]),
                      out.raw.eq(task.raw), out.out_bytes.eq(task.out_bytes)]
-
-        n0 = Signal(16)
-        mat = Signal(16)
-        tile = Signal(range(rows + 1))
-        m.d.comb += [agu.n0.eq(n0), agu.tile.eq(tile)]
-        bias = Signal(data.ArrayLayout(signed(32), C))
-        m.d.comb += array.bias.eq(bias)
-        cause = Signal(4)
+        s.cause = Signal(4)
 
         # requantisation entry words -> channel table rows
         widx = Signal(32)
@@ -135,34 +158,13 @@ class Nmu(wiring.Component):
                      out.params.payload.data.eq(row)]
         m.d.sync += row_write.eq(0)
 
-        # reader vectors by the kind of their run: the phases follow each other through the
-        # reader without a drain (a tile's weights load behind the previous tile's last
-        # activations: the array read those rows when it took the vectors)
-        vec = reader.o.payload
-        phase = Signal(2)  # NmuAgu.MODE_* of the FSM (for the counters)
-        m.d.comb += [array.w_row.eq(vec.tag.row), array.w_lane.eq(vec.tag.lane),
-                     array.w_count.eq(vec.count)]
-        m.d.comb += [array.w_data[c].eq(vec.data[c]) for c in range(C)]
+        # activation vectors -> the array (weights and bias: by the variant below)
+        s.vec = vec = reader.o.payload
         m.d.comb += [array.i.payload.data.eq(vec.data), array.i.payload.count.eq(vec.count),
                      array.i.payload.row.eq(vec.tag.row + vec.index),
                      array.i.payload.first.eq(vec.tag.first & (vec.index == 0)),
                      array.i.payload.last.eq(vec.tag.last & vec.last),
                      array.i.payload.tag.eq(Cat(vec.tag.yaddr, vec.tag.lane, vec.tag.tile))]
-        with m.Switch(vec.tag.kind):
-            with m.Case(NmuAgu.MODE_W):
-                m.d.comb += [reader.o.ready.eq(1), array.w_en.eq(reader.o.valid)]
-            with m.Case(NmuAgu.MODE_B):
-                # the bias changes only once the previous tile's pixels have left the array
-                m.d.comb += reader.o.ready.eq(~array.busy)
-                with m.If(reader.o.valid & ~array.busy):
-                    word = Signal(32)
-                    m.d.comb += word.eq(vec.data.as_value()[:32])
-                    with m.Switch(vec.tag.lane):
-                        for c in range(C):
-                            with m.Case(c):
-                                m.d.sync += bias[c].eq(word.as_signed())
-            with m.Default():
-                m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
 
         # accumulators -> output stage
         res = Signal(otag)
@@ -171,16 +173,15 @@ class Nmu(wiring.Component):
                      out.i.payload.acc.eq(array.o.payload.acc), out.i.payload.row.eq(res.tile),
                      out.i.payload.yaddr.eq(res.yaddr), out.i.payload.ncols.eq(res.ncols)]
 
-        quiet = ~agu.busy & ~reader.busy
-        q = Signal(16)
+        s.q = q = Signal(16)
         m.d.comb += q.eq((task.cin + (L - 1)) >> lw)
-        counting = Signal()
-        counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
+        s.counting = counting = Signal()
+        s.counters = counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
         # requantisation entry reader: runs from start until the last word is in
-        reading = Signal()
-        rows_done = Signal(range(rows + 2))
-        head_done = Signal()
+        s.reading = reading = Signal()
+        s.rows_done = rows_done = Signal(range(rows + 2))
+        s.head_done = head_done = Signal()
         m.d.comb += [head_done.eq(widx >= 6), self.rq.ready.eq(reading)]
         with m.If(row_write):
             m.d.sync += rows_done.eq(rows_done + 1)
@@ -219,43 +220,123 @@ class Nmu(wiring.Component):
                         with m.If(ch + 1 == nch):
                             m.d.sync += reading.eq(0)
 
+        def on_start():
+            """Statements of the cycle that takes ``start``."""
+            m.d.sync += [task.eq(self.start.payload), widx.eq(0), s.cause.eq(0),
+                         reading.eq(1), rows_done.eq(0)]
+            m.d.sync += [c.eq(0) for c in counters.values()]
+
+        s.on_start = on_start
+        if self.weight_port:
+            waiting_w, read_stall = self._double_buffered(m, s)
+        else:
+            waiting_w, read_stall = self._single_port(m, s)
+
+        offered = reader.o.valid
+        is_act = vec.tag.kind == NmuAgu.MODE_A
+        with m.If(counting):
+            m.d.sync += counters["busy"].eq(counters["busy"] + 1)
+            with m.If(array.i.valid & array.i.ready):
+                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * vec.tag.lane)
+            with m.If((offered & ~is_act) | (~offered & waiting_w)):
+                m.d.sync += counters["load"].eq(counters["load"] + 1)
+            with m.If(read_stall):
+                m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
+            with m.If(out.stall):
+                m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
+            with m.If(offered & is_act & ~array.i.ready):
+                m.d.sync += counters["stall_out"].eq(counters["stall_out"] + 1)
+            with m.If(~offered & ~waiting_w):
+                m.d.sync += counters["starve"].eq(counters["starve"] + 1)
+        m.d.comb += self.busy.eq(counting)
+        return m
+
+    def _check(self, m, s, ok):
+        """CHECK state body: refusals go to DONE, else ``ok()``."""
+        g, task = self.geometry, s.task
+        with m.If(task.cause != 0):
+            m.d.sync += s.cause.eq(task.cause)
+            m.next = "DONE"
+        with m.Elif((task.kh * task.kw * s.q > g.wrows) | (task.cout > g.channels)):
+            m.d.sync += s.cause.eq(Cause.SIZE)
+            m.next = "DONE"
+        with m.Elif(Mux(task.raw, s.nch != 0, s.nch != task.cout)):
+            m.d.sync += s.cause.eq(Cause.REQUANT)
+            m.next = "DONE"
+        with m.Else():
+            ok()
+
+    def _done(self, m, s):
+        """DONE state body: after the whole requantisation entry has been read."""
+        m.d.comb += [self.done.valid.eq(~s.reading),
+                     self.done.payload.error.eq(s.cause != 0),
+                     self.done.payload.cause.eq(s.cause)]
+        with m.If(self.done.ready & ~s.reading):
+            m.next = "IDLE"
+
+    def _single_port(self, m, s):
+        """One read port, one weight bank: W, B, A phases of every tile through one reader.
+
+        Returns (array waiting for weights with no vector offered, read stall)."""
+        C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
+        counting, vec = s.counting, s.vec
+        n0 = Signal(16)
+        mat = Signal(16)
+        tile = Signal(range(s.rows + 1))
+        m.d.comb += [agu.task.eq(task), agu.n0.eq(n0), agu.tile.eq(tile)]
+        bias = Signal(data.ArrayLayout(signed(32), C))
+        m.d.comb += array.bias.eq(bias)
+
+        # reader vectors by the kind of their run: the phases follow each other through the
+        # reader without a drain (a tile's weights load behind the previous tile's last
+        # activations: the array read those rows when it took the vectors)
+        m.d.comb += [array.w_row.eq(vec.tag.row), array.w_lane.eq(vec.tag.lane),
+                     array.w_count.eq(vec.count)]
+        m.d.comb += [array.w_data[c].eq(vec.data[c]) for c in range(C)]
+        with m.Switch(vec.tag.kind):
+            with m.Case(NmuAgu.MODE_W):
+                m.d.comb += [reader.o.ready.eq(1), array.w_en.eq(reader.o.valid)]
+            with m.Case(NmuAgu.MODE_B):
+                # the bias changes only once the previous tile's pixels have left the array
+                m.d.comb += reader.o.ready.eq(~array.busy)
+                with m.If(reader.o.valid & ~array.busy):
+                    word = Signal(32)
+                    m.d.comb += word.eq(vec.data.as_value()[:32])
+                    with m.Switch(vec.tag.lane):
+                        for c in range(C):
+                            with m.Case(c):
+                                m.d.sync += bias[c].eq(word.as_signed())
+            with m.Default():
+                m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
+
+        quiet = ~agu.busy & ~reader.busy
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
                 with m.If(self.start.valid):
-                    m.d.sync += [task.eq(self.start.payload), widx.eq(0), cause.eq(0),
-                                 reading.eq(1), rows_done.eq(0),
-                                 n0.eq(0), tile.eq(0), mat.eq(0), phase.eq(NmuAgu.MODE_W)]
-                    m.d.sync += [c.eq(0) for c in counters.values()]
+                    s.on_start()
+                    m.d.sync += [n0.eq(0), tile.eq(0), mat.eq(0)]
                     m.next = "PARAMS"
             with m.State("PARAMS"):
                 # the entry's head (zero points, clamp, channel count); the pairs are read
-                # by the entry reader below while the first tiles load
+                # by the entry reader while the first tiles load
                 m.d.comb += counting.eq(1)
-                with m.If(head_done):
+                with m.If(s.head_done):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += counting.eq(1)
-                with m.If(task.cause != 0):
-                    m.d.sync += cause.eq(task.cause)
-                    m.next = "DONE"
-                with m.Elif((task.kh * task.kw * q > g.wrows) | (task.cout > g.channels)):
-                    m.d.sync += cause.eq(Cause.SIZE)
-                    m.next = "DONE"
-                with m.Elif(Mux(task.raw, nch != 0, nch != task.cout)):
-                    m.d.sync += cause.eq(Cause.REQUANT)
-                    m.next = "DONE"
-                with m.Else():
+
+                def ok():
                     m.next = "W_START"
+                self._check(m, s, ok)
             for mode, name, nxt in ((NmuAgu.MODE_W, "W", "B_START"),
                                     (NmuAgu.MODE_B, "B", "A_START"),
                                     (NmuAgu.MODE_A, "A", None)):
                 with m.State(f"{name}_START"):
                     m.d.comb += [counting.eq(1), agu.mode.eq(mode), agu.start.eq(1)]
-                    m.d.sync += phase.eq(mode)
                     if mode == NmuAgu.MODE_A:
                         # results of this tile need its row of the channel table
-                        with m.If(~task.raw & (rows_done <= tile)):
+                        with m.If(~task.raw & (s.rows_done <= tile)):
                             m.d.comb += agu.start.eq(0)
                         with m.Else():
                             m.next = "A_WAIT"
@@ -293,36 +374,177 @@ class Nmu(wiring.Component):
                                 m.next = "DRAIN"
             with m.State("DRAIN"):
                 m.d.comb += counting.eq(1)
-                with m.If(quiet & ~out.busy & ~array.busy):
+                with m.If(quiet & ~s.out.busy & ~array.busy):
                     m.next = "DONE"
             with m.State("DONE"):
-                # after the whole requantisation entry has been read
-                m.d.comb += [self.done.valid.eq(~reading),
-                             self.done.payload.error.eq(cause != 0),
-                             self.done.payload.cause.eq(cause)]
-                with m.If(self.done.ready & ~reading):
-                    m.next = "IDLE"
+                self._done(m, s)
+        return Const(0, 1), reader.stall
 
-        offered = reader.o.valid
-        is_act = vec.tag.kind == NmuAgu.MODE_A
-        with m.If(counting):
-            m.d.sync += counters["busy"].eq(counters["busy"] + 1)
-            with m.If(array.i.valid & array.i.ready):
-                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * vec.tag.lane)
-            with m.If(offered & ~is_act):
-                m.d.sync += counters["load"].eq(counters["load"] + 1)
-            with m.If(reader.stall):
-                m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
-            with m.If(out.stall):
-                m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
-            with m.If(offered & is_act & ~array.i.ready):
-                m.d.sync += counters["stall_out"].eq(counters["stall_out"] + 1)
-            with m.If(~offered):
-                m.d.sync += counters["starve"].eq(counters["starve"] + 1)
-        m.d.comb += self.busy.eq(counting)
-        return m
+    def _double_buffered(self, m, s):
+        """Weight port: weight/bias nests on their own AGU, reader and port, two banks.
 
+        Returns (array waiting for weights with no vector offered, read stall)."""
+        C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
+        counting, vec = s.counting, s.vec
+        m.submodules.wagu = wagu = NmuAgu(lanes=s.L, cols=C)
+        m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth)
+        wiring.connect(m, wagu.cmd, wreader.cmd)
+        wiring.connect(m, wreader.rd, wiring.flipped(self.l1_wrd))
+        m.d.comb += wreader.pad_byte.eq(0)  # (weight and bias runs are never pads)
 
+        # activation side: tile (n0, tile) of product mat in bank ab; X and Y move per product
+        n0, mat, ab = Signal(16), Signal(16), Signal()
+        tile = Signal(range(s.rows + 1))
+        x_addr, y_addr = Signal(32), Signal(32)
+        m.d.comb += [agu.task.eq(task), agu.task.x_addr.eq(x_addr),
+                     agu.task.y_addr.eq(y_addr), agu.n0.eq(n0), agu.tile.eq(tile),
+                     agu.bank.eq(ab), agu.mode.eq(NmuAgu.MODE_A)]
+        # weight side: tile wn0 of product wmat into bank wb; W moves per product
+        wn0, wmat, wb = Signal(16), Signal(16), Signal()
+        w_addr = Signal(32)
+        m.d.comb += [wagu.task.eq(task), wagu.task.w_addr.eq(w_addr), wagu.n0.eq(wn0),
+                     wagu.bank.eq(wb)]
+
+        # bank state: full (loaded, not yet released), issued (every activation run of the
+        # bank's tile handed to the reader), runs of the bank in the reader (at most 3:
+        # the run being read, a pending word's, the window's)
+        full, issued = Signal(2), Signal(2)
+        inflight = [Signal(range(8), name=f"inflight{b}") for b in range(2)]
+        took_cmd = agu.cmd.valid & agu.cmd.ready
+        took_last = reader.o.valid & reader.o.ready & vec.last
+        for b in range(2):
+            inc = took_cmd & (agu.cmd.payload.tag.bank == b)
+            dec = took_last & (vec.tag.bank == b)
+            m.d.sync += inflight[b].eq(inflight[b] + inc - dec)
+            with m.If(issued[b] & (inflight[b] == 0)):  # the tile's last vector is taken
+                m.d.sync += [full[b].eq(0), issued[b].eq(0)]
+
+        # bias registers of the two banks; the array adds the one of its stage-2 vector
+        bias = Signal(data.ArrayLayout(data.ArrayLayout(signed(32), C), 2))
+        m.d.comb += [array.bias[c].eq(Mux(array.bias_bank, bias[1][c], bias[0][c]))
+                     for c in range(C)]
+
+        def write_bias(bank, lane, word):
+            for b in range(2):
+                for c in range(C):
+                    with m.If((bank == b) & (lane == c)):
+                        m.d.sync += bias[b][c].eq(word.as_signed())
+
+        # weight reader -> weight bank / bias of its tag's bank
+        wv = wreader.o.payload
+        m.d.comb += [array.w_row.eq(wv.tag.row), array.w_lane.eq(wv.tag.lane),
+                     array.w_count.eq(wv.count), array.w_bank.eq(wv.tag.bank)]
+        m.d.comb += [array.w_data[c].eq(wv.data[c]) for c in range(C)]
+        bias_free = Signal()  # the bank's bias no longer read by the array
+        m.d.comb += bias_free.eq(~array.bank_busy.bit_select(wv.tag.bank, 1))
+        with m.If(wv.tag.kind == NmuAgu.MODE_B):
+            m.d.comb += wreader.o.ready.eq(bias_free)
+            with m.If(wreader.o.valid & bias_free):
+                write_bias(wv.tag.bank, wv.tag.lane, wv.data.as_value()[:32])
+        with m.Else():
+            m.d.comb += [wreader.o.ready.eq(1), array.w_en.eq(wreader.o.valid)]
+
+        # activation reader -> array; per-pixel bias words (gemm [M, N]) into the bias of
+        # the tile's bank once the previous pixel has left the array
+        with m.If(vec.tag.kind == NmuAgu.MODE_B):
+            m.d.comb += reader.o.ready.eq(~array.busy)
+            with m.If(reader.o.valid & ~array.busy):
+                write_bias(vec.tag.bank, vec.tag.lane, vec.data.as_value()[:32])
+        with m.Else():
+            m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready),
+                         array.i.payload.bank.eq(vec.tag.bank)]
+
+        # weight side: per tile, wait for the bank, weights, bias, then mark the bank full
+        wgo = Signal()
+        widle = Signal()
+        with m.FSM(name="wfsm"):
+            with m.State("IDLE"):
+                m.d.comb += widle.eq(1)
+                with m.If(wgo):
+                    m.next = "BANK"
+            with m.State("BANK"):
+                with m.If(~full.bit_select(wb, 1)):
+                    m.d.comb += [wagu.mode.eq(NmuAgu.MODE_W), wagu.start.eq(1)]
+                    m.next = "W"
+            with m.State("W"):
+                with m.If(~wagu.busy):  # the bias runs queue behind the weights
+                    m.next = "B"
+            with m.State("B"):
+                with m.If(task.has_bias):
+                    m.d.comb += [wagu.mode.eq(NmuAgu.MODE_B), wagu.start.eq(1)]
+                    m.next = "B_WAIT"
+                with m.Elif(task.pix_bias):  # (loaded by the activation nest)
+                    m.next = "FILL"
+                with m.Elif(~array.bank_busy.bit_select(wb, 1)):
+                    m.d.sync += [bias[wb][c].eq(0) for c in range(C)]
+                    m.next = "FILL"
+            with m.State("B_WAIT"):
+                with m.If(~wagu.busy):
+                    m.next = "FILL"
+            with m.State("FILL"):
+                with m.If(~wreader.busy):  # every weight row and bias word written
+                    m.d.sync += [full.bit_select(wb, 1).eq(1), wb.eq(~wb), wn0.eq(wn0 + C)]
+                    m.next = "BANK"
+                    with m.If(wn0 + C >= task.cout):
+                        m.d.sync += wn0.eq(0)
+                        with m.If(wmat + 1 < task.mats):
+                            m.d.sync += [wmat.eq(wmat + 1), w_addr.eq(w_addr + task.w_mat)]
+                        with m.Else():
+                            m.next = "IDLE"
+
+        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wreader.busy & widle
+        ready = Signal()  # the activation side's bank is loaded (and not a stale load)
+        m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
+        waiting_w = Signal()
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.start.ready.eq(1)
+                with m.If(self.start.valid):
+                    s.on_start()
+                    p = self.start.payload
+                    m.d.sync += [n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
+                                 x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
+                                 wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
+                                 full.eq(0), issued.eq(0)]
+                    m.next = "PARAMS"
+            with m.State("PARAMS"):
+                m.d.comb += counting.eq(1)
+                with m.If(s.head_done):
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += counting.eq(1)
+
+                def ok():
+                    m.d.comb += wgo.eq(1)
+                    m.next = "A_START"
+                self._check(m, s, ok)
+            with m.State("A_START"):
+                m.d.comb += [counting.eq(1), waiting_w.eq(~ready)]
+                # the tile's weights in its bank, its row of the channel table written
+                with m.If(ready & (task.raw | (s.rows_done > tile))):
+                    m.d.comb += agu.start.eq(1)
+                    m.next = "A_WAIT"
+            with m.State("A_WAIT"):
+                m.d.comb += counting.eq(1)
+                with m.If(~agu.busy):
+                    m.d.sync += [issued.bit_select(ab, 1).eq(1), ab.eq(~ab),
+                                 n0.eq(n0 + C), tile.eq(tile + 1)]
+                    with m.If(n0 + C < task.cout):
+                        m.next = "A_START"
+                    with m.Elif(mat + 1 < task.mats):
+                        m.d.sync += [mat.eq(mat + 1), n0.eq(0), tile.eq(0),
+                                     x_addr.eq(x_addr + task.x_mat),
+                                     y_addr.eq(y_addr + task.out_bytes * task.y_mat)]
+                        m.next = "A_START"
+                    with m.Else():
+                        m.next = "DRAIN"
+            with m.State("DRAIN"):
+                m.d.comb += counting.eq(1)
+                with m.If(quiet & ~s.out.busy & ~array.busy):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                self._done(m, s)
+        return waiting_w, reader.stall | wreader.stall
 class NmuUnit(wiring.Component):
     """The NMU as the engine sees it: shadow registers (:class:`npu.nmu_regs.NmuRegisters`)
     in front of :class:`Nmu`.
@@ -331,12 +553,22 @@ class NmuUnit(wiring.Component):
     ready), then a transfer on ``start``; the requantisation entry follows on ``rq`` and
     the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
     the entry has been read). Ports and counters as for :class:`Nmu`.
+
+    Parameters
+    ----------
+    geometry : npu.nmu_model.NmuGeometry
+        ``lanes`` must equal the L1 word in bytes.
+    depth : int
+        L1 words.
+    weight_port : bool
+        As for :class:`Nmu`: the extra read client port ``l1_wrd`` for weights and bias,
+        double-buffered weights. Default False.
     """
 
-    def __init__(self, *, geometry, depth):
-        self.core = Nmu(geometry=geometry, depth=depth)
+    def __init__(self, *, geometry, depth, weight_port=False):
+        self.core = Nmu(geometry=geometry, depth=depth, weight_port=weight_port)
         self.regs = NmuRegisters()
-        self.geometry, self.depth = geometry, depth
+        self.geometry, self.depth, self.weight_port = geometry, depth, bool(weight_port)
         width = 8 * geometry.lanes
         super().__init__({
             "clear": In(1),
@@ -344,8 +576,7 @@ class NmuUnit(wiring.Component):
             "start": In(stream.Signature(1)),
             "rq": In(stream.Signature(32)),
             "done": Out(stream.Signature(done_layout())),
-            "l1_rd": Out(read_client_signature(depth, width)),
-            "l1_wr": Out(write_client_signature(depth, width)),
+            **_ports(depth, width, self.weight_port),
             "busy": Out(1),
             **{f"cnt_{name}": Out(32) for name in COUNTERS},
         })
@@ -362,6 +593,8 @@ class NmuUnit(wiring.Component):
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, core.l1_wr, wiring.flipped(self.l1_wr))
+        if self.weight_port:
+            wiring.connect(m, core.l1_wrd, wiring.flipped(self.l1_wrd))
         m.d.comb += self.busy.eq(core.busy)
         m.d.comb += [getattr(self, f"cnt_{n}").eq(getattr(core, f"cnt_{n}")) for n in COUNTERS]
         return m

@@ -21,7 +21,9 @@ Loop orders (the Python models are :func:`npu.nmu_model.weight_runs`, ``bias_run
   columns (``lane``) and its index (``tile``).
 
 Every run's tag also names its ``kind`` (the mode that made it), so that the consumer can
-route vectors of consecutive phases without draining the reader in between.
+route vectors of consecutive phases without draining the reader in between, and the
+weight ``bank`` the tile uses (the AGU's ``bank`` input at ``start``; 0 in an NMU with a
+single weight bank).
 
 Run reader protocol and timing
 ------------------------------
@@ -56,7 +58,7 @@ LEN = 16
 def tag_layout():
     """What a run carries to its vectors (meaning depends on the phase, see the module)."""
     return data.StructLayout({"kind": 2, "row": 16, "lane": 8, "first": 1, "last": 1,
-                              "tile": 8, "yaddr": ADDR})
+                              "tile": 8, "yaddr": ADDR, "bank": 1})
 
 
 def run_layout():
@@ -284,6 +286,9 @@ class NmuAgu(wiring.Component):
         First output channel of the tile.
     tile : Signal(8), in
         Index of the tile (its row of the requantisation table).
+    bank : Signal(1), in
+        Weight bank of the tile (double-buffered weights), copied into every run's tag;
+        sampled on ``start``.
     mode : Signal(2), in
         ``MODE_W`` weights, ``MODE_B`` bias, ``MODE_A`` activations; sampled on ``start``.
     start : Signal, in
@@ -301,6 +306,7 @@ class NmuAgu(wiring.Component):
             "task": In(task_fields_layout()),
             "n0": In(16),
             "tile": In(8),
+            "bank": In(1),
             "mode": In(2),
             "start": In(1),
             "cmd": Out(stream.Signature(run_layout())),
@@ -328,13 +334,14 @@ class NmuAgu(wiring.Component):
         # gemm bias of shape [M, N]: each pixel's taps follow its ncols bias words
         pb = Signal()
         bc = Signal(16)
+        bank = Signal()
         with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0),
+            m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
                          pb.eq(t.pix_bias & (self.mode == self.MODE_A))]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
 
         p = self.cmd.payload
-        m.d.comb += p.tag.kind.eq(mode)
+        m.d.comb += [p.tag.kind.eq(mode), p.tag.bank.eq(bank)]
         step = Signal()
         m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
 

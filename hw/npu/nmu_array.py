@@ -19,7 +19,16 @@ requires).
 
 The weight buffer is written through ``w_en`` / ``w_row`` / ``w_lane`` / ``w_data`` /
 ``w_count``: bytes ``0 .. w_count-1`` of ``w_data`` go to columns ``0 .. w_count-1`` of
-lane ``w_lane`` of row ``w_row`` (only while no vector is in flight).
+lane ``w_lane`` of row ``w_row`` (not while a vector that reads the row is entering).
+
+Double-buffered weights (``banks=2``): the buffer holds two banks of ``wrows`` rows; a
+vector names its bank (``i.payload.bank``), a write its own (``w_bank``), so one tile's
+weights load into one bank while the vectors of the previous tile read the other. A row
+is read when its vector enters (the read data stay in the read register while the vector
+waits), so a bank may be rewritten as soon as its tile's last vector has been taken. The
+bias is the caller's: ``bias`` must show the bias of bank ``bias_bank`` (the bank of the
+vector in stage 2, which adds it on a pixel's first vector); ``bank_busy[b]`` says that a
+vector of bank ``b`` is in stage 2, i.e. that bank ``b``'s bias may still be read.
 """
 
 from __future__ import annotations
@@ -32,9 +41,13 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["NmuArray", "array_in_layout", "array_out_layout"]
 
 
-def array_in_layout(lanes, tag_width):
-    return data.StructLayout({"data": data.ArrayLayout(8, lanes), "count": range(lanes + 1),
-                              "row": 16, "first": 1, "last": 1, "tag": tag_width})
+def array_in_layout(lanes, tag_width, banks=1):
+    """An input vector (``bank`` only with ``banks > 1``)."""
+    fields = {"data": data.ArrayLayout(8, lanes), "count": range(lanes + 1), "row": 16,
+              "first": 1, "last": 1, "tag": tag_width}
+    if banks > 1:
+        fields["bank"] = range(banks)
+    return data.StructLayout(fields)
 
 
 def array_out_layout(cols, tag_width):
@@ -52,6 +65,9 @@ class NmuArray(wiring.Component):
         Weight buffer rows.
     tag_width : int
         Bits carried from a pixel's last vector to its output.
+    banks : int
+        Weight banks of ``wrows`` rows each: 1, or 2 for double-buffered weights (adds
+        ``i.payload.bank``, ``w_bank``, ``bias_bank`` and ``bank_busy``).
 
     Attributes
     ----------
@@ -63,14 +79,27 @@ class NmuArray(wiring.Component):
         Held by the caller while the tile runs.
     w_en, w_row, w_lane, w_data, w_count : in
         Weight buffer write (see the module).
+    w_bank : Signal(range(banks)), in
+        Bank of the weight write (``banks > 1`` only).
+    bias_bank : Signal(range(banks)), out
+        Bank whose bias ``bias`` must show (``banks > 1`` only).
+    bank_busy : Signal(banks), out
+        Bit ``b``: a vector of bank ``b`` is in stage 2 (``banks > 1`` only).
     busy : Signal, out
         A vector is in the pipeline or an output waits.
     """
 
-    def __init__(self, *, lanes, cols, wrows, tag_width=32):
+    def __init__(self, *, lanes, cols, wrows, tag_width=32, banks=1):
+        if banks not in (1, 2):
+            raise ValueError(f"banks must be 1 or 2, not {banks!r}")
         self.lanes, self.cols, self.wrows, self.tag_width = lanes, cols, wrows, tag_width
+        self.banks = banks
+        extra = {}
+        if banks > 1:
+            extra = {"w_bank": In(range(banks)), "bias_bank": Out(range(banks)),
+                     "bank_busy": Out(banks)}
         super().__init__({
-            "i": In(stream.Signature(array_in_layout(lanes, tag_width))),
+            "i": In(stream.Signature(array_in_layout(lanes, tag_width, banks))),
             "o": Out(stream.Signature(array_out_layout(cols, tag_width))),
             "zx": In(signed(9)),
             "bias": In(data.ArrayLayout(signed(32), cols)),
@@ -80,16 +109,21 @@ class NmuArray(wiring.Component):
             "w_data": In(data.ArrayLayout(8, cols)),
             "w_count": In(range(cols + 1)),
             "busy": Out(1),
+            **extra,
         })
 
     def elaborate(self, platform):
         m = Module()
         L, C = self.lanes, self.cols
-        m.submodules.wbuf = wbuf = Memory(shape=8 * L * C, depth=self.wrows, init=[])
+        nb = self.banks
+        m.submodules.wbuf = wbuf = Memory(shape=8 * L * C, depth=nb * self.wrows, init=[])
         wp = wbuf.write_port(granularity=8)
         rp = wbuf.read_port(domain="sync")
-        # byte lane*C + c of a row: weight of lane `lane`, column c
-        m.d.comb += wp.addr.eq(self.w_row)
+        # byte lane*C + c of a row: weight of lane `lane`, column c; bank b at b * wrows
+        if nb > 1:
+            m.d.comb += wp.addr.eq(Mux(self.w_bank, self.wrows, 0) + self.w_row)
+        else:
+            m.d.comb += wp.addr.eq(self.w_row)
         for lane in range(L):
             for c in range(C):
                 m.d.comb += [
@@ -106,6 +140,14 @@ class NmuArray(wiring.Component):
         tag1 = Signal(self.tag_width)
         m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance),
                      self.i.ready.eq(advance)]
+        if nb > 1:
+            bank1 = Signal()
+            m.d.comb += [rp.addr.eq(Mux(self.i.payload.bank, self.wrows, 0)
+                                    + self.i.payload.row),
+                         self.bias_bank.eq(bank1),
+                         self.bank_busy.eq(Mux(v1, Mux(bank1, 0b10, 0b01), 0))]
+            with m.If(advance):
+                m.d.sync += bank1.eq(self.i.payload.bank)
         with m.If(advance):
             m.d.sync += [v1.eq(self.i.valid), x1.eq(self.i.payload.data),
                          n1.eq(self.i.payload.count), first1.eq(self.i.payload.first),

@@ -248,6 +248,9 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
     changed in place), served the way ``npu.engine_ports.ArbitratedSRAM`` serves its client
     ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
     data one cycle after ``go`` and held, writes after the reads of the cycle (read-first).
+    A unit with the weight port (``l1_wrd``) has it served the same way, as a second
+    physical read port (both ports may read in the same cycle), grants denied
+    independently.
     The requantisation entry goes in word by word with random idle cycles.
 
     ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
@@ -258,7 +261,8 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
     result = {}
 
     async def bench(ctx):
-        held = 0
+        rports = [dut.l1_rd] + ([dut.l1_wrd] if getattr(dut, "weight_port", False) else [])
+        held = [0] * len(rports)
         if isinstance(task, dict):
             ctx.set(dut.clear, 1)
             await ctx.tick()
@@ -280,14 +284,17 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
             ctx.set(dut.rq.valid, k < len(words) and rng.random() < 0.8)
             if k < len(words):
                 ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
-            rd, wr = dut.l1_rd, dut.l1_wr
-            ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
+            wr = dut.l1_wr
+            for rd in rports:
+                ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
             ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= deny)
-            read = write = None
-            if ctx.get(rd.go):
-                assert ctx.get(rd.gnt)
-                a = ctx.get(rd.addr) * lanes
-                read = int.from_bytes(bytes(mem[a:a + lanes]), "little")
+            reads = [None] * len(rports)
+            write = None
+            for j, rd in enumerate(rports):
+                if ctx.get(rd.go):
+                    assert ctx.get(rd.gnt)
+                    a = ctx.get(rd.addr) * lanes
+                    reads[j] = int.from_bytes(bytes(mem[a:a + lanes]), "little")
             if ctx.get(wr.go):
                 assert ctx.get(wr.gnt)
                 write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
@@ -306,9 +313,10 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
                 for b in range(lanes):
                     if en >> b & 1:
                         mem[addr * lanes + b] = data >> (8 * b) & 0xFF
-            if read is not None:
-                held = read
-            ctx.set(rd.data, held)
+            for j, rd in enumerate(rports):
+                if reads[j] is not None:
+                    held[j] = reads[j]
+                ctx.set(rd.data, held[j])
         raise AssertionError("the NMU did not finish")
 
     sim = Simulator(dut)
