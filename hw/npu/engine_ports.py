@@ -17,6 +17,16 @@ Read data of a ``go`` read appear on the client's ``data`` in the next cycle and
 there until the client's next read, whatever other clients do with the port (a client
 that stalls after its read still sees its word).
 
+Second read port (``extra_read_clients = x > 0``): the SRAM gets a second physical read
+port (:class:`npu.memory.SRAM` with ``read_ports=2``) shared by ``x`` more read client
+ports ``xrd[0..x-1]``, arbitrated among themselves with the same rule, the priority
+start being ``prio mod x`` (with ``x = 1`` the one client owns the port: ``gnt = req``).
+Both read ports may read in the same cycle, also the same word, and both read before
+the cycle's write (read-first). It serves a unit that streams two operands at once (the
+NMU's weight port ``l1_wrd``, next to its ``l1_rd`` on ``rd[k]``); a unit whose accesses
+on ``xrd`` never need a grant on another port in the same cycle cannot be starved by the
+priority rule. With ``x = 0`` (default) there is no ``xrd`` and nothing changes.
+
 AXI client muxes
 ----------------
 :class:`AxiReadMux` shares one :class:`npu.axi.AxiBurstReader` between clients (the SEQ's
@@ -88,42 +98,73 @@ class ArbitratedSRAM(wiring.Component):
     clients : int
         Number of client ports of each kind (clients that never access a port leave
         ``req`` low).
+    extra_read_clients : int
+        Read client ports on a second physical read port (``xrd``); 0 (default): none,
+        one read port.
 
     Attributes
     ----------
     prio : Signal, in
-        Rotating priority (the client index that goes first this cycle).
+        Rotating priority (the client index that goes first this cycle; on ``xrd``,
+        ``prio mod extra_read_clients``).
     rd, wr : arrays of client ports (flipped :func:`read_client_signature` /
         :func:`write_client_signature`)
+    xrd : array of read client ports on the second read port (``extra_read_clients > 0``
+        only)
     """
 
-    def __init__(self, *, data_width, depth, clients):
+    def __init__(self, *, data_width, depth, clients, extra_read_clients=0):
         if not isinstance(clients, int) or clients < 1:
             raise ValueError(f"clients must be a positive integer, not {clients!r}")
+        if not isinstance(extra_read_clients, int) or extra_read_clients < 0:
+            raise ValueError(f"extra_read_clients must be a non-negative integer, not "
+                             f"{extra_read_clients!r}")
         self.data_width, self.depth, self.clients = data_width, depth, clients
-        self.sram = SRAM(data_width=data_width, depth=depth)
+        self.extra_read_clients = extra_read_clients
+        self.sram = SRAM(data_width=data_width, depth=depth,
+                         read_ports=2 if extra_read_clients else 1)
+        extra = {}
+        if extra_read_clients:
+            extra["xrd"] = In(read_client_signature(depth, data_width)).array(
+                extra_read_clients)
         super().__init__({
             "prio": In(range(max(clients, 2))),
             "rd": In(read_client_signature(depth, data_width)).array(clients),
             "wr": In(write_client_signature(depth, data_width)).array(clients),
+            **extra,
         })
+
+    def _serve_reads(self, m, ports, grants, en, addr, rd_data, prefix):
+        """Grants, one SRAM read per ``go``, and each client's held read data."""
+        for k, port in enumerate(ports):
+            took = Signal(name=f"{prefix}took{k}")
+            held = Signal(self.data_width, name=f"{prefix}held{k}")
+            m.d.comb += port.gnt.eq(grants[k])
+            with m.If(port.go):
+                m.d.comb += [en.eq(1), addr.eq(port.addr)]
+            m.d.sync += took.eq(port.go)
+            m.d.comb += port.data.eq(held)
+            with m.If(took):
+                m.d.comb += port.data.eq(rd_data)
+            m.d.sync += held.eq(port.data)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.sram = sram = self.sram
         rgnt = priority_grant(m, [p.req for p in self.rd], self.prio)
         wgnt = priority_grant(m, [p.req for p in self.wr], self.prio)
-        for k, port in enumerate(self.rd):
-            took = Signal(name=f"took{k}")
-            held = Signal(self.data_width, name=f"held{k}")
-            m.d.comb += port.gnt.eq(rgnt[k])
-            with m.If(port.go):
-                m.d.comb += [sram.rd_en.eq(1), sram.rd_addr.eq(port.addr)]
-            m.d.sync += took.eq(port.go)
-            m.d.comb += port.data.eq(held)
-            with m.If(took):
-                m.d.comb += port.data.eq(sram.rd_data)
-            m.d.sync += held.eq(port.data)
+        self._serve_reads(m, self.rd, rgnt, sram.rd_en, sram.rd_addr, sram.rd_data, "")
+        x = self.extra_read_clients
+        if x:
+            xstart = Signal(range(max(x, 2)))
+            if x > 1:
+                with m.Switch(self.prio):
+                    for p in range(max(self.clients, 2)):
+                        with m.Case(p):
+                            m.d.comb += xstart.eq(p % x)
+            xgnt = priority_grant(m, [p.req for p in self.xrd], xstart)
+            self._serve_reads(m, self.xrd, xgnt, sram.xrd_en, sram.xrd_addr, sram.xrd_data,
+                              "x")
         for k, port in enumerate(self.wr):
             m.d.comb += port.gnt.eq(wgnt[k])
             with m.If(port.go):

@@ -11,6 +11,11 @@ One synchronous read port and one write port, both in the ``sync`` domain.
 * **Read during write** to the same address in the same cycle returns the *old* word
   (read-first): the read port is not transparent to the write port. This is what
   block RAMs give without a bypass mux, and it is what :class:`SRAMModel` does.
+* **Second read port** (``read_ports=2``): ``xrd_addr`` / ``xrd_en`` / ``xrd_data``
+  behave exactly as the first read port, independently of it (both may read in the same
+  cycle, also the same word; read-first against the write port too). On an FPGA this is
+  a block RAM in simple dual-port mode per read port (the synthesiser duplicates the
+  memory) or a true dual-port block RAM with one port used for reads only.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class SRAM(wiring.Component):
         Number of words.
     init : sequence of int, optional
         Initial contents (word values), padded with zeros to ``depth``.
+    read_ports : int
+        1 (default) or 2: the second read port adds ``xrd_addr``, ``xrd_en``, ``xrd_data``.
 
     Attributes
     ----------
@@ -54,10 +61,14 @@ class SRAM(wiring.Component):
         Write address and data.
     wr_en : Signal(data_width // 8), in
         Byte write enables; all zero means no write.
+    xrd_addr, xrd_en, xrd_data : Signal
+        The second read port (``read_ports=2`` only), as ``rd_*``.
     """
 
-    def __init__(self, *, data_width, depth, init=()):
+    def __init__(self, *, data_width, depth, init=(), read_ports=1):
         _check_geometry(data_width, depth)
+        if read_ports not in (1, 2):
+            raise ValueError(f"read_ports must be 1 or 2, not {read_ports!r}")
         init = list(init)
         if len(init) > depth:
             raise ValueError(f"init has {len(init)} words, more than depth {depth}")
@@ -69,6 +80,11 @@ class SRAM(wiring.Component):
         self._data_width = data_width
         self._depth = depth
         self._init = init
+        self.read_ports = read_ports
+        extra = {}
+        if read_ports == 2:
+            extra = {"xrd_addr": In(range(depth)), "xrd_en": In(1),
+                     "xrd_data": Out(data_width)}
         super().__init__({
             "rd_addr": In(range(depth)),
             "rd_en": In(1),
@@ -76,6 +92,7 @@ class SRAM(wiring.Component):
             "wr_addr": In(range(depth)),
             "wr_en": In(data_width // 8),
             "wr_data": In(data_width),
+            **extra,
         })
 
     @property
@@ -103,6 +120,10 @@ class SRAM(wiring.Component):
             rd.en.eq(self.rd_en),
             self.rd_data.eq(rd.data),
         ]
+        if self.read_ports == 2:
+            xrd = mem.read_port(domain="sync")
+            m.d.comb += [xrd.addr.eq(self.xrd_addr), xrd.en.eq(self.xrd_en),
+                         self.xrd_data.eq(xrd.data)]
         return m
 
 
@@ -115,7 +136,9 @@ class SRAMModel:
     Parameters
     ----------
     data_width, depth, init
-        As for :class:`SRAM`.
+        As for :class:`SRAM`. The second read port (``xrd_en``, ``xrd_addr`` of
+        :meth:`clock`, :attr:`xrd_data`) is always there; leave it unused for a
+        one-read-port SRAM.
     """
 
     def __init__(self, *, data_width, depth, init=()):
@@ -124,11 +147,15 @@ class SRAMModel:
         self.depth = depth
         self.words = list(init) + [0] * (depth - len(init))
         self.rd_data = 0
+        self.xrd_data = 0
 
-    def clock(self, *, rd_en=0, rd_addr=0, wr_en=0, wr_addr=0, wr_data=0):
+    def clock(self, *, rd_en=0, rd_addr=0, wr_en=0, wr_addr=0, wr_data=0, xrd_en=0,
+              xrd_addr=0):
         """Advance one rising edge; return the new ``rd_data``."""
         if rd_en:
             self.rd_data = self.words[rd_addr]  # read-first: sample before the write
+        if xrd_en:
+            self.xrd_data = self.words[xrd_addr]
         if wr_en:
             word = self.words[wr_addr]
             for lane in range(self.data_width // 8):
