@@ -121,3 +121,72 @@ def test_geometry_from_the_device_and_refusals():
     with pytest.raises(ValueError, match=r"^channels must be a positive multiple of cols "
                        r"\(8\), not 12$"):
         NmuGeometry(channels=12)
+
+
+def test_two_banks_against_the_model():
+    """``banks=2``: both banks written with different weights, each pixel in a random
+    bank, the bias of ``bias_bank`` given back every cycle, idle input and back-pressure;
+    each pixel's accumulators equal the model's with its bank's weights and bias."""
+    rng = random.Random(8)
+    mem = np.frombuffer(rng.randbytes(512), np.uint8)
+    zx = rng.randint(-128, 127)
+    wbuf = [[[[rng.randint(-128, 127) for _ in range(COLS)] for _ in range(LANES)]
+             for _ in range(WROWS)] for _ in range(2)]
+    bias = [[rng.randint(-(1 << 20), 1 << 20) for _ in range(COLS)] for _ in range(2)]
+    runs = _pixels(rng, mem, 30)
+    banks = {p: rng.randrange(2) for p in range(30)}
+    vectors = list(read_runs(runs, mem, LANES, pad_byte=zx & 0xFF))
+    want = []
+    for p in range(30):
+        mine = [v for v in vectors if v[3].tag[3] == 1000 + p]
+        want += array_model(mine, wbuf[banks[p]], bias[banks[p]], zx, COLS)
+    dut = NmuArray(lanes=LANES, cols=COLS, wrows=WROWS, tag_width=32, banks=2)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.zx, zx)
+        ctx.set(dut.w_en, 1)
+        ctx.set(dut.w_count, COLS)
+        for b in range(2):
+            for r in range(WROWS):
+                for lane in range(LANES):
+                    ctx.set(dut.w_bank, b)
+                    ctx.set(dut.w_row, r)
+                    ctx.set(dut.w_lane, lane)
+                    for c in range(COLS):
+                        ctx.set(dut.w_data[c], wbuf[b][r][lane][c] & 0xFF)
+                    await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        k = 0
+        for _cycle in range(20000):
+            offer = k < len(vectors) and rng.random() < 0.8
+            ctx.set(dut.i.valid, offer)
+            if offer:
+                data, n, j, run = vectors[k]
+                nvec = -(-run.length // LANES)
+                ctx.set(dut.i.payload.data, data)
+                ctx.set(dut.i.payload.count, n)
+                ctx.set(dut.i.payload.row, run.tag[0] + j)
+                ctx.set(dut.i.payload.first, int(run.tag[1] and j == 0))
+                ctx.set(dut.i.payload.last, int(run.tag[2] and j == nvec - 1))
+                ctx.set(dut.i.payload.tag, run.tag[3])
+                ctx.set(dut.i.payload.bank, banks[run.tag[3] - 1000])
+            bb = ctx.get(dut.bias_bank)
+            for c in range(COLS):
+                ctx.set(dut.bias[c], bias[bb][c])
+            ready = rng.random() < 0.6
+            ctx.set(dut.o.ready, ready)
+            if ctx.get(dut.o.valid) and ready:
+                p = ctx.get(dut.o.payload)
+                got.append(([int(p.acc[c]) for c in range(COLS)], int(p.tag)))
+            took = offer and ctx.get(dut.i.ready)
+            await ctx.tick()
+            k += took
+            if len(got) == len(want):
+                break
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == want

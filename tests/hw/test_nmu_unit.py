@@ -10,6 +10,10 @@ random, read data one cycle after ``go`` and held, read-first), and compares the
 with what ``nem.executor.execute`` leaves, byte for byte; the MAC counter with the
 executor's MAC count. A raw i32 output (no NEM type family has one, so the case is an i8
 program with the output retyped) is checked against the model and numpy.
+
+Both variants of the unit: one L1 read port (the default) and ``weight_port=True`` (weights
+and bias on ``l1_wrd``, double-buffered), grants denied at random on every port, and the
+weight port's overlap measured: only the first tile's weights keep the array idle.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ def unit():
     return NmuUnit(geometry=GEOM, depth=L1_BYTES // GEOM.lanes)
 
 
+@pytest.fixture(scope="module")
+def wunit():
+    return NmuUnit(geometry=GEOM, depth=L1_BYTES // GEOM.lanes, weight_port=True)
+
+
 CASES = {
     "gemm_odd": lambda r: gemm_case(r, 5, 13, 11, bias=True),
     "gemm_edge_tiles_i16": lambda r: gemm_case(r, 3, 9, 19, bias=True, out_elem="i16",
@@ -69,12 +78,17 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_nmu_against_the_executor(unit, name):
+MODES = [(name, wp) for name in sorted(CASES) for wp in (False, True)]  # every case, both
+
+
+@pytest.mark.parametrize(("name", "weight_port"), MODES,
+                         ids=[f"{n}-{'wport' if wp else '1port'}" for n, wp in MODES])
+def test_nmu_against_the_executor(unit, wunit, name, weight_port):
     rng = np.random.default_rng(sorted(CASES).index(name) + 1)
     case = CASES[name](rng)
     mem = bytearray(case.l1_before.tobytes())
-    done, counters = run_nmu(unit, case.regs, case.entry, mem, random.Random(name))
+    done, counters = run_nmu(wunit if weight_port else unit, case.regs, case.entry, mem,
+                             random.Random(name))
     assert done == (0, 0)
     _compare(mem, case.l1_after, name)
     assert counters["macs"] == case.macs
@@ -135,10 +149,11 @@ def test_refusals(dut, unit):
     _compare(mem, case.l1_before, "refused tasks write nothing")
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_random_programs(unit, seed):
+@pytest.mark.parametrize("seed", range(6))
+def test_random_programs(unit, wunit, seed):
     """Random conv2d / gemm geometries (odd sizes, pads, strides, dilations, bias or not,
-    i8 or i16 out, per-tensor or per-channel weights), one tenth of the grants denied."""
+    i8 or i16 out, per-tensor or per-channel weights), one tenth of the grants denied;
+    seeds 4 and 5 on the unit with the weight port."""
     rng = np.random.default_rng([77, seed])
     if seed % 2:
         m, k, n = (int(v) for v in rng.integers(1, 20, 3))
@@ -163,22 +178,49 @@ def test_random_programs(unit, seed):
             except ValueError:
                 continue
     mem = bytearray(case.l1_before.tobytes())
-    done, counters = run_nmu(unit, case.regs, case.entry, mem, random.Random(seed), deny=0.1)
+    done, counters = run_nmu(wunit if seed >= 4 else unit, case.regs, case.entry, mem,
+                             random.Random(seed), deny=0.1)
     assert done == (0, 0)
     _compare(mem, case.l1_after, case.text)
     assert counters["macs"] == case.macs
 
 
-def test_sixteen_lanes():
-    """The sim engine's geometry: 16-byte L1 word, int8_macs = 256 (a 16 x 16 array)."""
+@pytest.mark.parametrize("weight_port", [False, True], ids=["1port", "wport"])
+def test_sixteen_lanes(weight_port):
+    """The sim engine's geometry: 16-byte L1 word, int8_macs = 256 (a 16 x 16 array); the
+    weight-port unit on the gemm only."""
     geom = NmuGeometry(lanes=16, cols=16, wrows=64, channels=64)
-    unit16 = NmuUnit(geometry=geom, depth=L1_BYTES // 16)
+    unit16 = NmuUnit(geometry=geom, depth=L1_BYTES // 16, weight_port=weight_port)
     rng = np.random.default_rng(16)
-    for case in (gemm_case(rng, 5, 37, 21, bias=True, macs=256, word=16),
-                 conv_case(rng, 1, 5, 4, 19, 3, 2, 18, pads=(1, 1, 0, 0), strides=(1, 2),
-                           bias=True, macs=256, word=16)):
+    cases = [gemm_case(rng, 5, 37, 21, bias=True, macs=256, word=16)]
+    if not weight_port:
+        cases.append(conv_case(rng, 1, 5, 4, 19, 3, 2, 18, pads=(1, 1, 0, 0), strides=(1, 2),
+                               bias=True, macs=256, word=16))
+    for case in cases:
         mem = bytearray(case.l1_before.tobytes())
         done, counters = run_nmu(unit16, case.regs, case.entry, mem, random.Random(16))
         assert done == (0, 0)
         _compare(mem, case.l1_after, case.text)
         assert counters["macs"] == case.macs
+
+
+def test_weight_port_overlaps_the_weight_loads(unit, wunit):
+    """A gemm whose tiles stream longer (M * K / lanes cycles) than their weights load (K
+    rows + the bias words): with the weight port only the first tile's load keeps the array
+    idle; the one-port unit pays every tile's. L1 never denied, aligned operands."""
+    m, k, n = 16, 24, 32
+    case = gemm_case(np.random.default_rng(9), m, k, n, bias=True, aligned=True)
+    tiles = -(-n // GEOM.cols)
+    load = k + GEOM.cols  # weight rows + bias words of one tile
+    assert m * -(-k // GEOM.lanes) > load  # (the loads fit under the streaming)
+    got = {}
+    for name, dut in (("1port", unit), ("wport", wunit)):
+        mem = bytearray(case.l1_before.tobytes())
+        done, got[name] = run_nmu(dut, case.regs, case.entry, mem, random.Random(0), deny=0)
+        assert done == (0, 0)
+        _compare(mem, case.l1_after, name)
+        assert got[name]["macs"] == case.macs
+    one, two = got["1port"], got["wport"]
+    assert one["load"] >= tiles * load
+    assert load <= two["load"] < load + GEOM.lanes  # the first tile (plus reader latency)
+    assert two["busy"] <= one["busy"] - (tiles - 1) * load
