@@ -18,9 +18,11 @@ from nem.binder import BindError, bind, plan_from_binary
 from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
-from npu.engine_config import DEVICE_DIR, DEVICES, load_device
+from npu.engine_config import DEVICE_DIR, DEVICES, EngineConfig, load_device
+from sim.engine_nmu_programs import conv_tiles, gemm_tiles
 
-__all__ = ["Golden", "contiguous", "golden", "program_texts", "random_copies"]
+__all__ = ["Golden", "contiguous", "golden", "nmu_programs", "program_texts", "programs",
+           "random_copies"]
 
 ALIGN = 64
 
@@ -163,6 +165,29 @@ def program_texts(device):
     return texts
 
 
+def nmu_programs(device):
+    """``{name: (NEM text, DDR inputs)}`` of the NMU regression programs (empty when the
+    device has no NMU): tiled gemm with and without bias (edge tiles, odd reductions) and
+    tiled conv2d (pads, strides, dilations; a 3 x 3 "same" layer)."""
+    if EngineConfig.shipped(device).nmu is None:
+        return {}
+    return {
+        "gemm": gemm_tiles(40, 24, 20, 16, seed=1),
+        "gemm_odd": gemm_tiles(23, 37, 9, 10, bias=False, seed=3),
+        "conv": conv_tiles(3, 9, 7, 12, 3, 3, 10, pads=(1, 1, 1, 1), strides=(2, 1),
+                           dils=(1, 2), seed=2),
+        "conv_same": conv_tiles(2, 6, 6, 20, 3, 3, 18, pads=(1, 1, 1, 1), seed=4),
+    }
+
+
+def programs(device):
+    """``{name: (NEM text, DDR inputs or None)}``: :func:`program_texts` and
+    :func:`nmu_programs`."""
+    out = {name: (text, None) for name, text in program_texts(device).items()}
+    out.update(nmu_programs(device))
+    return out
+
+
 @dataclass
 class Golden:
     """A bound program and what the executor says it leaves."""
@@ -177,8 +202,11 @@ class Golden:
     tasks: int
 
 
-def golden(device, text, seed=0):
-    """Check, bind and run ``text`` on the shipped ``device``; see :class:`Golden`."""
+def golden(device, text, seed=0, inputs=None):
+    """Check, bind and run ``text`` on the shipped ``device``; see :class:`Golden`.
+
+    DDR buffers start as random bytes (``seed``) unless ``inputs`` gives their bytes.
+    """
     dev = load_device(device)
     result = check_text(_header(device) + text, file="p.nem", base_dir=str(DEVICE_DIR))
     if not result.ok:
@@ -189,6 +217,8 @@ def golden(device, text, seed=0):
     rng = np.random.default_rng(seed)
     initial = {b.name: rng.integers(0, 256, size=b.size, dtype=np.uint8)
                for b in program.buffers if b.level == "DDR"}
+    for name, raw in (inputs or {}).items():
+        initial[name][: len(raw)] = raw
     want = execute(plan, dev, initial, in_order=True)  # the SEQ issues in stream order
     mems = want.memory.mems
     ddr_end = max([b.address + b.size for b in program.buffers if b.level == "DDR"],

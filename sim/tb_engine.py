@@ -36,13 +36,15 @@ from nem.taskformat import (
     WRITE,
     WRITE_FIELDS,
     Unit,
+    data_offset,
 )
 from npu.copy_units import level_code
 from npu.engine import engine_register_map, unit_names
 from npu.engine_config import EngineConfig
+from npu.nmu_model import Cause as NmuCause
 from npu.seq import Cause, Status, struct_fields
 from sim.cocotb_streams import random_pauses
-from sim.engine_programs import contiguous, golden, program_texts
+from sim.engine_programs import contiguous, golden, nmu_programs, program_texts, programs
 
 P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
 DEVICE = P["device"]
@@ -178,10 +180,10 @@ def _first_diff(got, want, what):
                              f"{int(got[k]):#04x}, expected {int(want[k]):#04x}")
 
 
-async def _run_program(tb, name, text, seed, *, reset=True):
+async def _run_program(tb, name, text, seed, *, reset=True, inputs=None):
     if reset:
         await tb.reset()
-    g = golden(DEVICE, text, seed=seed)
+    g = golden(DEVICE, text, seed=seed, inputs=inputs)
     status = await tb.run(g.ddr_init, g.base)
     counters = await tb.counters()
     if status != Status.DONE:
@@ -200,7 +202,7 @@ async def _run_program(tb, name, text, seed, *, reset=True):
 
 
 def _programs():
-    texts = program_texts(DEVICE)
+    texts = programs(DEVICE)
     if ONLY:
         texts = {k: v for k, v in texts.items() if k in ONLY.split(",")}
     return texts
@@ -210,8 +212,9 @@ def _programs():
 async def programs_no_stalls(dut):
     results = {}
     tb = TB(dut, False, cocotb.RANDOM_SEED)
-    for name, text in _programs().items():
-        results[name] = await _run_program(tb, name, text, cocotb.RANDOM_SEED)
+    for name, (text, inputs) in _programs().items():
+        results[name] = await _run_program(tb, name, text, cocotb.RANDOM_SEED,
+                                           inputs=inputs)
         dut._log.info("%s: %d RTL cycles, executor %d", name, results[name]["CYCLES"],
                       results[name]["executor_cycles"])
     Path("engine_counters.json").write_text(json.dumps(results, indent=2))
@@ -220,8 +223,8 @@ async def programs_no_stalls(dut):
 @cocotb.test()
 async def programs_with_stalls(dut):
     tb = TB(dut, True, cocotb.RANDOM_SEED + 1)
-    for name, text in _programs().items():
-        await _run_program(tb, name, text, cocotb.RANDOM_SEED + 1)
+    for name, (text, inputs) in _programs().items():
+        await _run_program(tb, name, text, cocotb.RANDOM_SEED + 1, inputs=inputs)
 
 
 @cocotb.test()
@@ -266,7 +269,7 @@ def _malformed(g):
         ("bad magic", _corrupt(b, header["magic"][0], magic, 4), Cause.BAD_MAGIC),
         ("newer major", _corrupt(b, header["major"][0], 2, 2), Cause.BAD_VERSION),
         ("device hash", _corrupt(b, hash_at, b[hash_at] ^ 1), Cause.BAD_DEVICE),
-        ("unknown unit", _corrupt(b, first + task["unit"][0], Unit.NMU), Cause.BAD_UNIT),
+        ("unknown unit", _corrupt(b, first + task["unit"][0], Unit.CSTL), Cause.BAD_UNIT),
         ("no such instance", _corrupt(b, first + task["instance"][0], 9), Cause.BAD_UNIT),
         ("register index", _corrupt(b, first + TASK_HEADER.size + write["index"][0], 200),
          Cause.BAD_REGISTER),
@@ -280,6 +283,52 @@ def _malformed(g):
         ("count zero", _write(b, first, "COUNT0", 0), Cause.BAD_VALUE),
         ("outside L2", _write(b, first, "DST_LO", CFG.l2_depth * CFG.wbytes - 8),
          Cause.BAD_REGION),
+    ]
+
+
+def _task_offsets(binary):
+    """Byte offsets of the task records in ``binary``, in stream order."""
+    header = struct_fields(HEADER, HEADER_FIELDS)
+    task = struct_fields(TASK_HEADER, TASK_FIELDS)
+    at = struct.unpack_from("<I", binary, header["stream_offset"][0])[0]
+    end = at + struct.unpack_from("<I", binary, header["stream_bytes"][0])[0]
+    out = []
+    while at < end:
+        out.append(at)
+        at += TASK_HEADER.size + binary[at + task["nwrites"][0]] * WRITE.size
+    return out
+
+
+def _malformed_nmu(g):
+    """(name, binary, expected cause, expected NMU_CAUSE) for broken NMU tasks."""
+    header = struct_fields(HEADER, HEADER_FIELDS)
+    task = struct_fields(TASK_HEADER, TASK_FIELDS)
+    write = struct_fields(WRITE, WRITE_FIELDS)
+    b = g.binary
+    at = next(a for a in _task_offsets(b) if b[a + task["unit"][0]] == Unit.NMU)
+    regs = REGISTER_MAPS[Unit.NMU]
+    requant = next(struct.unpack_from("<I", b, w + write["value"][0])[0]
+                   for w in range(at + TASK_HEADER.size,
+                                  at + TASK_HEADER.size + b[at + task["nwrites"][0]] * WRITE.size,
+                                  WRITE.size)
+                   if b[w + write["index"][0]] == regs.index("REQUANT"))
+    stream_end = sum(struct.unpack_from("<I", b, header[f][0])[0]
+                     for f in ("stream_offset", "stream_bytes"))
+    data_at = data_offset(stream_end)
+    data_bytes = struct.unpack_from("<I", b, header["data_bytes"][0])[0]
+    count_at = data_at + requant + 16   # the entry's channel count (REQUANT_ENTRY word 4)
+    return [
+        ("NMU instance", _corrupt(b, at + task["instance"][0], 1), Cause.BAD_UNIT, 0),
+        ("NMU register index", _corrupt(b, at + TASK_HEADER.size + write["index"][0],
+                                        len(regs)), Cause.BAD_REGISTER, 0),
+        ("REQUANT misaligned", _write(b, at, "REQUANT", requant + 4), Cause.BAD_ENTRY, 0),
+        ("REQUANT past the data", _write(b, at, "REQUANT", data_bytes), Cause.BAD_ENTRY, 0),
+        ("entry channel count", _corrupt(b, count_at, 1 << 20, 4), Cause.BAD_ENTRY, None),
+        ("entry longer than the data", _corrupt(b, count_at, data_bytes // 8, 4),
+         Cause.BAD_ENTRY, None),
+        ("NMU opcode", _write(b, at, "OPCODE", 0x7F), Cause.UNIT_ERROR, NmuCause.OPCODE),
+        ("NMU operand level", _write(b, at, "OP0_LEVEL", level_code("L2")),
+         Cause.UNIT_ERROR, NmuCause.TYPE),
     ]
 
 
@@ -299,14 +348,25 @@ def _write(binary, at, name, value):
 async def _malformed_run(dut, stalls):
     g = golden(DEVICE, program_texts(DEVICE)["tiled"])
     tb = TB(dut, stalls, 7)
-    for name, binary, cause in _malformed(g):
+    cases = [(*case, None) for case in _malformed(g)]
+    nmu = nmu_programs(DEVICE)
+    if nmu:
+        text, inputs = nmu["gemm"]
+        g_nmu = golden(DEVICE, text, inputs=inputs)
+        cases += [(*case, g_nmu) for case in _malformed_nmu(g_nmu)]
+    for name, binary, cause, *rest in cases:
+        nmu_cause, owner = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+        owner = owner or g
         await tb.reset()
-        image = np.array(g.ddr_init)
-        image[g.base:] = np.frombuffer(binary, dtype=np.uint8)
-        status = await tb.run(image, g.base, max_cycles=20_000, watchdog=2000)
+        image = np.array(owner.ddr_init)
+        image[owner.base:] = np.frombuffer(binary, dtype=np.uint8)
+        status = await tb.run(image, owner.base, max_cycles=20_000, watchdog=2000)
         got = await tb.read("ERROR_CAUSE")
         assert status == Status.ERROR and got == cause, (
-            f"{name}: status {status}, cause {got}, expected {cause.name}")
+            f"{name}: status {status}, cause {Cause(got).name}, expected {cause.name}")
+        if nmu_cause is not None:
+            got = await tb.read("NMU_CAUSE")
+            assert got == nmu_cause, f"{name}: NMU_CAUSE {got}, expected {nmu_cause}"
     # a misaligned program address
     await tb.reset()
     status = await tb.run(g.ddr_init, g.base + 4, max_cycles=5000)
@@ -328,7 +388,7 @@ async def back_to_back_without_reset(dut):
     """START again after DONE (and after an ERROR) without a reset: a clean second run."""
     tb = TB(dut, False, 3)
     await tb.reset()
-    texts = _programs()
+    texts = program_texts(DEVICE)
     names = [n for n in texts if n.startswith("random")][:2]
     first = await _run_program(tb, names[0], texts[names[0]], 3, reset=False)
     second = await _run_program(tb, names[1], texts[names[1]], 4, reset=False)

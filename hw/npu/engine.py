@@ -1,6 +1,6 @@
-"""The NEM engine top level: SEQ, DMA and sDMA units, L1/L2 SRAM, AXI4 to DDR, CSR bank.
+"""The NEM engine top level: SEQ, DMA and sDMA units, NMU, L1/L2 SRAM, AXI4 to DDR, CSRs.
 
-Block diagram (one engine; ``n`` DMAs and ``s`` sDMAs from the device)::
+Block diagram (one engine; ``n`` DMAs, ``s`` sDMAs and an NMU from the device)::
 
     host --AXI4-Lite--> AxiLiteCsr --start/base--> Sequencer --unit_start[k]--> units
                               ^ status, counters     |  ^ unit_done[k] (sets tokens)
@@ -11,6 +11,8 @@ Block diagram (one engine; ``n`` DMAs and ``s`` sDMAs from the device)::
 
     DmaUnit[0..n-1]  --client ports-->  L1 (ArbitratedSRAM)   L2 (ArbitratedSRAM)
     SdmaUnit[0..s-1] --client ports-------------------------> L2
+    NmuUnit          --client ports-->  L1;  SEQ --clear/write--> its shadow registers
+    EntryFetcher     <-- AxiReadMux (the NMU task's requantisation entry) --rq--> NmuUnit
 
 Every arbitrated port uses one rotating priority (a counter over the units), so in each
 cycle the unit that goes first is granted all it asks for. The register map is
@@ -29,6 +31,9 @@ from npu.copy_units import DmaUnit, SdmaUnit, level_code
 from npu.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
 from npu.engine_config import EngineConfig
 from npu.engine_ports import ArbitratedSRAM, AxiReadMux, AxiWriteMux
+from npu.entry_fetch import EntryFetcher
+from npu.nmu import COUNTERS as NMU_COUNTERS
+from npu.nmu import NmuUnit
 from npu.seq import Sequencer, Status
 
 __all__ = ["ENGINE_ID", "PATHS", "NemEngine", "engine_register_map", "unit_names"]
@@ -41,8 +46,10 @@ WATCHDOG_DEFAULT = 1 << 16
 
 
 def unit_names(config):
-    """Names of the units in SEQ order: ``DMA0..``, then ``SDMA0..``."""
-    return [f"DMA{k}" for k in range(config.n_dma)] + [f"SDMA{k}" for k in range(config.n_sdma)]
+    """Names of the units in SEQ order: ``DMA0..``, then ``SDMA0..``, then ``NMU0``."""
+    return ([f"DMA{k}" for k in range(config.n_dma)]
+            + [f"SDMA{k}" for k in range(config.n_sdma)]
+            + [f"NMU{k}" for k in range(config.n_nmu)])
 
 
 def engine_register_map(config):
@@ -74,6 +81,19 @@ def engine_register_map(config):
     for k, (src, dst) in enumerate(PATHS):
         regs.append(Reg(f"BYTES_{src}_{dst}", 0x100 + 4 * k, "ro",
                         doc=f"bytes copied {src} -> {dst}"))
+    if config.n_nmu:
+        regs.append(Reg("NMU_CAUSE", 0x140, "ro",
+                        doc="npu.nmu_model.Cause of the NMU's last refused task (0: none)"))
+        docs = {"busy": "cycles busy (start to done)",
+                "macs": "MACs issued (valid lanes x valid columns of every vector)",
+                "load": "cycles a weight or bias vector went by (the array idle)",
+                "stall_read": "cycles an L1 read was requested and not granted",
+                "stall_write": "cycles an L1 write was requested and not granted",
+                "stall_out": "cycles an activation vector waited for the output stage",
+                "starve": "cycles without a vector from the reader"}
+        for k, name in enumerate(NMU_COUNTERS):
+            regs.append(Reg(f"NMU_{name.upper()}", 0x144 + 4 * k, "ro",
+                            doc=f"NMU {docs.get(name, name)}, summed over its tasks"))
     return RegisterMap(regs, addr_width=12)
 
 
@@ -98,7 +118,7 @@ class NemEngine(wiring.Component):
     def __init__(self, *, device="small"):
         self.config = cfg = EngineConfig.shipped(device)
         self.regmap = engine_register_map(cfg)
-        self.n_units = cfg.n_dma + cfg.n_sdma
+        self.n_units = cfg.n_dma + cfg.n_sdma + cfg.n_nmu
         super().__init__({
             "axi": Out(axi4_signature(cfg.addr_width, cfg.data_width)),
             "csr": Out(axi_lite_signature(self.regmap.addr_width)),
@@ -121,7 +141,7 @@ class NemEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.axi), port.axi)
         m.submodules.rmux = rmux = AxiReadMux(addr_width=cfg.addr_width,
                                               data_width=cfg.data_width,
-                                              clients=1 + cfg.n_sdma)
+                                              clients=1 + cfg.n_sdma + cfg.n_nmu)
         m.submodules.wmux = wmux = AxiWriteMux(addr_width=cfg.addr_width,
                                                data_width=cfg.data_width, clients=cfg.n_sdma)
         wiring.connect(m, rmux.rd_cmd, port.rd_cmd)
@@ -132,15 +152,20 @@ class NemEngine(wiring.Component):
         wiring.connect(m, seq.fetch_cmd, rmux.cmd[0])
         wiring.connect(m, rmux.data[0], seq.fetch_data)
 
-        # L1 serves the DMAs only; the sDMAs (unit indices after the DMAs) never ask for it,
-        # and after them the rotation comes back to DMA 0.
+        # L1 serves the DMAs and the NMU (client n_dma); L2 the DMAs and sDMAs. The rotation
+        # runs over the units (DMAs, sDMAs, NMU); a unit without a port on a memory hands
+        # its turn to client 0 there.
         m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
-                                              clients=cfg.n_dma)
+                                              clients=cfg.n_dma + cfg.n_nmu)
+        n_copy = cfg.n_dma + cfg.n_sdma
         m.submodules.l2 = l2 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l2_depth,
-                                              clients=n)
+                                              clients=n_copy)
         prio = Signal(range(n))
         m.d.sync += prio.eq(Mux(prio == n - 1, 0, prio + 1))
-        m.d.comb += [l1.prio.eq(Mux(prio < cfg.n_dma, prio, 0)), l2.prio.eq(prio)]
+        l1_prio = Mux(prio < cfg.n_dma, prio, 0)
+        if cfg.n_nmu:
+            l1_prio = Mux(prio == n_copy, cfg.n_dma, l1_prio)
+        m.d.comb += [l1.prio.eq(l1_prio), l2.prio.eq(Mux(prio < n_copy, prio, 0))]
 
         units = []
         for k in range(cfg.n_dma):
@@ -168,8 +193,16 @@ class NemEngine(wiring.Component):
         for k, u in enumerate(units):
             wiring.connect(m, seq.unit_start[k], u.start)
             wiring.connect(m, u.done, seq.unit_done[k])
+        nmu = None
+        if cfg.n_nmu:
+            nmu = self._nmu(m, seq, rmux, l1, 1 + cfg.n_sdma)
 
         regs = csr.regs
+        nmu_stall = Signal()
+        if nmu is not None:
+            # waiting for L1 only (an idle read or write port is not a stall)
+            m.d.comb += nmu_stall.eq((nmu.l1_rd.req & ~nmu.l1_rd.gnt) |
+                                     (nmu.l1_wr.req & ~nmu.l1_wr.gnt))
         rd_error_before = Signal()
         with m.If(regs.START):
             m.d.sync += rd_error_before.eq(port.rd_error)
@@ -178,7 +211,8 @@ class NemEngine(wiring.Component):
             seq.watchdog.eq(regs.WATCHDOG),
             # the reader's error flag is sticky: only a rise during this run counts
             seq.fetch_error.eq(port.rd_error & ~rd_error_before),
-            seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units]).any()),
+            seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units],
+                                *([nmu.busy & ~nmu_stall] if nmu is not None else [])).any()),
             regs.ID.eq(ENGINE_ID), regs.STATUS.eq(seq.status),
             regs.ERROR_CAUSE.eq(seq.cause), regs.ERROR_TASK.eq(seq.error_task),
             regs.TASKS_ISSUED.eq(seq.issued), regs.TASKS_DONE.eq(seq.completed),
@@ -200,9 +234,22 @@ class NemEngine(wiring.Component):
 
         counter(regs.CYCLES, busy)
         counter(regs.SEQ_WAIT, seq.waiting)
-        for name, u in zip(unit_names(cfg), units, strict=True):
+        names = unit_names(cfg)
+        for name, u in zip(names[:len(units)], units, strict=True):
             counter(getattr(regs, f"BUSY_{name}"), u.busy)
             counter(getattr(regs, f"STALL_{name}"), u.stall)
+        if nmu is not None:
+            counter(regs.BUSY_NMU0, nmu.busy)
+            counter(regs.STALL_NMU0, nmu.busy & nmu_stall)
+            # the NMU's own counters run per task: added up at each task's end
+            ended = nmu.done.valid & nmu.done.ready
+            for name in NMU_COUNTERS:
+                counter(getattr(regs, f"NMU_{name.upper()}"),
+                        Mux(ended, getattr(nmu, f"cnt_{name}"), 0))
+            with m.If(regs.START):
+                m.d.sync += regs.NMU_CAUSE.eq(0)
+            with m.Elif(ended & nmu.done.payload.error):
+                m.d.sync += regs.NMU_CAUSE.eq(nmu.done.payload.cause)
         deltas = []
         for k, u in enumerate(units):
             prev = Signal(32, name=f"bytes_prev{k}")
@@ -214,3 +261,30 @@ class NemEngine(wiring.Component):
             counter(getattr(regs, f"BYTES_{src}_{dst}"), sum(hits[1:], hits[0]))
         assert len(LEVELS) == 3
         return m
+
+    def _nmu(self, m, seq, rmux, l1, rd_client):
+        """The NMU, its shadow registers on the SEQ and its entry fetcher on the AXI reader."""
+        cfg = self.config
+        k = seq.nmu_index
+        nmu = NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth)
+        m.submodules.nmu = nmu
+        m.submodules.entry = entry = EntryFetcher(addr_width=cfg.addr_width,
+                                                  data_width=cfg.data_width)
+        wiring.connect(m, nmu.l1_rd, l1.rd[cfg.n_dma])
+        wiring.connect(m, nmu.l1_wr, l1.wr[cfg.n_dma])
+        wiring.connect(m, entry.rd_cmd, rmux.cmd[rd_client])
+        wiring.connect(m, rmux.data[rd_client], entry.rd_data)
+        wiring.connect(m, entry.words, nmu.rq)
+        m.d.comb += [nmu.clear.eq(seq.nmu_clear), seq.entry_error.eq(entry.error)]
+        wiring.connect(m, seq.nmu_write, nmu.write)
+        # a task starts the NMU and its entry fetch together (both idle whenever the NMU
+        # is free: the NMU reads its whole entry before it reports done)
+        go = seq.unit_start[k]
+        m.d.comb += [nmu.start.valid.eq(go.valid & entry.start.ready),
+                     entry.start.valid.eq(go.valid & nmu.start.ready),
+                     entry.start.payload.eq(seq.nmu_entry),
+                     go.ready.eq(nmu.start.ready & entry.start.ready),
+                     seq.unit_done[k].valid.eq(nmu.done.valid),
+                     seq.unit_done[k].payload.error.eq(nmu.done.payload.error),
+                     nmu.done.ready.eq(seq.unit_done[k].ready)]
+        return nmu

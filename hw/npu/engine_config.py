@@ -12,6 +12,10 @@ L1 / L2 depth     ``l1_size_bytes`` / ``l2_size_bytes`` divided by the word byte
 DMA count         ``per_engine.DMA``
 sDMA count        ``device_units.sDMA``
 tokens            ``SEQ.max_active_tokens`` (at most ``nem.taskformat.MAX_TOKENS``)
+NMU               ``per_engine.NMU`` (0 or 1); its array from ``NMU.int8_macs``
+                  (``lanes`` = word bytes, ``cols = int8_macs / lanes``), weight buffer
+                  rows ``NMU.weight_rows`` (default 512), channel table
+                  ``NMU.max_channels`` output channels (default 256)
 device hash       ``nem.binder.device_hash`` (baked into the SEQ's header check)
 ================  ==================================================================
 
@@ -29,6 +33,7 @@ from nem.device import Device
 from nem.diagnostics import Span
 from nem.loader import load
 from nem.taskformat import MAX_TOKENS
+from npu.nmu_model import NmuGeometry
 
 __all__ = ["DEVICES", "DEVICE_DIR", "EngineConfig", "load_device"]
 
@@ -75,6 +80,12 @@ class EngineConfig:
     tokens: int
     device_hash: bytes
     addr_width: int = 32  # AXI (DDR) byte address
+    nmu: NmuGeometry | None = None  # the engine's NMU, if the device has one
+
+    @property
+    def n_nmu(self) -> int:
+        """NMU instances (0 or 1)."""
+        return 0 if self.nmu is None else 1
 
     @property
     def wbytes(self) -> int:
@@ -115,6 +126,19 @@ class EngineConfig:
         if not 1 <= tokens <= MAX_TOKENS:
             raise ValueError(f"device {device.name}: max_active_tokens {tokens} not in "
                              f"1..{MAX_TOKENS}")
+        nmu = None
+        n_nmu = device.units("NMU")
+        if n_nmu > 1:
+            raise ValueError(f"device {device.name}: {n_nmu} NMUs per engine; the engine "
+                             "generator builds at most one")
+        if n_nmu == 1:
+            try:
+                nmu = NmuGeometry.from_device(
+                    device, dma_bpc,
+                    wrows=device.characteristic("NMU", "weight_rows") or 512,
+                    channels=device.characteristic("NMU", "max_channels") or 256)
+            except ValueError as exc:
+                raise ValueError(f"device {device.name}: NMU: {exc}") from None
         return cls(
             name=device.name,
             data_width=8 * dma_bpc,
@@ -124,6 +148,7 @@ class EngineConfig:
             n_sdma=n_sdma,
             tokens=tokens,
             device_hash=device_hash(device),
+            nmu=nmu,
         )
 
     @classmethod

@@ -73,15 +73,19 @@ from nem.taskformat import (
     HEADER_FIELDS,
     MAGIC,
     REGISTER_MAPS,
+    REQUANT_ENTRY,
     TASK_FIELDS,
     TASK_HEADER,
     VERSION,
     WRITE,
     WRITE_FIELDS,
     Unit,
+    data_offset,
 )
 from npu.axi import command_layout
 from npu.copy_units import level_code, unit_command_layout
+from npu.entry_fetch import entry_request_layout
+from npu.nmu_regs import write_layout
 
 __all__ = [
     "Cause",
@@ -123,6 +127,7 @@ class Cause(IntEnum):
     UNIT_ERROR = 11     # a unit reported an error (AXI write response not OKAY)
     AXI_ERROR = 12      # an AXI read response was not OKAY
     WATCHDOG = 13       # no progress for WATCHDOG cycles
+    BAD_ENTRY = 14      # an NMU task's REQUANT entry is misaligned or outside the data section
 
 
 def struct_fields(st: struct.Struct, names) -> dict[str, tuple[int, int]]:
@@ -191,7 +196,16 @@ class Sequencer(wiring.Component):
     fetch_cmd, fetch_data : AXI reader client streams
     fetch_error : In(1)
         Sticky read-response error of the AXI reader.
-    unit_start, unit_done : arrays, one per unit (DMA instances first, then sDMA)
+    unit_start, unit_done : arrays, one per unit (DMA instances first, then sDMA, then
+        the NMU if the engine has one; the NMU ignores the start payload)
+    nmu_clear, nmu_write : Out
+        The NMU's shadow registers: cleared at an NMU task's header, then its register
+        writes one per cycle (the NMU's ``write`` is always ready).
+    nmu_entry : Out(entry_request_layout)
+        The DDR address of the issuing NMU task's requantisation entry and the data
+        section's end (for :class:`npu.entry_fetch.EntryFetcher`, started with the NMU).
+    entry_error : In(1)
+        The entry fetcher found the entry reaching past the data section.
     status, cause : Out
     error_task : Out(32)
         Index of the task being decoded or issued when the error happened.
@@ -209,7 +223,9 @@ class Sequencer(wiring.Component):
 
     def __init__(self, config):
         self.config = config
-        self.n_units = config.n_dma + config.n_sdma
+        self.n_units = config.n_dma + config.n_sdma + config.n_nmu
+        #: unit index of the NMU (after the DMAs and sDMAs), if the engine has one
+        self.nmu_index = config.n_dma + config.n_sdma if config.n_nmu else None
         aw = config.addr_width
         cmd = stream.Signature(command_layout(aw))
         rdata = stream.Signature(data.StructLayout({"data": config.data_width, "last": 1}))
@@ -235,6 +251,10 @@ class Sequencer(wiring.Component):
             "issue_wait": Out(32),
             "issue_signal": Out(32),
             "waiting": Out(1),
+            "nmu_clear": Out(1),
+            "nmu_write": Out(stream.Signature(write_layout())),
+            "nmu_entry": Out(entry_request_layout(aw)),
+            "entry_error": In(1),
         })
 
     def elaborate(self, platform):
@@ -303,6 +323,8 @@ class Sequencer(wiring.Component):
         nbufs = Signal(32)
         stream_off = Signal(32)
         stream_left = Signal(33)
+        stream_total = Signal(32)
+        data_bytes = Signal(32)
         skip_left = Signal(32)
         task_index = Signal(32)
         step = Signal(range(len(steps)))
@@ -313,6 +335,16 @@ class Sequencer(wiring.Component):
         reg = {n: staging[k] for k, n in enumerate(reg_names)}
         cur_unit = Signal(range(self.n_units))
         cur_is_sdma = Signal()
+        cur_is_nmu = Signal()
+        cur_requant = Signal(32)
+        nmu_regs = REGISTER_MAPS[Unit.NMU]
+        requant_index = nmu_regs.index("REQUANT")
+        # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
+        data_base = Signal(aw + 2)
+        stream_end = stream_off + stream_total
+        assert data_offset(9) == 16 and data_offset(16) == 16
+        m.d.comb += data_base.eq(base + ((stream_end + 7) & ~7))
+        data_end = data_base + data_bytes
         cur_wait = Signal(32)
         cur_signal = Signal(32)
         writes_left = Signal(8)
@@ -360,6 +392,8 @@ class Sequencer(wiring.Component):
         slot_wait = Signal(32)
         slot_signal = Signal(32)
         slot_cmd = Signal(unit_command_layout(aw))
+        slot_is_nmu = Signal()
+        slot_entry = Signal(aw)
         slot_checked = Signal()
         slot_dim = Signal(range(5))
         slot_index = Signal(32)
@@ -375,6 +409,8 @@ class Sequencer(wiring.Component):
                 fail(Cause.AXI_ERROR)
             with m.Elif(watchdog_fired):
                 fail(Cause.WATCHDOG)
+            with m.Elif(self.entry_error):
+                fail(Cause.BAD_ENTRY)
             with m.If(err):
                 m.d.sync += [self.cause.eq(err_cause),
                              self.error_task.eq(Mux(slot_fail, slot_index, task_index))]
@@ -410,8 +446,8 @@ class Sequencer(wiring.Component):
                         with m.Case(k):
                             self._header_step(m, k, pieces, buf, count, take, step, steps,
                                               fail, ntasks, nbufs, stream_off, stream_left,
-                                              skip_left, base, end_word, W, lw,
-                                              jump_pending, jump_to)
+                                              stream_total, data_bytes, skip_left, base,
+                                              end_word, W, lw, jump_pending, jump_to)
                             if k == len(steps) - 1:
                                 total = sum(p[3] for p in pieces)
                                 with m.If((count >= total) & ~err):
@@ -445,15 +481,24 @@ class Sequencer(wiring.Component):
                     signal = field(task_fields, "signal")
                     is_dma = unit == Unit.DMA
                     is_sdma = unit == Unit.SDMA
-                    with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))):
+                    is_nmu = Const(0) if self.nmu_index is None else \
+                        (unit == Unit.NMU) & (inst < cfg.n_nmu)
+                    with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
+                              & ~is_nmu):
                         fail(Cause.BAD_UNIT)
                     with m.Elif(eng != 0):
                         fail(Cause.BAD_UNIT)
                     with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
                         fail(Cause.BAD_TOKEN)
+                    with m.Elif(is_nmu & slot_valid & slot_is_nmu):
+                        pass   # the NMU's shadow registers still hold the waiting task
                     with m.Else():
-                        m.d.comb += take.eq(TASK_HEADER.size)
-                        m.d.sync += [cur_unit.eq(Mux(is_sdma, cfg.n_dma + inst, inst)),
+                        m.d.comb += [take.eq(TASK_HEADER.size), self.nmu_clear.eq(is_nmu)]
+                        unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
+                        if self.nmu_index is not None:
+                            unit_index = Mux(is_nmu, self.nmu_index, unit_index)
+                        m.d.sync += [cur_unit.eq(unit_index), cur_is_nmu.eq(is_nmu),
+                                     cur_requant.eq(0),
                                      cur_is_sdma.eq(is_sdma), cur_wait.eq(wait),
                                      cur_signal.eq(signal),
                                      writes_left.eq(field(task_fields, "nwrites")),
@@ -470,6 +515,17 @@ class Sequencer(wiring.Component):
                     m.next = "HAND"
                 with m.Elif(stream_left < WRITE.size):
                     fail(Cause.BAD_HEADER)
+                with m.Elif(cur_is_nmu):
+                    # one write per cycle straight into the NMU's shadow registers
+                    with m.If(count >= WRITE.size):
+                        with m.If(indices[0] >= len(nmu_regs)):
+                            fail(Cause.BAD_REGISTER)
+                        with m.Else():
+                            m.d.comb += [take.eq(WRITE.size), self.nmu_write.valid.eq(1)]
+                            m.d.sync += [writes_left.eq(writes_left - 1),
+                                         stream_left.eq(stream_left - WRITE.size)]
+                            with m.If(indices[0] == requant_index):
+                                m.d.sync += cur_requant.eq(values[0])
                 # as many writes (up to K) as the window holds; in order, so a later write to
                 # the same register wins
                 for n in range(K, 0, -1):
@@ -501,7 +557,20 @@ class Sequencer(wiring.Component):
                 sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
                 big = Cat(*[(c >> 16) != 0 for c in counts]).any()
                 zero = Cat(*[c == 0 for c in counts]).any()
-                with m.If(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
+                with m.If(cur_is_nmu):
+                    # the NMU checks its own registers; here only where its entry lies
+                    with m.If((cur_requant[:3] != 0) |
+                              (cur_requant + REQUANT_ENTRY.size > data_bytes)):
+                        fail(Cause.BAD_ENTRY)
+                    with m.Elif(~slot_valid | issue):
+                        m.d.comb += slot_load.eq(1)
+                        m.d.sync += [slot_valid.eq(1), slot_checked.eq(1), slot_is_nmu.eq(1),
+                                     slot_entry.eq(data_base + cur_requant),
+                                     slot_index.eq(task_index), slot_unit.eq(cur_unit),
+                                     slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
+                                     task_index.eq(task_index + 1)]
+                        m.next = "TASK"
+                with m.Elif(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
                     fail(Cause.BAD_LEVEL)
                 with m.Elif(big | zero):
                     fail(Cause.BAD_VALUE)
@@ -510,6 +579,7 @@ class Sequencer(wiring.Component):
                 with m.Elif(~slot_valid | issue):
                     m.d.comb += slot_load.eq(1)
                     m.d.sync += [slot_valid.eq(1), slot_checked.eq(0), slot_dim.eq(0),
+                                 slot_is_nmu.eq(0),
                                  slot_index.eq(task_index), slot_unit.eq(cur_unit),
                                  slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
                                  slot_cmd.copy.src.eq(reg["SRC_LO"]),
@@ -569,6 +639,9 @@ class Sequencer(wiring.Component):
         visible = tokens | token_set
         ready = slot_valid & slot_checked & running & ((slot_wait[:T] & ~visible) == 0) & \
             ~unit_busy.bit_select(slot_unit, 1)
+        m.d.comb += [self.nmu_write.payload.index.eq(indices[0]),
+                     self.nmu_write.payload.value.eq(values[0]),
+                     self.nmu_entry.addr.eq(slot_entry), self.nmu_entry.limit.eq(data_end)]
         for k, port in enumerate(self.unit_start):
             m.d.comb += port.payload.eq(slot_cmd)
             with m.If(slot_unit == k):
@@ -600,8 +673,8 @@ class Sequencer(wiring.Component):
         return fired
 
     def _header_step(self, m, k, pieces, buf, count, take, step, steps, fail, ntasks, nbufs,
-                     stream_off, stream_left, skip_left, base, end_word, W, lw, jump_pending,
-                     jump_to):
+                     stream_off, stream_left, stream_total, data_bytes, skip_left, base,
+                     end_word, W, lw, jump_pending, jump_to):
         """Check and store the header fields of step ``k`` (taken together in one cycle).
 
         Checks are ordered as ``nem.taskformat.decode`` orders them; the first failing one
@@ -644,7 +717,10 @@ class Sequencer(wiring.Component):
                 stream_at = v
             elif name == "stream_bytes":
                 end = base + current("stream_offset", stream_off) + v
-                stores += [stream_left.eq(v), end_word.eq((end + W - 1) >> lw)]
+                stores += [stream_left.eq(v), stream_total.eq(v),
+                           end_word.eq((end + W - 1) >> lw)]
+            elif name == "data_bytes":
+                stores.append(data_bytes.eq(v))
         with m.If(count >= total):
             for n, (bad, cause) in enumerate(checks):
                 with (m.If if n == 0 else m.Elif)(bad):

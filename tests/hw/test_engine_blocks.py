@@ -126,6 +126,10 @@ def test_engine_config_from_shipped_devices():
     assert small.device_hash == device_hash(load_device("small"))
     sim = EngineConfig.shipped("sim")
     assert (sim.data_width, sim.n_dma, sim.n_sdma, sim.tokens) == (128, 3, 2, 16)
+    # the NMU: lanes = word bytes, cols = NMU.int8_macs / lanes (64 and 256 in the files)
+    assert (small.nmu.lanes, small.nmu.cols, small.n_nmu) == (8, 8, 1)
+    assert (sim.nmu.lanes, sim.nmu.cols) == (16, 16)
+    assert small.nmu.wrows == load_device("small").characteristic("NMU", "weight_rows")
     with pytest.raises(ValueError, match="device must be one of"):
         EngineConfig.shipped("huge")
     by_path = EngineConfig.shipped(f"{DEVICE_DIR / 'engine_small.nem'}:nem_engine_small")
@@ -143,6 +147,16 @@ def test_engine_config_refuses_what_it_cannot_build():
     two = dev.__class__(**{**dev.__dict__, "num_engines": 2})
     with pytest.raises(ValueError, match="2 engines; the engine generator builds one"):
         EngineConfig.from_device(two)
+    nmus = dev.__class__(**{**dev.__dict__, "per_engine": {**dev.per_engine, "NMU": 2}})
+    with pytest.raises(ValueError, match="2 NMUs per engine"):
+        EngineConfig.from_device(nmus)
+    odd = {**dev.unit_characteristics, "NMU": {"int8_macs": 60}}
+    with pytest.raises(ValueError, match=r"NMU: NMU.int8_macs \(60\) must be a positive "
+                                         r"multiple of the L1 word \(8 bytes\)"):
+        EngineConfig.from_device(dev.__class__(**{**dev.__dict__,
+                                                  "unit_characteristics": odd}))
+    none = dev.__class__(**{**dev.__dict__, "per_engine": {"DMA": 2}})
+    assert EngineConfig.from_device(none).nmu is None
 
 
 def _doc_table():
