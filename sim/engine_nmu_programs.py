@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-__all__ = ["conv_tiles", "gemm_tiles"]
+__all__ = ["conv_tiles", "gemm_packed", "gemm_tiles"]
 
 
 def _num(v):
@@ -178,3 +178,75 @@ def conv_tiles(batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides=(1,
                  f"src=region(Y2, 0, {batch * yb}), deps=[{stores}])")
     lines.append("wait(out)")
     return "\n".join(lines) + "\n", inputs
+
+
+def gemm_packed(m, k, n, tm, tn, *, seed=0):
+    """``Y = A[m, k] x B[k, n] + bias`` tiled ``tm x tn`` for throughput, as a compiler
+    would lay it out: B packed tile-major in DDR (``n / tn`` contiguous ``[k, tn]``
+    blocks) and Y written tile-major (``[m / tm][n / tn]`` blocks of ``[tm, tn]``), so
+    that every copy is contiguous. The A row tiles stay in L1; the B tiles and the Y
+    tiles alternate between two L1 slots, so the next B tile and the previous Y tile move
+    while the NMU computes. One bias and one set of weight scales serve every column tile
+    (a benchmark: the numbers, not the model, matter)."""
+    if m % tm or n % tn:
+        raise ValueError("tiles must divide the matrix")
+    rng = np.random.default_rng(seed)
+    xq, wq, yq = _quants(rng, k, tn)
+    wq = wq.replace("AXIS", "1")
+    mt, nt = m // tm, n // tn
+    lines = [
+        "program gemm_packed:",
+        f"buffer A : DDR (size={m * k})",
+        f"buffer B : DDR (size={k * n})",
+        f"buffer BIAS : DDR (size={4 * tn})",
+        f"buffer Y : DDR (size={m * n})",
+        f"buffer A2 : L2 (size={m * k}, align=64)",
+        f"buffer B2 : L2 (size={k * n}, align=64)",
+        f"buffer Y2 : L2 (size={m * n}, align=64)",
+        f"buffer BIAS2 : L2 (size={4 * tn}, align=64)",
+        f"buffer A1 : L1 (size={m * k}, align=64)",
+        f"buffer B1 : L1 (size={2 * k * tn}, align=64)",
+        f"buffer Y1 : L1 (size={2 * tm * tn}, align=64)",
+        f"buffer BIAS1 : L1 (size={4 * tn}, align=64)",
+        f"ta = transfer.async(dst=region(A2, 0, {m * k}), src=region(A, 0, {m * k}))",
+        f"tb = transfer.async(dst=region(B2, 0, {k * n}), src=region(B, 0, {k * n}))",
+        f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * tn}), src=region(BIAS, 0, {4 * tn}))",
+        f"tc = transfer.async(dst=region(BIAS1, 0, {4 * tn}), src=region(BIAS2, 0, {4 * tn}), "
+        "deps=[tc2])",
+        f"let bias1 = region(BIAS1, 0, {4 * tn}) elem=i32, shape=[{tn}], layout=C",
+    ]
+    for i in range(mt):
+        lines += [
+            f"la{i} = transfer.async(dst=region(A1, {i * tm * k}, {tm * k}), "
+            f"src=region(A2, {i * tm * k}, {tm * k}), deps=[ta])",
+            f"let a{i} = region(A1, {i * tm * k}, {tm * k}) elem=i8, shape=[{tm}, {k}], "
+            f"layout=MK, quant={xq}",
+        ]
+    t = 0
+    for j in range(nt):
+        bslot = (j % 2) * k * tn
+        # the slot's previous users: the gemms of tile j - 2
+        users = [f"g{(j - 2) * mt + q}" for q in range(mt)] if j >= 2 else []
+        lines += [
+            f"lb{j} = transfer.async(dst=region(B1, {bslot}, {k * tn}), "
+            f"src=region(B2, {j * k * tn}, {k * tn}), deps=[{', '.join(['tb', *users])}])",
+            f"let b{j} = region(B1, {bslot}, {k * tn}) elem=i8, shape=[{k}, {tn}], layout=KN, "
+            f"quant={wq}",
+        ]
+        for i in range(mt):
+            yslot = (t % 2) * tm * tn
+            prev = [f"s{t - 2}"] if t >= 2 else []
+            lines += [
+                f"let y{t} = region(Y1, {yslot}, {tm * tn}) elem=i8, shape=[{tm}, {tn}], "
+                f"layout=MN, quant={yq}",
+                f"g{t} = gemm.async in a{i}, b{j}, bias1 out y{t} "
+                f"deps=[{', '.join([f'la{i}', f'lb{j}', 'tc', *prev])}] accum_type=i32",
+                f"s{t} = transfer.async(dst=region(Y2, {(i * nt + j) * tm * tn}, {tm * tn}), "
+                f"src=region(Y1, {yslot}, {tm * tn}), deps=[g{t}])",
+            ]
+            t += 1
+    stores = ", ".join(f"s{q}" for q in range(t))
+    lines.append(f"out = transfer.async(dst=region(Y, 0, {m * n}), src=region(Y2, 0, {m * n}), "
+                 f"deps=[{stores}])")
+    lines.append("wait(out)")
+    return "\n".join(lines) + "\n", {"BIAS": _bias(rng, tn, k)}

@@ -19,10 +19,10 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
 from npu.engine_config import DEVICE_DIR, DEVICES, EngineConfig, load_device
-from sim.engine_nmu_programs import conv_tiles, gemm_tiles
+from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
-__all__ = ["Golden", "contiguous", "golden", "nmu_programs", "program_texts", "programs",
-           "random_copies"]
+__all__ = ["Golden", "bench_programs", "contiguous", "golden", "nmu_programs", "program_texts",
+           "programs", "random_copies"]
 
 ALIGN = 64
 
@@ -178,6 +178,15 @@ def nmu_programs(device):
                            dils=(1, 2), seed=2),
         "conv_same": conv_tiles(2, 6, 6, 20, 3, 3, 18, pads=(1, 1, 1, 1), seed=4),
     }
+
+
+def bench_programs(device):
+    """``{name: (NEM text, DDR inputs)}`` of the benchmark's larger programs (not in the
+    regression): ``gemm256``, a 256 x 256 x 256 int8 gemm in 128 x 64 tiles with
+    double-buffered weights on the sim device (its L1 holds the tiles)."""
+    if EngineConfig.shipped(device).nmu is None or device != "sim":
+        return {}
+    return {"gemm256": gemm_packed(256, 256, 256, 128, 64, seed=5)}
 
 
 def programs(device):

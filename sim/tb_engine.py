@@ -44,7 +44,14 @@ from npu.engine_config import EngineConfig
 from npu.nmu_model import Cause as NmuCause
 from npu.seq import Cause, Status, struct_fields
 from sim.cocotb_streams import random_pauses
-from sim.engine_programs import contiguous, golden, nmu_programs, program_texts, programs
+from sim.engine_programs import (
+    bench_programs,
+    contiguous,
+    golden,
+    nmu_programs,
+    program_texts,
+    programs,
+)
 
 P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
 DEVICE = P["device"]
@@ -204,6 +211,7 @@ async def _run_program(tb, name, text, seed, *, reset=True, inputs=None):
 def _programs():
     texts = programs(DEVICE)
     if ONLY:
+        texts = {**texts, **bench_programs(DEVICE)}
         texts = {k: v for k, v in texts.items() if k in ONLY.split(",")}
     return texts
 

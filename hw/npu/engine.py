@@ -11,7 +11,8 @@ Block diagram (one engine; ``n`` DMAs, ``s`` sDMAs and an NMU from the device)::
 
     DmaUnit[0..n-1]  --client ports-->  L1 (ArbitratedSRAM)   L2 (ArbitratedSRAM)
     SdmaUnit[0..s-1] --client ports-------------------------> L2
-    NmuUnit          --client ports-->  L1;  SEQ --clear/write--> its shadow registers
+    NmuUnit          --client ports-->  L1 (weights: a second read port);
+                     SEQ --clear/write--> its shadow registers
     EntryFetcher     <-- AxiReadMux (the NMU task's requantisation entry) --rq--> NmuUnit
 
 Every arbitrated port uses one rotating priority (a counter over the units), so in each
@@ -155,8 +156,10 @@ class NemEngine(wiring.Component):
         # L1 serves the DMAs and the NMU (client n_dma); L2 the DMAs and sDMAs. The rotation
         # runs over the units (DMAs, sDMAs, NMU); a unit without a port on a memory hands
         # its turn to client 0 there.
+        # the NMU's weight reads have a second L1 read port of their own (xrd[0])
         m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
-                                              clients=cfg.n_dma + cfg.n_nmu)
+                                              clients=cfg.n_dma + cfg.n_nmu,
+                                              extra_read_clients=cfg.n_nmu)
         n_copy = cfg.n_dma + cfg.n_sdma
         m.submodules.l2 = l2 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l2_depth,
                                               clients=n_copy)
@@ -202,6 +205,7 @@ class NemEngine(wiring.Component):
         if nmu is not None:
             # waiting for L1 only (an idle read or write port is not a stall)
             m.d.comb += nmu_stall.eq((nmu.l1_rd.req & ~nmu.l1_rd.gnt) |
+                                     (nmu.l1_wrd.req & ~nmu.l1_wrd.gnt) |
                                      (nmu.l1_wr.req & ~nmu.l1_wr.gnt))
         rd_error_before = Signal()
         with m.If(regs.START):
@@ -266,12 +270,13 @@ class NemEngine(wiring.Component):
         """The NMU, its shadow registers on the SEQ and its entry fetcher on the AXI reader."""
         cfg = self.config
         k = seq.nmu_index
-        nmu = NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth)
+        nmu = NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth, weight_port=True)
         m.submodules.nmu = nmu
         m.submodules.entry = entry = EntryFetcher(addr_width=cfg.addr_width,
                                                   data_width=cfg.data_width)
         wiring.connect(m, nmu.l1_rd, l1.rd[cfg.n_dma])
         wiring.connect(m, nmu.l1_wr, l1.wr[cfg.n_dma])
+        wiring.connect(m, nmu.l1_wrd, l1.xrd[0])
         wiring.connect(m, entry.rd_cmd, rmux.cmd[rd_client])
         wiring.connect(m, rmux.data[rd_client], entry.rd_data)
         wiring.connect(m, entry.words, nmu.rq)

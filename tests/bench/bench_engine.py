@@ -7,6 +7,11 @@ answering at once, no stalls):
   AXI4-Lite);
 * for each regression program: the engine's ``CYCLES`` counter, the executor's cycle
   model for the same bound binary, and their ratio;
+* for each program with NMU tasks (and, on the sim device, ``gemm256``: a 256 x 256 x 256
+  int8 gemm in 128 x 64 tiles with double-buffered weights): NMU utilisation from the
+  counters, ``NMU_MACS / (int8_macs * NMU_BUSY)`` (while the NMU is busy) and
+  ``NMU_MACS / (int8_macs * CYCLES)`` (over the whole run), and where the NMU's cycles
+  went (``NMU_LOAD``, ``NMU_STARVE``, L1 stalls);
 * with ``--synth``: Yosys ``synth_ecp5`` cell counts of the small device's engine
   (``npu synth --only nem_engine``; needs the ``fpga`` extra, about 7 minutes).
   ``make bench`` gets them from ``bench_rtl.py``, which synthesises every top level.
@@ -22,6 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from npu.cli import main as npu_main  # noqa: E402
+from npu.engine_config import EngineConfig  # noqa: E402
 from sim.regression import REGRESSIONS  # noqa: E402
 from sim.runner import build, run_cocotb  # noqa: E402
 
@@ -46,9 +52,25 @@ def engine_numbers():
         results["contiguous"] = contiguous
         print(f"  {'program':<12}{'tasks':>7}{'RTL cycles':>12}{'executor':>10}{'ratio':>8}"
               f"{'SEQ wait':>10}")
+        bench = {}
+        if regression.design.params["device"] == "sim":
+            run_cocotb(built, regression.module, testcase="programs_no_stalls",
+                       name="bench-gemm256", seed=1, env={"NPU_ENGINE_PROGRAMS": "gemm256"})
+            bench = json.loads((runs / "bench-gemm256" / "engine_counters.json").read_text())
+            results.update(bench)
         for name, c in results.items():
             print(f"  {name:<12}{c['TASKS_DONE']:>7}{c['CYCLES']:>12}{c['executor_cycles']:>10}"
                   f"{c['CYCLES'] / c['executor_cycles']:>8.2f}{c['SEQ_WAIT']:>10}")
+        macs = EngineConfig.shipped(regression.design.params["device"]).nmu.macs
+        print(f"  {'NMU program':<12}{'MACs':>10}{'busy':>8}{'util busy':>10}{'util run':>9}"
+              f"{'load':>7}{'starve':>7}{'stall rd':>9}{'stall wr':>9}")
+        for name, c in results.items():
+            if not c.get("NMU_MACS"):
+                continue
+            print(f"  {name:<12}{c['NMU_MACS']:>10}{c['NMU_BUSY']:>8}"
+                  f"{c['NMU_MACS'] / (macs * c['NMU_BUSY']):>10.3f}"
+                  f"{c['NMU_MACS'] / (macs * c['CYCLES']):>9.3f}{c['NMU_LOAD']:>7}"
+                  f"{c['NMU_STARVE']:>7}{c['NMU_STALL_READ']:>9}{c['NMU_STALL_WRITE']:>9}")
 
 
 if __name__ == "__main__":
