@@ -1,5 +1,5 @@
 """``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``synth``,
-``tools``.
+``pnr``, ``tools``.
 
 ``sim`` and ``lint-verilog`` need the source checkout (the ``sim/`` directory beside
 ``hw/``): the kit is used from its repository, through ``make``.
@@ -147,6 +147,46 @@ def _cmd_synth(args) -> int:
     return 1 if any(counts is None for _, _, counts in rows) else 0
 
 
+def _cmd_pnr(args) -> int:
+    from amaranth.back import verilog
+
+    from npu.synth import SynthError, ecp5_pnr
+    from npu.toplevels import TOPLEVELS, instantiate
+
+    names = [name for name in TOPLEVELS if not args.only or name in args.only]
+    unknown = sorted(set(args.only or ()) - set(TOPLEVELS))
+    if unknown:
+        raise SimSetupError(f"no top-level component {', '.join(unknown)}; "
+                            f"known: {', '.join(TOPLEVELS)}")
+    out = Path(args.output)
+    failed = 0
+    print(f"nextpnr-ecp5 --85k --package CABGA381 --speed 6 --out-of-context, "
+          f"target {args.freq:g} MHz" + (", synth_ecp5 -noabc9" if args.noabc9 else ""))
+    for name in names:
+        factory, params = TOPLEVELS[name]
+        work = out / name
+        work.mkdir(parents=True, exist_ok=True)
+        path = work / f"{name}.v"
+        path.write_text(verilog.convert(instantiate(factory, params), name=name,
+                                        emit_src=False))
+        try:
+            r = ecp5_pnr(path, name, workdir=work, freq_mhz=args.freq, noabc9=args.noabc9,
+                         seed=args.seed)
+        except SynthError as exc:
+            if "not installed" in str(exc):
+                raise SimSetupError(str(exc)) from None
+            failed += 1  # one design's failure must not hide the others' numbers
+            print(f"  {name}: {exc}")
+            continue
+        fmax = ", ".join(f"{clock} {mhz:.1f} MHz" for clock, mhz in r.fmax.items())
+        use = ", ".join(f"{cell} {used}" for cell, (used, _) in r.utilisation.items())
+        print(f"  {name:<16}{fmax}  [{use}]  ({r.synth_seconds + r.pnr_seconds:.0f} s)")
+        for cp in r.critical_paths.values():
+            print(f"  {'':<16}critical {cp.clock}: {cp.delay_ns:.2f} ns, {cp.start} "
+                  f"-> {cp.end}")
+    return 1 if failed else 0
+
+
 @_toolchain_errors_are_setup_errors
 def _cmd_tools(args) -> int:
     sim = _import_sim()
@@ -176,6 +216,17 @@ def register(subparsers):
     p.add_argument("-o", "--output", default="build/synth", help="work directory")
     p.add_argument("--only", nargs="+", metavar="NAME", help="only these components")
     p.set_defaults(func=_cmd_synth)
+
+    p = subparsers.add_parser("pnr", help="ECP5-85F place and route (nextpnr, out of "
+                              "context) of top-level components: Fmax, critical path, "
+                              "utilisation (needs the fpga extra)")
+    p.add_argument("-o", "--output", default="build/pnr", help="work directory")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="only these components")
+    p.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
+    p.add_argument("--seed", type=int, default=1, help="placer seed")
+    p.add_argument("--noabc9", action="store_true",
+                   help="synth_ecp5 -noabc9 (yosys 0.70's ABC9 asserts on RequantStage)")
+    p.set_defaults(func=_cmd_pnr)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")
     p.set_defaults(func=_cmd_tools)

@@ -1,0 +1,144 @@
+"""Benchmark: Fmax and cell use of the NMU and the small engine on the ECP5-85F (nextpnr).
+
+Yosys ``synth_ecp5`` then ``nextpnr-ecp5 --85k --package CABGA381 --speed 6
+--out-of-context`` (the ULX3S 85F's FPGA; ``npu.synth.ecp5_pnr``), one design after the
+other, and prints per design: the achieved Fmax per clock against the target, the
+critical path's start and end, nextpnr's utilisation (LUT4 before packing, FF,
+TRELLIS_COMB, MULT18X18D, DP16KD), the tools' run times. Out of context: no pins, an
+ideal clock, ports untimed (see ``docs/fpga.md``).
+
+Designs (``--designs``, default ``nmu_array``):
+
+* ``nmu_array``: ``NmuArray(lanes=8, cols=8, wrows=512)``, the small engine's array (the
+  one ``bench_nmu.py --synth`` counts); about 1 minute of synthesis, 3 of place and route.
+* ``nmu_unit``: ``NmuUnit`` of the same geometry (64 channels, 64 KiB L1), ``-noabc9``.
+* ``nmu_unit_wport``: the same with the weight read port, ``-noabc9``.
+* ``nem_engine``: ``NemEngine(device="small")``, ``-noabc9``.
+
+Outputs go to ``build/fpga/<design>/`` (Verilog, JSON netlist, logs, nextpnr's report).
+Needs the ``fpga`` extra. Kept apart from ``bench_nmu.py`` (``--pnr`` of issue 10) so the
+two can be edited independently.
+
+Run: ``.venv/bin/python tests/bench/bench_fpga.py [--designs nmu_array nmu_unit ...]
+[--freq 50] [--seed 1] [--timeout 1800]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from amaranth.back import verilog  # noqa: E402
+
+from npu.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
+
+GEOM = dict(lanes=8, cols=8, wrows=512, channels=64)  # the small engine's NMU
+L1 = 65536
+
+
+def _array():
+    from npu.nmu_array import NmuArray
+
+    return NmuArray(lanes=GEOM["lanes"], cols=GEOM["cols"], wrows=GEOM["wrows"])
+
+
+def _unit(weight_port):
+    from npu.nmu import NmuUnit
+    from npu.nmu_model import NmuGeometry
+
+    return NmuUnit(geometry=NmuGeometry(**GEOM), depth=L1 // GEOM["lanes"],
+                   weight_port=weight_port)
+
+
+def _engine():
+    from npu.engine import NemEngine
+
+    return NemEngine(device="small")
+
+
+# name -> (factory, synth_ecp5 -noabc9, description)
+DESIGNS = {
+    "nmu_array": (_array, False, "NmuArray 8 x 8, 512 weight rows"),
+    "nmu_unit": (lambda: _unit(False), True,
+                 "NmuUnit 8 x 8, 512 weight rows, 64 channels, 64 KiB L1"),
+    "nmu_unit_wport": (lambda: _unit(True), True, "NmuUnit as nmu_unit, weight port"),
+    "nem_engine": (_engine, True, 'NemEngine(device="small")'),
+}
+
+
+def format_report(report, description):
+    """Lines describing a :class:`npu.synth.PnrReport`."""
+    lines = [f"{report.top} ({description})"]
+    for clock, mhz in report.fmax.items():
+        verdict = "PASS" if mhz >= report.target_mhz else "FAIL"
+        lines.append(f"  Fmax {clock}: {mhz:.2f} MHz ({verdict} at {report.target_mhz:g} MHz)")
+        path = report.critical_paths.get(clock)
+        if path is not None:
+            lines.append(f"    critical path {path.delay_ns:.2f} ns ({path.logic_ns:.2f} "
+                         f"logic, {path.routing_ns:.2f} routing): {path.start} -> {path.end}")
+    logic = report.logic
+    util = report.utilisation
+    cells = [f"LUT4 {logic.get('Total LUT4s', 0)} (logic {logic.get('logic LUTs', 0)}, "
+             f"carry {logic.get('carry LUTs', 0)}, RAM {logic.get('RAM LUTs', 0)})",
+             f"FF {logic.get('Total DFFs', 0)}"]
+    cells += [f"{name} {used}/{avail}" for name, (used, avail) in util.items()
+              if name != "TRELLIS_FF"]
+    lines.append("  " + ", ".join(cells))
+    lines.append(f"  synth_ecp5 {report.synth_seconds:.0f} s, nextpnr {report.pnr_seconds:.0f} s;"
+                 f" log {report.pnr_log}")
+    return lines
+
+
+def run(names, *, freq, seed, timeout, out):
+    """Place and route each design of *names*; print as each finishes. True if all ran."""
+    versions = tool_versions()
+    print("; ".join(f"{k}: {v}" for k, v in versions.items()))
+    ok = True
+    for name in names:
+        factory, noabc9, description = DESIGNS[name]
+        work = out / name
+        work.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        path = work / f"{name}.v"
+        path.write_text(verilog.convert(factory(), name=name, emit_src=False))
+        gen = time.monotonic() - t0
+        try:
+            report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq, noabc9=noabc9,
+                              seed=seed, timeout=timeout)
+        except SynthError as exc:
+            ok = False
+            print(f"{name}: {exc}", flush=True)
+            continue
+        print("\n".join(format_report(report, description)))
+        print(f"  Verilog {gen:.0f} s; {'synth_ecp5 -noabc9' if noabc9 else 'synth_ecp5'}; "
+              f"{' '.join(report.command)}", flush=True)
+    return ok
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--designs", nargs="+", choices=sorted(DESIGNS), default=["nmu_array"],
+                    help="designs to place and route, in order (default nmu_array)")
+    ap.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
+    ap.add_argument("--seed", type=int, default=1, help="placer seed")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds allowed per tool run (default: no limit)")
+    ap.add_argument("-o", "--output", default=str(REPO / "build" / "fpga"),
+                    help="work directory")
+    args = ap.parse_args(argv)
+    try:
+        ok = run(args.designs, freq=args.freq, seed=args.seed, timeout=args.timeout,
+                 out=Path(args.output))
+    except SynthError as exc:  # a missing tool
+        print(exc)
+        return 1
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
