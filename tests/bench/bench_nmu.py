@@ -16,9 +16,12 @@ sim engine's 16 x 16 array (int8_macs = 256, 16-byte word, 256 weight rows, 128 
 the tasks of a tiled 256 x 256 x 256 gemm, 64 x 256 x 128 and 128 x 256 x 64 (bias, i8
 out). Operands 64-byte aligned. ``--sim-only``: the 16 x 16 cases only.
 With ``--synth``: Yosys ``synth_ecp5`` cell counts of the array (``NmuArray``) and of the
-whole unit, both variants (needs the ``fpga`` extra; minutes).
+whole unit, both variants (needs the ``fpga`` extra; minutes). With ``--pnr``: the
+array's Fmax and cell use from nextpnr-ecp5 on the 85F (``bench_fpga.py``; about 4 minutes;
+``bench_fpga.py --designs`` places the unit and the engine).
 
-Run: ``.venv/bin/python tests/bench/bench_nmu.py [--synth] [--unaligned] [--sim-only]``.
+Run: ``.venv/bin/python tests/bench/bench_nmu.py [--synth] [--pnr] [--unaligned]
+[--sim-only]``.
 """
 
 from __future__ import annotations
@@ -107,9 +110,20 @@ def _synth_in_cwd():
         print(f"{name} (8 x 8, 512 weight rows): {cells}  [{time.time() - t0:.0f} s]")
 
 
+def pnr():
+    """The array placed and routed on the ECP5-85F (``tests/bench/bench_fpga.py``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import bench_fpga
+
+    bench_fpga.run(["nmu_array"], freq=50.0, seed=1, timeout=None,
+                   out=REPO / "build" / "fpga")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--synth", action="store_true", help="also run yosys synth_ecp5")
+    ap.add_argument("--pnr", action="store_true",
+                    help="also place and route the array (nextpnr-ecp5): Fmax, cell use")
     ap.add_argument("--unaligned", action="store_true",
                     help="operands at random byte offsets instead of 64-byte aligned")
     ap.add_argument("--sim-only", action="store_true",
@@ -139,6 +153,8 @@ def main(argv=None):
     ])
     if args.synth:
         synth()
+    if args.pnr:
+        pnr()
 
 
 if __name__ == "__main__":
