@@ -11,8 +11,10 @@ Designs (``--designs``, default ``nmu_array``):
 
 * ``nmu_array``: ``NmuArray(lanes=8, cols=8, wrows=512)``, the small engine's array (the
   one ``bench_nmu.py --synth`` counts); about 1 minute of synthesis, 3 of place and route.
-* ``nmu_unit``: ``NmuUnit`` of the same geometry (64 channels, 64 KiB L1), ``-noabc9``.
-* ``nmu_unit_wport``: the same with the weight read port, ``-noabc9``.
+* ``nmu_unit``: the small engine's NMU as ``NemEngine`` builds it (``NmuUnit`` with the
+  small device's geometry: 8 x 8, 512 weight rows, 128 channels, 1024-word L1, and the
+  weight read port), ``-noabc9``.
+* ``nmu_unit_1port``: the same without the weight port, ``-noabc9``.
 * ``nem_engine``: ``NemEngine(device="small")``, ``-noabc9``.
 
 Outputs go to ``build/fpga/<design>/`` (Verilog, JSON netlist, logs, nextpnr's report).
@@ -37,22 +39,25 @@ from amaranth.back import verilog  # noqa: E402
 
 from npu.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
 
-GEOM = dict(lanes=8, cols=8, wrows=512, channels=64)  # the small engine's NMU
-L1 = 65536
+
+def _small():
+    from npu.engine_config import EngineConfig
+
+    return EngineConfig.shipped("small")
 
 
 def _array():
     from npu.nmu_array import NmuArray
 
-    return NmuArray(lanes=GEOM["lanes"], cols=GEOM["cols"], wrows=GEOM["wrows"])
+    g = _small().nmu
+    return NmuArray(lanes=g.lanes, cols=g.cols, wrows=g.wrows)
 
 
 def _unit(weight_port):
     from npu.nmu import NmuUnit
-    from npu.nmu_model import NmuGeometry
 
-    return NmuUnit(geometry=NmuGeometry(**GEOM), depth=L1 // GEOM["lanes"],
-                   weight_port=weight_port)
+    cfg = _small()
+    return NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth, weight_port=weight_port)
 
 
 def _engine():
@@ -64,9 +69,10 @@ def _engine():
 # name -> (factory, synth_ecp5 -noabc9, description)
 DESIGNS = {
     "nmu_array": (_array, False, "NmuArray 8 x 8, 512 weight rows"),
-    "nmu_unit": (lambda: _unit(False), True,
-                 "NmuUnit 8 x 8, 512 weight rows, 64 channels, 64 KiB L1"),
-    "nmu_unit_wport": (lambda: _unit(True), True, "NmuUnit as nmu_unit, weight port"),
+    "nmu_unit": (lambda: _unit(True), True,
+                 "the small engine's NmuUnit: 8 x 8, 512 weight rows, 128 channels, "
+                 "1024-word L1, weight port"),
+    "nmu_unit_1port": (lambda: _unit(False), True, "NmuUnit as nmu_unit, one L1 read port"),
     "nem_engine": (_engine, True, 'NemEngine(device="small")'),
 }
 
