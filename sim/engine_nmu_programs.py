@@ -208,8 +208,11 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
         f"buffer B1 : L1 (size={2 * k * tn}, align=64)",
         f"buffer Y1 : L1 (size={2 * tm * tn}, align=64)",
         f"buffer BIAS1 : L1 (size={4 * tn}, align=64)",
-        f"ta = transfer.async(dst=region(A2, 0, {m * k}), src=region(A, 0, {m * k}))",
-        f"tb = transfer.async(dst=region(B2, 0, {k * n}), src=region(B, 0, {k * n}))",
+        # one copy per tile: the engine's copy counts are 16-bit (COUNT0 <= 65535)
+        *[f"ta{i} = transfer.async(dst=region(A2, {i * tm * k}, {tm * k}), "
+          f"src=region(A, {i * tm * k}, {tm * k}))" for i in range(mt)],
+        *[f"tb{j} = transfer.async(dst=region(B2, {j * k * tn}, {k * tn}), "
+          f"src=region(B, {j * k * tn}, {k * tn}))" for j in range(nt)],
         f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * tn}), src=region(BIAS, 0, {4 * tn}))",
         f"tc = transfer.async(dst=region(BIAS1, 0, {4 * tn}), src=region(BIAS2, 0, {4 * tn}), "
         "deps=[tc2])",
@@ -218,7 +221,7 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
     for i in range(mt):
         lines += [
             f"la{i} = transfer.async(dst=region(A1, {i * tm * k}, {tm * k}), "
-            f"src=region(A2, {i * tm * k}, {tm * k}), deps=[ta])",
+            f"src=region(A2, {i * tm * k}, {tm * k}), deps=[ta{i}])",
             f"let a{i} = region(A1, {i * tm * k}, {tm * k}) elem=i8, shape=[{tm}, {k}], "
             f"layout=MK, quant={xq}",
         ]
@@ -229,7 +232,7 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
         users = [f"g{(j - 2) * mt + q}" for q in range(mt)] if j >= 2 else []
         lines += [
             f"lb{j} = transfer.async(dst=region(B1, {bslot}, {k * tn}), "
-            f"src=region(B2, {j * k * tn}, {k * tn}), deps=[{', '.join(['tb', *users])}])",
+            f"src=region(B2, {j * k * tn}, {k * tn}), deps=[{', '.join([f'tb{j}', *users])}])",
             f"let b{j} = region(B1, {bslot}, {k * tn}) elem=i8, shape=[{k}, {tn}], layout=KN, "
             f"quant={wq}",
         ]
@@ -243,10 +246,9 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
                 f"deps=[{', '.join([f'la{i}', f'lb{j}', 'tc', *prev])}] accum_type=i32",
                 f"s{t} = transfer.async(dst=region(Y2, {(i * nt + j) * tm * tn}, {tm * tn}), "
                 f"src=region(Y1, {yslot}, {tm * tn}), deps=[g{t}])",
+                f"o{t} = transfer.async(dst=region(Y, {(i * nt + j) * tm * tn}, {tm * tn}), "
+                f"src=region(Y2, {(i * nt + j) * tm * tn}, {tm * tn}), deps=[s{t}])",
             ]
             t += 1
-    stores = ", ".join(f"s{q}" for q in range(t))
-    lines.append(f"out = transfer.async(dst=region(Y, 0, {m * n}), src=region(Y2, 0, {m * n}), "
-                 f"deps=[{stores}])")
-    lines.append("wait(out)")
+    lines += [f"wait(o{q})" for q in range(t)]
     return "\n".join(lines) + "\n", {"BIAS": _bias(rng, tn, k)}

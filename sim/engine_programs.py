@@ -182,11 +182,13 @@ def nmu_programs(device):
 
 def bench_programs(device):
     """``{name: (NEM text, DDR inputs)}`` of the benchmark's larger programs (not in the
-    regression): ``gemm256``, a 256 x 256 x 256 int8 gemm in 128 x 64 tiles with
-    double-buffered weights on the sim device (its L1 holds the tiles)."""
+    regression), on the sim device (its L1 holds the tiles): ``gemm256``, a 256 x 256 x 256
+    int8 gemm in 128 x 64 tiles with double-buffered weights, and ``conv3x3``, a 3 x 3
+    layer 16 x 16 x 64 -> 64 with pads 1 over two images (ping-pong)."""
     if EngineConfig.shipped(device).nmu is None or device != "sim":
         return {}
-    return {"gemm256": gemm_packed(256, 256, 256, 128, 64, seed=5)}
+    return {"gemm256": gemm_packed(256, 256, 256, 128, 64, seed=5),
+            "conv3x3": conv_tiles(2, 16, 16, 64, 3, 3, 64, pads=(1, 1, 1, 1), seed=6)}
 
 
 def programs(device):

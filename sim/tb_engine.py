@@ -57,7 +57,7 @@ P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
 DEVICE = P["device"]
 CFG = EngineConfig.shipped(DEVICE)
 REGS = engine_register_map(CFG)
-DDR_SIZE = 1 << 16
+DDR_SIZE = 1 << 20  # the benchmark programs need about 200 KiB
 ONLY = os.environ.get("NPU_ENGINE_PROGRAMS")  # comma-separated subset, for the benchmark
 
 

@@ -8,7 +8,8 @@ answering at once, no stalls):
 * for each regression program: the engine's ``CYCLES`` counter, the executor's cycle
   model for the same bound binary, and their ratio;
 * for each program with NMU tasks (and, on the sim device, ``gemm256``: a 256 x 256 x 256
-  int8 gemm in 128 x 64 tiles with double-buffered weights): NMU utilisation from the
+  int8 gemm in 128 x 64 tiles with double-buffered weights, and ``conv3x3``: a 3 x 3
+  layer 16 x 16 x 64 -> 64 over two images): NMU utilisation from the
   counters, ``NMU_MACS / (int8_macs * NMU_BUSY)`` (while the NMU is busy) and
   ``NMU_MACS / (int8_macs * CYCLES)`` (over the whole run), and where the NMU's cycles
   went (``NMU_LOAD``, ``NMU_STARVE``, L1 stalls);
@@ -55,7 +56,7 @@ def engine_numbers():
         bench = {}
         if regression.design.params["device"] == "sim":
             run_cocotb(built, regression.module, testcase="programs_no_stalls",
-                       name="bench-gemm256", seed=1, env={"NPU_ENGINE_PROGRAMS": "gemm256"})
+                       name="bench-gemm256", seed=1, env={"NPU_ENGINE_PROGRAMS": "gemm256,conv3x3"})
             bench = json.loads((runs / "bench-gemm256" / "engine_counters.json").read_text())
             results.update(bench)
         for name, c in results.items():
