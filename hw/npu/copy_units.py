@@ -29,7 +29,7 @@ from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from nem.taskformat import LEVELS
+from nem.taskformat import COPY_COUNT_BITS, LEVELS
 from npu.axi import MAX_BURST, command_layout
 from npu.dma import RegionCopy, dma_command_layout
 from npu.engine_ports import read_client_signature, write_client_signature
@@ -144,8 +144,8 @@ class _RowWalker:
         lw = wbytes.bit_length() - 1
         base = Signal(addr_width)
         strides = [Signal(addr_width, name=f"walk_stride{k}") for k in range(3)]
-        counts = [Signal(16, name=f"walk_count{k}") for k in range(4)]
-        i = [Signal(16, name=f"walk_i{k}") for k in range(1, 4)]
+        counts = [Signal(COPY_COUNT_BITS, name=f"walk_count{k}") for k in range(4)]
+        i = [Signal(COPY_COUNT_BITS, name=f"walk_i{k}") for k in range(1, 4)]
         row = Signal(addr_width)
         base2, base3 = Signal(addr_width), Signal(addr_width)
         word = Signal(addr_width - lw)       # next word of the row to request

@@ -33,6 +33,8 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from nem.taskformat import COPY_COUNT_BITS
+
 __all__ = ["RegionCopy", "copy_region_model", "dma_command_layout"]
 
 
@@ -43,7 +45,7 @@ def dma_command_layout(addr_width):
         "dst": addr_width,
         # count[0]: bytes per row; count[1..3]: rows, planes, volumes. (Not called
         # "shape": that name is taken by View.shape.)
-        "count": data.ArrayLayout(16, 4),
+        "count": data.ArrayLayout(COPY_COUNT_BITS, 4),
         "src_stride": data.ArrayLayout(addr_width, 3),
         "dst_stride": data.ArrayLayout(addr_width, 3),
     })

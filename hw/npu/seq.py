@@ -69,6 +69,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import (
     BUFFER_ENTRY,
+    COPY_COUNT_BITS,
     HEADER,
     HEADER_FIELDS,
     MAGIC,
@@ -555,7 +556,7 @@ class Sequencer(wiring.Component):
                     ((dl == on_chip[0]) | (dl == on_chip[1]))
                 ddr, l2 = level_code("DDR"), level_code("L2")
                 sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
-                big = Cat(*[(c >> 16) != 0 for c in counts]).any()
+                big = Cat(*[(c >> COPY_COUNT_BITS) != 0 for c in counts]).any()
                 zero = Cat(*[c == 0 for c in counts]).any()
                 with m.If(cur_is_nmu):
                     # the NMU checks its own registers; here only where its entry lies

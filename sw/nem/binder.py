@@ -45,6 +45,7 @@ from nem.taskformat import (
     ATTR_WORDS,
     ELEM_TYPES,
     LEVELS,
+    MAX_COPY_COUNT,
     MAX_OPERANDS,
     MAX_RANK,
     MAX_TOKENS,
@@ -113,6 +114,21 @@ def device_hash(device: Device) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
+def fold_run(run: int, dims: list[tuple[int, int, int]]) -> tuple[int, list]:
+    """A contiguous run longer than :data:`nem.taskformat.MAX_COPY_COUNT` bytes as
+    ``rows`` runs of ``c`` bytes (strides ``c`` on both sides, the same bytes in the same
+    order): the largest such ``c``, when ``run`` has a divisor that makes both fit and a
+    dimension is free. Otherwise ``(run, dims)`` unchanged."""
+    if run <= MAX_COPY_COUNT or len(dims) >= 3:
+        return run, dims
+    for c in range(MAX_COPY_COUNT, 0, -1):
+        if run % c == 0:
+            if run // c > MAX_COPY_COUNT:
+                break
+            return c, [(run // c, c, c), *dims]
+    return run, dims
+
+
 def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list[tuple[str, int]]:
     """Register writes of a copy unit for a transfer or store, as the executor performs it."""
     src, dst = task.ins[0], task.outs[0]
@@ -120,13 +136,19 @@ def copy_registers(task: TaskInstance, placements: dict[str, Placement]) -> list
         run, dims = copy_walk(src, dst)
     except CopyWalkError as exc:
         raise BindError(f"{task.label}: {exc}") from None
+    run, dims = fold_run(run, dims)
     if len(dims) > 3:
         raise BindError(
             f"{task.label}: the copy needs {len(dims) + 1} dimensions after merging "
             "contiguous ones; the copy units walk at most 4"
         )
-    if run >= 1 << 32:
-        raise BindError(f"{task.label}: a contiguous run of {run} bytes (at most 2^32 - 1)")
+    too_big = [c for c in (run, *(d[0] for d in dims)) if c > MAX_COPY_COUNT]
+    if too_big:
+        raise BindError(
+            f"{task.label}: a copy dimension of {too_big[0]} (the copy units count at most "
+            f"{MAX_COPY_COUNT} per dimension, and {run} bytes per run do not fold into "
+            "rows); split the transfer"
+        )
     s_addr = placements[src.buffer].address + src.offset
     d_addr = placements[dst.buffer].address + dst.offset
     writes = [

@@ -35,12 +35,14 @@ __all__ = [
     "BUFFER_ENTRY",
     "BUFFER_FIELDS",
     "COMPUTE_UNITS",
+    "COPY_COUNT_BITS",
     "ELEM_TYPES",
     "HEADER",
     "HEADER_FIELDS",
     "ID_VALUES",
     "LEVELS",
     "MAGIC",
+    "MAX_COPY_COUNT",
     "MAX_OPERANDS",
     "MAX_RANK",
     "MAX_TOKENS",
@@ -105,6 +107,10 @@ LEVELS = ("DDR", "L2", "L1")
 NO_ENGINE = 0xFF
 #: Token masks are 32 bits wide: at most 32 physical tokens.
 MAX_TOKENS = 32
+#: The copy units count each dimension (COUNT0..3) in 16 bits: the binder folds longer
+#: contiguous runs into rows, and the engine refuses larger counts (``BAD_VALUE``).
+COPY_COUNT_BITS = 16
+MAX_COPY_COUNT = (1 << COPY_COUNT_BITS) - 1
 
 
 class TaskFormatError(ValueError):

@@ -324,3 +324,33 @@ t2 = transfer.async(dst=region(S, 6144, 64), src=region(D, 0, 64))
     seq = {r.index: r for r in execute(plan, result.device, in_order=True).records}
     assert free[2].start == 0
     assert seq[2].start == seq[1].start == seq[0].end > 0
+
+
+def test_long_contiguous_copies_fold_into_rows_of_at_most_max_copy_count():
+    """The copy units count 16 bits per dimension (nem.taskformat.MAX_COPY_COUNT): a
+    200,000-byte contiguous transfer binds as rows (200,000 = 4 x 50,000, the largest
+    divisor that fits is 50,000) and moves the same bytes; a prime length cannot fold."""
+    from nem.binder import fold_run
+    from nem.taskformat import MAX_COPY_COUNT, REGISTER_MAPS, Unit
+
+    assert MAX_COPY_COUNT == 65535
+    assert fold_run(65535, []) == (65535, [])
+    assert fold_run(65536, []) == (32768, [(2, 32768, 32768)])
+    assert fold_run(200_000, [(3, 7, 9)]) == (50_000, [(4, 50_000, 50_000), (3, 7, 9)])
+    assert fold_run(65537, []) == (65537, [])             # prime: no divisor fits
+    assert fold_run(70_000, [(2, 1, 1)] * 3) == (70_000, [(2, 1, 1)] * 3)   # no free dim
+    text = """device "exec_device.nem"
+program long:
+buffer A : DDR (size=200000)
+buffer B : L2 (size=200000)
+t = transfer.async(dst=region(B, 0, 200000), src=region(A, 0, 200000))
+wait(t)
+"""
+    _, program, _, _ = _same_bytes(text)
+    regs = REGISTER_MAPS[Unit.SDMA]
+    writes = {regs.registers[i].name: v for i, v in program.tasks[0].writes}
+    assert (writes["COUNT0"], writes["COUNT1"], writes["SRC_STRIDE1"]) == (50_000, 4, 50_000)
+    prime = text.replace("200000", "65537")
+    with pytest.raises(BindError, match=r"a copy dimension of 65537 \(the copy units count "
+                                        r"at most 65535"):
+        bind(_check(prime))
