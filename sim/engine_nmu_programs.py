@@ -185,9 +185,14 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
     would lay it out: B packed tile-major in DDR (``n / tn`` contiguous ``[k, tn]``
     blocks) and Y written tile-major (``[m / tm][n / tn]`` blocks of ``[tm, tn]``), so
     that every copy is contiguous. The A row tiles stay in L1; the B tiles and the Y
-    tiles alternate between two L1 slots, so the next B tile and the previous Y tile move
-    while the NMU computes. One bias and one set of weight scales serve every column tile
-    (a benchmark: the numbers, not the model, matter)."""
+    tiles alternate between two L1 slots. One bias and one set of weight scales serve every
+    column tile (a benchmark: the numbers, not the model, matter).
+
+    The stream is ordered for the sequencer's in-order issue: each copy comes just before
+    the task that needs it, the next B tile's DDR -> L2 copy right after the first gemm of
+    the current one, its L2 -> L1 copy after the current tile's last gemm, and a result's
+    copies after the next gemm, so that the NMU never waits behind a copy it does not
+    need."""
     if m % tm or n % tn:
         raise ValueError("tiles must divide the matrix")
     rng = np.random.default_rng(seed)
@@ -208,35 +213,49 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
         f"buffer B1 : L1 (size={2 * k * tn}, align=64)",
         f"buffer Y1 : L1 (size={2 * tm * tn}, align=64)",
         f"buffer BIAS1 : L1 (size={4 * tn}, align=64)",
-        # one copy per tile: the engine's copy counts are 16-bit (COUNT0 <= 65535)
-        *[f"ta{i} = transfer.async(dst=region(A2, {i * tm * k}, {tm * k}), "
-          f"src=region(A, {i * tm * k}, {tm * k}))" for i in range(mt)],
-        *[f"tb{j} = transfer.async(dst=region(B2, {j * k * tn}, {k * tn}), "
-          f"src=region(B, {j * k * tn}, {k * tn}))" for j in range(nt)],
         f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * tn}), src=region(BIAS, 0, {4 * tn}))",
         f"tc = transfer.async(dst=region(BIAS1, 0, {4 * tn}), src=region(BIAS2, 0, {4 * tn}), "
         "deps=[tc2])",
         f"let bias1 = region(BIAS1, 0, {4 * tn}) elem=i32, shape=[{tn}], layout=C",
     ]
-    for i in range(mt):
-        lines += [
-            f"la{i} = transfer.async(dst=region(A1, {i * tm * k}, {tm * k}), "
-            f"src=region(A2, {i * tm * k}, {tm * k}), deps=[ta{i}])",
-            f"let a{i} = region(A1, {i * tm * k}, {tm * k}) elem=i8, shape=[{tm}, {k}], "
-            f"layout=MK, quant={xq}",
-        ]
-    t = 0
-    for j in range(nt):
-        bslot = (j % 2) * k * tn
-        # the slot's previous users: the gemms of tile j - 2
+
+    # copies are one per tile: the engine's copy counts are 16-bit (COUNT0 <= 65535)
+    def load_b(j):     # DDR -> L2
+        return [f"tb{j} = transfer.async(dst=region(B2, {j * k * tn}, {k * tn}), "
+                f"src=region(B, {j * k * tn}, {k * tn}))"]
+
+    def place_b(j):    # L2 -> L1 slot j % 2, free once the gemms of tile j - 2 are done
         users = [f"g{(j - 2) * mt + q}" for q in range(mt)] if j >= 2 else []
-        lines += [
+        bslot = (j % 2) * k * tn
+        return [
             f"lb{j} = transfer.async(dst=region(B1, {bslot}, {k * tn}), "
             f"src=region(B2, {j * k * tn}, {k * tn}), deps=[{', '.join([f'tb{j}', *users])}])",
             f"let b{j} = region(B1, {bslot}, {k * tn}) elem=i8, shape=[{k}, {tn}], layout=KN, "
             f"quant={wq}",
         ]
+
+    def store(t, i, j):
+        at, yslot = (i * nt + j) * tm * tn, (t % 2) * tm * tn
+        return [
+            f"s{t} = transfer.async(dst=region(Y2, {at}, {tm * tn}), "
+            f"src=region(Y1, {yslot}, {tm * tn}), deps=[g{t}])",
+            f"o{t} = transfer.async(dst=region(Y, {at}, {tm * tn}), "
+            f"src=region(Y2, {at}, {tm * tn}), deps=[s{t}])",
+        ]
+
+    lines += load_b(0) + place_b(0)
+    t, pending = 0, None
+    for j in range(nt):
         for i in range(mt):
+            if j == 0:
+                lines += [
+                    f"ta{i} = transfer.async(dst=region(A2, {i * tm * k}, {tm * k}), "
+                    f"src=region(A, {i * tm * k}, {tm * k}))",
+                    f"la{i} = transfer.async(dst=region(A1, {i * tm * k}, {tm * k}), "
+                    f"src=region(A2, {i * tm * k}, {tm * k}), deps=[ta{i}])",
+                    f"let a{i} = region(A1, {i * tm * k}, {tm * k}) elem=i8, "
+                    f"shape=[{tm}, {k}], layout=MK, quant={xq}",
+                ]
             yslot = (t % 2) * tm * tn
             prev = [f"s{t - 2}"] if t >= 2 else []
             lines += [
@@ -244,11 +263,15 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
                 f"layout=MN, quant={yq}",
                 f"g{t} = gemm.async in a{i}, b{j}, bias1 out y{t} "
                 f"deps=[{', '.join([f'la{i}', f'lb{j}', 'tc', *prev])}] accum_type=i32",
-                f"s{t} = transfer.async(dst=region(Y2, {(i * nt + j) * tm * tn}, {tm * tn}), "
-                f"src=region(Y1, {yslot}, {tm * tn}), deps=[g{t}])",
-                f"o{t} = transfer.async(dst=region(Y, {(i * nt + j) * tm * tn}, {tm * tn}), "
-                f"src=region(Y2, {(i * nt + j) * tm * tn}, {tm * tn}), deps=[s{t}])",
             ]
+            if pending is not None:
+                lines += store(*pending)
+            if i == 0 and j + 1 < nt:
+                lines += load_b(j + 1)
+            if i == mt - 1 and j + 1 < nt:
+                lines += place_b(j + 1)
+            pending = (t, i, j)
             t += 1
+    lines += store(*pending)
     lines += [f"wait(o{q})" for q in range(t)]
     return "\n".join(lines) + "\n", {"BIAS": _bias(rng, tn, k)}

@@ -101,6 +101,10 @@ class ArbitratedSRAM(wiring.Component):
     extra_read_clients : int
         Read client ports on a second physical read port (``xrd``); 0 (default): none,
         one read port.
+    xrd_first : int or None
+        An ``xrd`` client granted whenever it asks (the others rotate in the cycles it
+        does not): for a client on the critical path whose requests are bounded (the
+        NMU's weight prefetch), next to elastic ones (DMA copies).
 
     Attributes
     ----------
@@ -113,7 +117,7 @@ class ArbitratedSRAM(wiring.Component):
         only)
     """
 
-    def __init__(self, *, data_width, depth, clients, extra_read_clients=0):
+    def __init__(self, *, data_width, depth, clients, extra_read_clients=0, xrd_first=None):
         if not isinstance(clients, int) or clients < 1:
             raise ValueError(f"clients must be a positive integer, not {clients!r}")
         if not isinstance(extra_read_clients, int) or extra_read_clients < 0:
@@ -121,6 +125,10 @@ class ArbitratedSRAM(wiring.Component):
                              f"{extra_read_clients!r}")
         self.data_width, self.depth, self.clients = data_width, depth, clients
         self.extra_read_clients = extra_read_clients
+        if xrd_first is not None and xrd_first not in range(extra_read_clients):
+            raise ValueError(f"xrd_first must be an xrd client index (0..."
+                             f"{extra_read_clients - 1}), not {xrd_first!r}")
+        self.xrd_first = xrd_first
         self.sram = SRAM(data_width=data_width, depth=depth,
                          read_ports=2 if extra_read_clients else 1)
         extra = {}
@@ -162,7 +170,11 @@ class ArbitratedSRAM(wiring.Component):
                     for p in range(max(self.clients, 2)):
                         with m.Case(p):
                             m.d.comb += xstart.eq(p % x)
-            xgnt = priority_grant(m, [p.req for p in self.xrd], xstart)
+            reqs = [p.req for p in self.xrd]
+            if self.xrd_first is not None:
+                first = reqs[self.xrd_first]
+                reqs = [r if k == self.xrd_first else r & ~first for k, r in enumerate(reqs)]
+            xgnt = priority_grant(m, reqs, xstart)
             self._serve_reads(m, self.xrd, xgnt, sram.xrd_en, sram.xrd_addr, sram.xrd_data,
                               "x")
         for k, port in enumerate(self.wr):

@@ -27,11 +27,13 @@ def _first(requests, start):
     return None
 
 
-@pytest.mark.parametrize(("clients", "extra"), [(3, 1), (2, 3)])
-def test_second_read_port_against_model(clients, extra):
+@pytest.mark.parametrize(("clients", "extra", "first"), [(3, 1, None), (2, 3, None),
+                                                      (4, 3, 2)])
+def test_second_read_port_against_model(clients, extra, first):
+    """``first``: the ``xrd_first`` client, granted whenever it asks."""
     width, depth = 32, 8  # few words: both ports often read the word being written
     dut = ArbitratedSRAM(data_width=width, depth=depth, clients=clients,
-                         extra_read_clients=extra)
+                         extra_read_clients=extra, xrd_first=first)
     model = SRAMModel(data_width=width, depth=depth)
     rng = random.Random(clients * 10 + extra)
     sim = Simulator(dut)
@@ -61,6 +63,8 @@ def test_second_read_port_against_model(clients, extra):
             rg = _first([r[0] for r in rd], prio)
             wg = _first([w[0] for w in wr], prio)
             xg = _first([r[0] for r in xrd], prio % extra)
+            if first is not None and xrd[first][0]:
+                xg = first
             for k in range(clients):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
                 assert ctx.get(dut.wr[k].gnt) == (k == wg), (cycle, k)
@@ -104,6 +108,8 @@ def test_no_extra_port_by_default():
     assert set(one.signature.members) == {"prio", "rd", "wr"}
     assert set(SRAM(data_width=64, depth=16).signature.members) == {
         "rd_addr", "rd_en", "rd_data", "wr_addr", "wr_en", "wr_data"}
+    with pytest.raises(ValueError, match=r"xrd_first must be an xrd client index \(0...1\)"):
+        ArbitratedSRAM(data_width=64, depth=16, clients=2, extra_read_clients=2, xrd_first=2)
     with pytest.raises(ValueError, match="extra_read_clients must be a non-negative"):
         ArbitratedSRAM(data_width=64, depth=16, clients=2, extra_read_clients=-1)
     with pytest.raises(ValueError, match="read_ports must be 1 or 2"):
