@@ -61,8 +61,9 @@ def engine_register_map(config):
                                          "the counters"),
         Reg("STATUS", 0x008, "ro", doc="0 idle, 1 busy, 2 done, 3 error"),
         Reg("ERROR_CAUSE", 0x00C, "ro", doc="npu.seq.Cause of the last error (0: none)"),
-        Reg("ERROR_TASK", 0x010, "ro", doc="task of a decode or region error; else the next "
-                                           "task to decode"),
+        Reg("ERROR_TASK", 0x010, "ro", doc="the failing task: decoded, in the issue slot, or "
+                                           "run by the failing unit (AXI_ERROR: the next "
+                                           "task to decode)"),
         Reg("PROG_LO", 0x014, "rw", doc="program byte address in DDR, bits 31..0 "
                                         "(word-aligned)"),
         Reg("PROG_HI", 0x018, "rw", doc="bits 63..32 (must be 0: 32-bit DDR addresses)"),
@@ -155,11 +156,15 @@ class NemEngine(wiring.Component):
 
         # L1 serves the DMAs and the NMU (client n_dma); L2 the DMAs and sDMAs. The rotation
         # runs over the units (DMAs, sDMAs, NMU); a unit without a port on a memory hands
-        # its turn to client 0 there.
-        # the NMU's weight reads have a second L1 read port of their own (xrd[0])
+        # its turn to client 0 there. With an NMU, L1 has a second read port: the NMU's
+        # activation stream (one word per cycle) owns the first one, and the DMAs' L1
+        # reads share the second with the NMU's weight reads, which go first (xrd_first: a
+        # task's first weight tile is on the NMU's critical path; the reads stop one tile
+        # ahead), so a DMA storing results never takes cycles from the NMU.
         m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
                                               clients=cfg.n_dma + cfg.n_nmu,
-                                              extra_read_clients=cfg.n_nmu)
+                                              extra_read_clients=(cfg.n_dma + 1) * cfg.n_nmu,
+                                              xrd_first=cfg.n_dma if cfg.n_nmu else None)
         n_copy = cfg.n_dma + cfg.n_sdma
         m.submodules.l2 = l2 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l2_depth,
                                               clients=n_copy)
@@ -175,7 +180,7 @@ class NemEngine(wiring.Component):
             u = DmaUnit(data_width=cfg.data_width, l1_depth=cfg.l1_depth,
                         l2_depth=cfg.l2_depth, addr_width=cfg.addr_width)
             m.submodules[f"dma{k}"] = u
-            wiring.connect(m, u.l1_rd, l1.rd[k])
+            wiring.connect(m, u.l1_rd, l1.xrd[k] if cfg.n_nmu else l1.rd[k])
             wiring.connect(m, u.l1_wr, l1.wr[k])
             wiring.connect(m, u.l2_rd, l2.rd[k])
             wiring.connect(m, u.l2_wr, l2.wr[k])
@@ -276,7 +281,7 @@ class NemEngine(wiring.Component):
                                                   data_width=cfg.data_width)
         wiring.connect(m, nmu.l1_rd, l1.rd[cfg.n_dma])
         wiring.connect(m, nmu.l1_wr, l1.wr[cfg.n_dma])
-        wiring.connect(m, nmu.l1_wrd, l1.xrd[0])
+        wiring.connect(m, nmu.l1_wrd, l1.xrd[cfg.n_dma])
         wiring.connect(m, entry.rd_cmd, rmux.cmd[rd_client])
         wiring.connect(m, rmux.data[rd_client], entry.rd_data)
         wiring.connect(m, entry.words, nmu.rq)
