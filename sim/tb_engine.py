@@ -308,12 +308,14 @@ def _task_offsets(binary):
 
 
 def _malformed_nmu(g):
-    """(name, binary, expected cause, expected NMU_CAUSE) for broken NMU tasks."""
+    """(name, binary, expected cause, expected NMU_CAUSE, expected ERROR_TASK) for broken
+    NMU tasks (None: not checked)."""
     header = struct_fields(HEADER, HEADER_FIELDS)
     task = struct_fields(TASK_HEADER, TASK_FIELDS)
     write = struct_fields(WRITE, WRITE_FIELDS)
     b = g.binary
-    at = next(a for a in _task_offsets(b) if b[a + task["unit"][0]] == Unit.NMU)
+    index, at = next((k, a) for k, a in enumerate(_task_offsets(b))
+                     if b[a + task["unit"][0]] == Unit.NMU)
     regs = REGISTER_MAPS[Unit.NMU]
     requant = next(struct.unpack_from("<I", b, w + write["value"][0])[0]
                    for w in range(at + TASK_HEADER.size,
@@ -326,17 +328,22 @@ def _malformed_nmu(g):
     data_bytes = struct.unpack_from("<I", b, header["data_bytes"][0])[0]
     count_at = data_at + requant + 16   # the entry's channel count (REQUANT_ENTRY word 4)
     return [
-        ("NMU instance", _corrupt(b, at + task["instance"][0], 1), Cause.BAD_UNIT, 0),
+        ("NMU instance", _corrupt(b, at + task["instance"][0], 1), Cause.BAD_UNIT, 0, index),
         ("NMU register index", _corrupt(b, at + TASK_HEADER.size + write["index"][0],
-                                        len(regs)), Cause.BAD_REGISTER, 0),
-        ("REQUANT misaligned", _write(b, at, "REQUANT", requant + 4), Cause.BAD_ENTRY, 0),
-        ("REQUANT past the data", _write(b, at, "REQUANT", data_bytes), Cause.BAD_ENTRY, 0),
-        ("entry channel count", _corrupt(b, count_at, 1 << 20, 4), Cause.BAD_ENTRY, None),
+                                        len(regs)), Cause.BAD_REGISTER, 0, index),
+        ("REQUANT misaligned", _write(b, at, "REQUANT", requant + 4), Cause.BAD_ENTRY, 0,
+         index),
+        ("REQUANT past the data", _write(b, at, "REQUANT", data_bytes), Cause.BAD_ENTRY, 0,
+         index),
+        # found by the entry fetcher while the task runs: every NMU task shares the entry
+        ("entry channel count", _corrupt(b, count_at, 1 << 20, 4), Cause.BAD_ENTRY, None,
+         index),
         ("entry longer than the data", _corrupt(b, count_at, data_bytes // 8, 4),
-         Cause.BAD_ENTRY, None),
-        ("NMU opcode", _write(b, at, "OPCODE", 0x7F), Cause.UNIT_ERROR, NmuCause.OPCODE),
+         Cause.BAD_ENTRY, None, index),
+        ("NMU opcode", _write(b, at, "OPCODE", 0x7F), Cause.UNIT_ERROR, NmuCause.OPCODE,
+         index),
         ("NMU operand level", _write(b, at, "OP0_LEVEL", level_code("L2")),
-         Cause.UNIT_ERROR, NmuCause.TYPE),
+         Cause.UNIT_ERROR, NmuCause.TYPE, index),
     ]
 
 
@@ -356,15 +363,13 @@ def _write(binary, at, name, value):
 async def _malformed_run(dut, stalls):
     g = golden(DEVICE, program_texts(DEVICE)["tiled"])
     tb = TB(dut, stalls, 7)
-    cases = [(*case, None) for case in _malformed(g)]
+    cases = [(g, *case, None, None) for case in _malformed(g)]
     nmu = nmu_programs(DEVICE)
     if nmu:
         text, inputs = nmu["gemm"]
         g_nmu = golden(DEVICE, text, inputs=inputs)
-        cases += [(*case, g_nmu) for case in _malformed_nmu(g_nmu)]
-    for name, binary, cause, *rest in cases:
-        nmu_cause, owner = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
-        owner = owner or g
+        cases += [(g_nmu, *case) for case in _malformed_nmu(g_nmu)]
+    for owner, name, binary, cause, nmu_cause, error_task in cases:
         await tb.reset()
         image = np.array(owner.ddr_init)
         image[owner.base:] = np.frombuffer(binary, dtype=np.uint8)
@@ -375,6 +380,9 @@ async def _malformed_run(dut, stalls):
         if nmu_cause is not None:
             got = await tb.read("NMU_CAUSE")
             assert got == nmu_cause, f"{name}: NMU_CAUSE {got}, expected {nmu_cause}"
+        if error_task is not None:
+            got = await tb.read("ERROR_TASK")
+            assert got == error_task, f"{name}: ERROR_TASK {got}, expected {error_task}"
     # a misaligned program address
     await tb.reset()
     status = await tb.run(g.ddr_init, g.base + 4, max_cycles=5000)

@@ -47,7 +47,9 @@ cycle. Tasks issue strictly in stream order.
 
 A unit's completion sets the signal tokens of the task it ran (its ``done`` is always
 accepted, also after an error). Any check failing ends in status ERROR with a cause
-(:class:`Cause`) and the index of the task being decoded. The cause is visible at once;
+(:class:`Cause`) and the index of the failing task (the one being decoded, the one in
+the issue slot, or the one the failing unit runs; for ``AXI_ERROR`` the one being
+decoded). The cause is visible at once;
 the status stays BUSY until the units have finished the tasks already issued and the
 fetches in flight have arrived, so that ERROR (like DONE) means quiescent. A watchdog ends
 a run that makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
@@ -374,12 +376,23 @@ class Sequencer(wiring.Component):
             m.d.sync += self.completed.eq(self.completed + sum(
                 d.valid for d in self.unit_done))
 
-        # error helper: latch the cause (first one wins) and stop
+        # the task each unit runs (for ERROR_TASK when it reports an error)
+        running_task = Array(Signal(32, name=f"running_task{k}") for k in range(self.n_units))
+        unit_err_task = Signal(32)
+        for k, done in enumerate(self.unit_done):
+            with m.If(done.valid & done.payload.error):
+                m.d.comb += unit_err_task.eq(running_task[k])
+
+        # error helper: latch the cause and its task (first one wins) and stop
         err = Signal()
         err_cause = Signal(8)
+        err_task = Signal(32)
+        m.d.comb += err_task.eq(task_index)    # decode errors: the task being decoded
 
-        def fail(cause):
+        def fail(cause, task=None):
             m.d.comb += [err.eq(1), err_cause.eq(cause)]
+            if task is not None:
+                m.d.comb += err_task.eq(task)
 
         # region check of the slot's task
         src_end = Signal(aw + 20)
@@ -398,23 +411,22 @@ class Sequencer(wiring.Component):
         slot_checked = Signal()
         slot_dim = Signal(range(5))
         slot_index = Signal(32)
-        slot_fail = Signal()
         finished = Signal()
         watchdog_fired = self._watchdog(m, take, issue, done_any, append)
 
         def errors():
             """End of every running state: the errors any state can meet, then stop."""
             with m.If(unit_error):
-                fail(Cause.UNIT_ERROR)
+                fail(Cause.UNIT_ERROR, unit_err_task)
             with m.Elif(self.fetch_error):
                 fail(Cause.AXI_ERROR)
             with m.Elif(watchdog_fired):
-                fail(Cause.WATCHDOG)
+                # the task waiting in the issue slot, if any
+                fail(Cause.WATCHDOG, Mux(slot_valid, slot_index, task_index))
             with m.Elif(self.entry_error):
-                fail(Cause.BAD_ENTRY)
+                fail(Cause.BAD_ENTRY, running_task[self.nmu_index or 0])
             with m.If(err):
-                m.d.sync += [self.cause.eq(err_cause),
-                             self.error_task.eq(Mux(slot_fail, slot_index, task_index))]
+                m.d.sync += [self.cause.eq(err_cause), self.error_task.eq(err_task)]
                 m.next = "ERROR"
 
         with m.FSM(name="seq"):
@@ -630,8 +642,7 @@ class Sequencer(wiring.Component):
                     assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
                     with m.If((src_end > sizes[slot_cmd.src_level]) |
                               (dst_end > sizes[slot_cmd.dst_level])):
-                        m.d.comb += slot_fail.eq(1)
-                        fail(Cause.BAD_REGION)
+                        fail(Cause.BAD_REGION, slot_index)
                     with m.Else():
                         m.d.sync += slot_checked.eq(1)
             m.d.sync += slot_dim.eq(slot_dim + 1)
@@ -649,7 +660,8 @@ class Sequencer(wiring.Component):
                 m.d.comb += port.valid.eq(ready)
                 with m.If(port.valid & port.ready):
                     m.d.comb += issue.eq(1)
-                    m.d.sync += [pending[k].eq(slot_signal[:T]), unit_busy[k].eq(1)]
+                    m.d.sync += [pending[k].eq(slot_signal[:T]), unit_busy[k].eq(1),
+                                 running_task[k].eq(slot_index)]
         with m.If(issue):
             m.d.comb += token_clear.eq(slot_signal[:T])
             m.d.sync += self.issued.eq(self.issued + 1)
