@@ -38,7 +38,7 @@ command's owner sends its data and receives its ``done``.
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Signal
+from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,6 +49,7 @@ __all__ = [
     "ArbitratedSRAM",
     "AxiReadMux",
     "AxiWriteMux",
+    "fetch_into",
     "priority_grant",
     "read_client_signature",
     "write_client_signature",
@@ -238,6 +239,31 @@ class AxiReadMux(wiring.Component):
             with m.If(owner == k):
                 m.d.comb += [d.valid.eq(self.rd_data.valid), self.rd_data.ready.eq(d.ready)]
         return m
+
+
+def fetch_into(m, fifo, depth, cmd, data, *, enable, word, end, lw, max_beats=16):
+    """A read client of :class:`AxiReadMux` that never holds the shared reader.
+
+    Issues commands for the bus words ``[word, end)`` (word indices; the caller advances
+    ``word`` by ``beats`` when ``fire``), at most ``max_beats`` words each and only while
+    ``enable`` and ``fifo`` (of ``depth`` words) has room for every word in flight; the
+    data words go into ``fifo``. Returns ``(fire, beats, inflight)``: the command is taken
+    this cycle, its word count, and the words requested but not yet arrived.
+    """
+    inflight = Signal(range(depth + 1))
+    left = Signal.like(end)
+    m.d.comb += left.eq(Mux(end > word, end - word, 0))
+    beats = Signal(range(max_beats + 1))
+    m.d.comb += beats.eq(Mux(left > max_beats, max_beats, left))
+    room = depth - fifo.level - inflight
+    m.d.comb += [cmd.valid.eq(enable & (beats != 0) & (room >= beats)),
+                 cmd.payload.addr.eq(word << lw), cmd.payload.beats.eq(beats)]
+    fire = cmd.valid & cmd.ready
+    arrived = data.valid & data.ready
+    m.d.sync += inflight.eq(inflight + Mux(fire, beats, 0) - arrived)
+    m.d.comb += [data.ready.eq(fifo.w_rdy), fifo.w_en.eq(data.valid),
+                 fifo.w_data.eq(data.payload.data)]
+    return fire, beats, inflight
 
 
 class AxiWriteMux(wiring.Component):

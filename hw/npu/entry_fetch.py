@@ -26,6 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import REQUANT_ENTRY
 from npu.axi import command_layout
+from npu.engine_ports import fetch_into
 
 __all__ = ["HEAD_WORDS", "MAX_CHANNELS", "EntryFetcher", "entry_request_layout"]
 
@@ -92,7 +93,6 @@ class EntryFetcher(wiring.Component):
         limit = Signal(aw + 1)
         next_word = Signal(aw - lw + 1)
         end_word = Signal(aw - lw + 1)
-        inflight = Signal(range(DEPTH + 1))
         total = Signal(range(HEAD_WORDS + 2 * MAX_CHANNELS + 1))
         emitted = Signal.like(total)
         cur = Signal(self.data_width)
@@ -101,22 +101,11 @@ class EntryFetcher(wiring.Component):
         first = Signal()
         active = Signal()
 
-        # commands
-        left = Signal.like(end_word)
-        m.d.comb += left.eq(Mux(end_word > next_word, end_word - next_word, 0))
-        piece = Signal(range(PIECE + 1))
-        m.d.comb += piece.eq(Mux(left > PIECE, PIECE, left))
-        room = DEPTH - fifo.level - inflight
-        m.d.comb += [self.rd_cmd.valid.eq(active & (piece != 0) & (room >= piece)),
-                     self.rd_cmd.payload.addr.eq(next_word << lw),
-                     self.rd_cmd.payload.beats.eq(piece)]
-        cmd_fire = self.rd_cmd.valid & self.rd_cmd.ready
-        word_in = self.rd_data.valid & self.rd_data.ready
+        cmd_fire, piece, inflight = fetch_into(
+            m, fifo, DEPTH, self.rd_cmd, self.rd_data, enable=active, word=next_word,
+            end=end_word, lw=lw, max_beats=PIECE)
         with m.If(cmd_fire):
             m.d.sync += next_word.eq(next_word + piece)
-        m.d.sync += inflight.eq(inflight + Mux(cmd_fire, piece, 0) - word_in)
-        m.d.comb += [self.rd_data.ready.eq(fifo.w_rdy), fifo.w_en.eq(self.rd_data.valid),
-                     fifo.w_data.eq(self.rd_data.payload.data)]
 
         # words out: bus words split into 32-bit pieces, the ones before the entry skipped
         pieces = [cur[32 * k: 32 * (k + 1)] for k in range(per_word)]
@@ -151,7 +140,7 @@ class EntryFetcher(wiring.Component):
                     m.d.sync += [total.eq(HEAD_WORDS + 2 * word[:17]),
                                  end_word.eq((entry_end + W - 1) >> lw)]
 
-        done = (~want & ~cur_valid & (left == 0) & (inflight == 0) & ~fifo.r_rdy)
+        done = (~want & ~cur_valid & (next_word >= end_word) & (inflight == 0) & ~fifo.r_rdy)
         with m.If(active & done):
             m.d.sync += active.eq(0)
         with m.If(~active & ~fifo.r_rdy & (inflight == 0)):

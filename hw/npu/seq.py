@@ -72,6 +72,7 @@ from amaranth.lib.wiring import In, Out
 from nem.taskformat import (
     BUFFER_ENTRY,
     COPY_COUNT_BITS,
+    DATA_ALIGN,
     HEADER,
     HEADER_FIELDS,
     MAGIC,
@@ -83,10 +84,10 @@ from nem.taskformat import (
     WRITE,
     WRITE_FIELDS,
     Unit,
-    data_offset,
 )
 from npu.axi import command_layout
 from npu.copy_units import level_code, unit_command_layout
+from npu.engine_ports import fetch_into
 from npu.entry_fetch import entry_request_layout
 from npu.nmu_regs import write_layout
 
@@ -280,28 +281,18 @@ class Sequencer(wiring.Component):
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=cfg.data_width, depth=FETCH_DEPTH)
         fetch_word = Signal(aw - lw)               # next word to request
         end_word = Signal(aw - lw + 1)             # words before this one are wanted
-        inflight = Signal(range(FETCH_DEPTH + 1))
         header_end = Signal(aw - lw + 1)           # first word after the program header
         jump_pending = Signal()                    # skip to jump_to after the header
         jump_to = Signal(aw - lw)
-        limit = Mux(jump_pending, header_end, end_word)
-        words_left = Signal(aw - lw + 1)
-        m.d.comb += words_left.eq(Mux(limit > fetch_word, limit - fetch_word, 0))
-        piece = Signal(range(FETCH_PIECE + 1))
-        m.d.comb += piece.eq(Mux(words_left > FETCH_PIECE, FETCH_PIECE, words_left))
-        room = FETCH_DEPTH - fifo.level - inflight
-        m.d.comb += [self.fetch_cmd.valid.eq(running & (piece != 0) & (room >= piece)),
-                     self.fetch_cmd.payload.addr.eq(fetch_word << lw),
-                     self.fetch_cmd.payload.beats.eq(piece)]
-        cmd_fire = self.fetch_cmd.valid & self.fetch_cmd.ready
-        word_in = self.fetch_data.valid & self.fetch_data.ready
-        m.d.comb += [self.fetch_data.ready.eq(fifo.w_rdy), fifo.w_en.eq(self.fetch_data.valid),
-                     fifo.w_data.eq(self.fetch_data.payload.data)]
+        limit = Signal(aw - lw + 1)
+        m.d.comb += limit.eq(Mux(jump_pending, header_end, end_word))
+        cmd_fire, piece, inflight = fetch_into(
+            m, fifo, FETCH_DEPTH, self.fetch_cmd, self.fetch_data, enable=running,
+            word=fetch_word, end=limit, lw=lw, max_beats=FETCH_PIECE)
         with m.If(cmd_fire):
             m.d.sync += fetch_word.eq(fetch_word + piece)
         with m.Elif(jump_pending & (fetch_word == header_end)):
             m.d.sync += [fetch_word.eq(jump_to), jump_pending.eq(0)]
-        m.d.sync += inflight.eq(inflight + Mux(cmd_fire, piece, 0) - word_in)
 
         # ---------------- byte window ---------------------------------------------------
         buf = Signal(8 * C)
@@ -345,8 +336,7 @@ class Sequencer(wiring.Component):
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
         data_base = Signal(aw + 2)
         stream_end = stream_off + stream_total
-        assert data_offset(9) == 16 and data_offset(16) == 16
-        m.d.comb += data_base.eq(base + ((stream_end + 7) & ~7))
+        m.d.comb += data_base.eq(base + ((stream_end + DATA_ALIGN - 1) & ~(DATA_ALIGN - 1)))
         data_end = data_base + data_bytes
         cur_wait = Signal(32)
         cur_signal = Signal(32)
@@ -428,6 +418,10 @@ class Sequencer(wiring.Component):
             with m.If(err):
                 m.d.sync += [self.cause.eq(err_cause), self.error_task.eq(err_task)]
                 m.next = "ERROR"
+
+        # the register writes at the front of the window (WRITES; the NMU's come one by one)
+        indices = [field(write_fields, "index", at=j * WRITE.size) for j in range(K)]
+        values = [field(write_fields, "value", at=j * WRITE.size) for j in range(K)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -522,8 +516,6 @@ class Sequencer(wiring.Component):
 
             with m.State("WRITES"):
                 m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                indices = [field(write_fields, "index", at=j * WRITE.size) for j in range(K)]
-                values = [field(write_fields, "value", at=j * WRITE.size) for j in range(K)]
                 with m.If(writes_left == 0):
                     m.next = "HAND"
                 with m.Elif(stream_left < WRITE.size):
@@ -572,7 +564,7 @@ class Sequencer(wiring.Component):
                 zero = Cat(*[c == 0 for c in counts]).any()
                 with m.If(cur_is_nmu):
                     # the NMU checks its own registers; here only where its entry lies
-                    with m.If((cur_requant[:3] != 0) |
+                    with m.If((cur_requant % DATA_ALIGN != 0) |
                               (cur_requant + REQUANT_ENTRY.size > data_bytes)):
                         fail(Cause.BAD_ENTRY)
                     with m.Elif(~slot_valid | issue):

@@ -36,6 +36,7 @@ __all__ = [
     "BUFFER_FIELDS",
     "COMPUTE_UNITS",
     "COPY_COUNT_BITS",
+    "DATA_ALIGN",
     "ELEM_TYPES",
     "HEADER",
     "HEADER_FIELDS",
@@ -525,9 +526,14 @@ class Program:
     version: tuple[int, int] = VERSION
 
 
+#: The data section starts on, and its entries are, multiples of this many bytes.
+DATA_ALIGN = 8
+
+
 def data_offset(task_stream_end: int) -> int:
-    """Where the data section starts: the task stream's end rounded up to a multiple of 8."""
-    return -(-task_stream_end // 8) * 8
+    """Where the data section starts: the task stream's end rounded up to a multiple of
+    :data:`DATA_ALIGN`."""
+    return -(-task_stream_end // DATA_ALIGN) * DATA_ALIGN
 
 
 def _check_task(k: int, task: Task) -> None:
