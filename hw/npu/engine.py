@@ -86,16 +86,9 @@ def engine_register_map(config):
     if config.n_nmu:
         regs.append(Reg("NMU_CAUSE", 0x140, "ro",
                         doc="npu.nmu_model.Cause of the NMU's last refused task (0: none)"))
-        docs = {"busy": "cycles busy (start to done)",
-                "macs": "MACs issued (valid lanes x valid columns of every vector)",
-                "load": "cycles a weight or bias vector went by (the array idle)",
-                "stall_read": "cycles an L1 read was requested and not granted",
-                "stall_write": "cycles an L1 write was requested and not granted",
-                "stall_out": "cycles an activation vector waited for the output stage",
-                "starve": "cycles without a vector from the reader"}
-        for k, name in enumerate(NMU_COUNTERS):
+        for k, (name, doc) in enumerate(NMU_COUNTERS.items()):
             regs.append(Reg(f"NMU_{name.upper()}", 0x144 + 4 * k, "ro",
-                            doc=f"NMU {docs.get(name, name)}, summed over its tasks"))
+                            doc=f"NMU {doc}, summed over its tasks"))
     return RegisterMap(regs, addr_width=12)
 
 

@@ -66,7 +66,18 @@ from npu.requant import param_layout
 
 __all__ = ["COUNTERS", "Nmu", "NmuUnit", "done_layout"]
 
-COUNTERS = ("busy", "macs", "load", "stall_read", "stall_write", "stall_out", "starve")
+#: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
+COUNTERS = {
+    "busy": "cycles busy (start to done)",
+    "macs": "MACs issued (valid lanes x valid columns of every vector the array took)",
+    "load": "cycles the array is idle for weights (a weight or bias vector on the shared "
+            "port, or activations waiting for their tile's weights)",
+    "stall_read": "cycles an L1 read was requested and not granted (either read port)",
+    "stall_write": "cycles an L1 write was requested and not granted",
+    "stall_out": "cycles an activation vector waited for the output stage",
+    "starve": "cycles without an activation-side vector otherwise (entry head, latency, "
+              "unaligned runs, drain)",
+}
 
 
 def done_layout():
