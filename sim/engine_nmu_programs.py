@@ -44,6 +44,22 @@ def _bias(rng, n, k):
     return np.frombuffer(rng.integers(-bmax, bmax + 1, n).astype("<i4").tobytes(), np.uint8)
 
 
+def _bias_text(n):
+    """The NEM lines of an i32 bias of ``n`` channels brought DDR -> L2 -> L1 (token
+    ``tc``, region ``bias1``): its three buffers and its three statements."""
+    return {
+        "ddr": f"buffer BIAS : DDR (size={4 * n})",
+        "l2": f"buffer BIAS2 : L2 (size={4 * n}, align=64)",
+        "l1": f"buffer BIAS1 : L1 (size={4 * n}, align=64)",
+        "tasks": [
+            f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * n}), src=region(BIAS, 0, {4 * n}))",
+            f"tc = transfer.async(dst=region(BIAS1, 0, {4 * n}), src=region(BIAS2, 0, {4 * n}), "
+            "deps=[tc2])",
+            f"let bias1 = region(BIAS1, 0, {4 * n}) elem=i32, shape=[{n}], layout=C",
+        ],
+    }
+
+
 def _slices(total, tile):
     return [(s, min(tile, total - s)) for s in range(0, total, tile)]
 
@@ -76,14 +92,10 @@ def gemm_tiles(m, k, n, tm, *, seed=0, bias=True):
     lines.append(f"let b1 = region(B1, 0, {k * n}) elem=i8, shape=[{k}, {n}], layout=KN, "
                  f"quant={wq}")
     if bias:
-        lines.insert(4, f"buffer BIAS : DDR (size={4 * n})")
-        lines.insert(8, f"buffer BIAS2 : L2 (size={4 * n}, align=64)")
-        lines.insert(9, f"buffer BIAS1 : L1 (size={4 * n}, align=64)")
-        lines.append(f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * n}), "
-                     f"src=region(BIAS, 0, {4 * n}))")
-        lines.append(f"tc = transfer.async(dst=region(BIAS1, 0, {4 * n}), "
-                     f"src=region(BIAS2, 0, {4 * n}), deps=[tc2])")
-        lines.append(f"let bias1 = region(BIAS1, 0, {4 * n}) elem=i32, shape=[{n}], layout=C")
+        b = _bias_text(n)
+        lines.insert(4, b["ddr"])
+        lines[8:8] = [b["l2"], b["l1"]]
+        lines += b["tasks"]
         operands += ", bias1"
         inputs["BIAS"] = _bias(rng, n, k)
     first = ["tb", "tc"] if bias else ["tb"]
@@ -146,15 +158,10 @@ def conv_tiles(batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides=(1,
     operands = "w1"
     first = ["tw"]
     if bias:
-        lines.insert(4, f"buffer BIAS : DDR (size={4 * cout})")
-        lines.insert(8, f"buffer BIAS2 : L2 (size={4 * cout}, align=64)")
-        lines.insert(9, f"buffer BIAS1 : L1 (size={4 * cout}, align=64)")
-        lines.append(f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * cout}), "
-                     f"src=region(BIAS, 0, {4 * cout}))")
-        lines.append(f"tc = transfer.async(dst=region(BIAS1, 0, {4 * cout}), "
-                     f"src=region(BIAS2, 0, {4 * cout}), deps=[tc2])")
-        lines.append(f"let bias1 = region(BIAS1, 0, {4 * cout}) elem=i32, shape=[{cout}], "
-                     "layout=C")
+        b = _bias_text(cout)
+        lines.insert(4, b["ddr"])
+        lines[8:8] = [b["l2"], b["l1"]]
+        lines += b["tasks"]
         operands += ", bias1"
         first.append("tc")
         inputs["BIAS"] = _bias(rng, cout, k)
@@ -199,24 +206,22 @@ def gemm_packed(m, k, n, tm, tn, *, seed=0):
     xq, wq, yq = _quants(rng, k, tn)
     wq = wq.replace("AXIS", "1")
     mt, nt = m // tm, n // tn
+    bias = _bias_text(tn)
     lines = [
         "program gemm_packed:",
         f"buffer A : DDR (size={m * k})",
         f"buffer B : DDR (size={k * n})",
-        f"buffer BIAS : DDR (size={4 * tn})",
+        bias["ddr"],
         f"buffer Y : DDR (size={m * n})",
         f"buffer A2 : L2 (size={m * k}, align=64)",
         f"buffer B2 : L2 (size={k * n}, align=64)",
         f"buffer Y2 : L2 (size={m * n}, align=64)",
-        f"buffer BIAS2 : L2 (size={4 * tn}, align=64)",
+        bias["l2"],
         f"buffer A1 : L1 (size={m * k}, align=64)",
         f"buffer B1 : L1 (size={2 * k * tn}, align=64)",
         f"buffer Y1 : L1 (size={2 * tm * tn}, align=64)",
-        f"buffer BIAS1 : L1 (size={4 * tn}, align=64)",
-        f"tc2 = transfer.async(dst=region(BIAS2, 0, {4 * tn}), src=region(BIAS, 0, {4 * tn}))",
-        f"tc = transfer.async(dst=region(BIAS1, 0, {4 * tn}), src=region(BIAS2, 0, {4 * tn}), "
-        "deps=[tc2])",
-        f"let bias1 = region(BIAS1, 0, {4 * tn}) elem=i32, shape=[{tn}], layout=C",
+        bias["l1"],
+        *bias["tasks"],
     ]
 
     # copies are one per tile: the engine's copy counts are 16-bit (COUNT0 <= 65535)

@@ -53,12 +53,11 @@ def engine_numbers():
         results["contiguous"] = contiguous
         print(f"  {'program':<12}{'tasks':>7}{'RTL cycles':>12}{'executor':>10}{'ratio':>8}"
               f"{'SEQ wait':>10}")
-        bench = {}
         if regression.design.params["device"] == "sim":
             run_cocotb(built, regression.module, testcase="programs_no_stalls",
                        name="bench-gemm256", seed=1, env={"NPU_ENGINE_PROGRAMS": "gemm256,conv3x3"})
-            bench = json.loads((runs / "bench-gemm256" / "engine_counters.json").read_text())
-            results.update(bench)
+            results.update(json.loads(
+                (runs / "bench-gemm256" / "engine_counters.json").read_text()))
         for name, c in results.items():
             print(f"  {name:<12}{c['TASKS_DONE']:>7}{c['CYCLES']:>12}{c['executor_cycles']:>10}"
                   f"{c['CYCLES'] / c['executor_cycles']:>8.2f}{c['SEQ_WAIT']:>10}")
