@@ -75,6 +75,23 @@ def test_relu6_bounds_hand_derived():
     assert (rq.lo, rq.hi) == (-10, 110)
 
 
+@pytest.mark.parametrize(("y_scale", "zero_point", "hi"), [
+    # 6 / 0.07 = 85.714...: the nearest integer is 86 (truncation would give 85).
+    (0.07, -20, -20 + 86),
+    # 6 / 0.11 = 54.545...: nearest 55 (truncation 54).
+    (0.11, 0, 55),
+    # 6 / 0.13 = 46.153...: nearest 46 (rounding up would give 47).
+    (0.13, 3, 3 + 46),
+    # 6 / 0.045 = 133.3...: 0 + 133 is past the i8 range, so saturation wins.
+    (0.045, 0, 127),
+])
+def test_relu6_upper_bound_rounds_to_nearest(y_scale, zero_point, hi):
+    # Quantised 6 is floor(6 / s + 1/2), hand-derived above for scales where 6 / s is
+    # not a whole number (every other test uses scales where it is).
+    rq = requant_params(1.0, [1.0], y_scale, zero_point, activation="relu6")
+    assert (rq.lo, rq.hi) == (zero_point, hi)
+
+
 def test_gemm_matches_loops():
     rng = random.Random(1)
     m, k, n = 5, 7, 3
