@@ -212,3 +212,39 @@ def test_field_names_follow_the_structs():
     assert fields["magic"] == b"NEMB" and fields["task_count"] == 1
     assert fields["stream_offset"] == 180 and fields["stream_bytes"] == 22
     assert fields["data_bytes"] == 0
+
+
+def _requant_bytes(channels, declared=None):
+    # Hand-built entry (docs/task-format.md): i32 x_zero_point, y_zero_point, lo, hi,
+    # u32 channel count, u32 reserved = 24 bytes, then an (i32 m, i32 t) pair per channel.
+    pairs = [(1 << 30, 31 + c) for c in range(channels)]
+    head = struct.pack("<iiiiII", 3, -7, -128, 127,
+                       channels if declared is None else declared, 0)
+    return head + b"".join(struct.pack("<ii", m, t) for m, t in pairs)
+
+
+def test_decode_requant_reads_a_hand_built_entry():
+    from nem.taskformat import decode_requant
+
+    entry = decode_requant(bytes(8) + _requant_bytes(2), 8)
+    assert (entry.x_zero_point, entry.y_zero_point, entry.lo, entry.hi) == (3, -7, -128, 127)
+    assert tuple(entry.multipliers) == (1 << 30, 1 << 30) and tuple(entry.shifts) == (31, 32)
+
+
+@pytest.mark.parametrize(("data", "offset", "message"), [
+    # 16 of the 24 header bytes.
+    (_requant_bytes(0)[:16], 0, "data section offset 0: a requantisation entry needs 24 "
+                                "bytes, the data section has 16"),
+    # Header complete at offset 8, but the section ends 8 bytes later.
+    (bytes(8) + _requant_bytes(0)[:16], 8, "needs 24 bytes, the data section has 24"),
+    # Header says 3 channels, only 2 pairs follow: 24 + 16 = 40 bytes of the 48 needed.
+    (_requant_bytes(2, declared=3), 0, "entry of 3 channels does not fit in the 40-byte"),
+    # Header says 1 channel, nothing follows.
+    (_requant_bytes(0, declared=1), 0, "entry of 1 channels does not fit in the 24-byte"),
+], ids=["short-header", "short-header-at-8", "missing-pair", "no-pairs"])
+def test_decode_requant_truncated_entry_is_a_format_error(data, offset, message):
+    from nem.taskformat import decode_requant
+
+    with pytest.raises(TaskFormatError) as info:
+        decode_requant(data, offset)
+    assert message in str(info.value)
