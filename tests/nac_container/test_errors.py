@@ -14,6 +14,7 @@ from nac import (
     dumps,
     loads,
 )
+from nac.container import gather_arguments
 from nac.encoding import ConstType, MmapAction
 from nac.text import assemble, disassemble
 
@@ -140,3 +141,20 @@ def test_text_errors_name_line_and_column():
         assemble("hello\n", path="m.txt")
     with pytest.raises(NacFormatError, match="odd number of digits"):
         assemble(text.replace("sections", "proc hex:abc\nsections"), path="m.txt")
+
+
+def test_offset_before_the_first_instruction():
+    # Instruction 1 with D = [-2] names instruction 1 - 2 = -1, before the first.
+    nac = NacFile(num_outputs=1, perm=((100, "T"),), ops=(
+        Instruction(2, 0), Instruction(11, 100, None, (-2,)), Instruction(3, 0, (1, 0), (-1,))))
+    expect(dumps(nac), "section OPS", "instruction 1", "D offset -2", "instruction -1",
+           "not an earlier one")
+    with pytest.raises(NacFormatError, match="D offset -2 names instruction -1"):
+        gather_arguments(nac.ops[1], 1, dict(nac.perm))
+
+
+def test_output_offset_before_the_first_instruction():
+    # <OUTPUT> at index 1 with D = [-3] names instruction -2.
+    nac = NacFile(num_outputs=1, ops=(Instruction(2, 0), Instruction(3, 0, (1, 0), (-3,))))
+    expect(dumps(nac), "section OPS", "instruction 1", "D offset -3",
+           "does not name an earlier instruction")
