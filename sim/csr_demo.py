@@ -1,4 +1,4 @@
-"""A small design around :class:`npu.csr.AxiLiteCsr` for its tests (not part of the NPU).
+"""A small design around :class:`npu.bus.csr.AxiLiteCsr` for its tests (not part of the NPU).
 
 Its read-only registers are driven by logic whose values a test can predict: a constant
 id, ``scratch + 1``, and a count of ``start`` pulses.
@@ -10,7 +10,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-from npu.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
+from npu.bus.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
 
 DEMO_ID = 0x4E505530  # "NPU0"
 

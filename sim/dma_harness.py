@@ -10,7 +10,7 @@ from amaranth import Module
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
-from npu.dma import RegionCopy
+from npu.bus.dma import RegionCopy
 
 
 class RegionCopyHarness(wiring.Component):

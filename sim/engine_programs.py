@@ -18,7 +18,7 @@ from nem.binder import BindError, bind, plan_from_binary
 from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
-from npu.engine_config import DEVICE_DIR, DEVICES, EngineConfig, load_device
+from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig, load_device
 from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
 __all__ = ["Golden", "bench_programs", "contiguous", "golden", "nmu_programs", "program_texts",

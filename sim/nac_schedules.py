@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from npu.mmap import MmapAction, encode_mmap
+from npu.nac.mmap import MmapAction, encode_mmap
 
 __all__ = ["Schedule", "random_schedule", "schedule_for_program", "schedule_from_graph"]
 

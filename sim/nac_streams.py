@@ -2,7 +2,7 @@
 
 The generator builds each instruction from its own choices (which arguments are
 ancestors, which take constants) and records the expected decoded form directly, so it
-is an independent check of both :class:`npu.decoder.DecoderModel` and the RTL.
+is an independent check of both :class:`npu.nac.decoder.DecoderModel` and the RTL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from npu.decoder import OP_INPUT, OP_OUTPUT, DecodedInstruction
+from npu.nac.decoder import OP_INPUT, OP_OUTPUT, DecodedInstruction
 
 __all__ = ["Program", "corrupt", "random_program"]
 

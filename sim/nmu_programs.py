@@ -23,8 +23,8 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.memory import allocate
 from nem.taskformat import REGISTER_MAPS, Unit, decode_requant, encode_requant
-from npu.nmu import COUNTERS
-from npu.nmu_agu import task_fields
+from npu.nmu.agu import task_fields
+from npu.nmu.unit import COUNTERS
 
 __all__ = ["NmuCase", "conv_case", "device_dir", "gemm_case", "run_nmu"]
 
@@ -245,7 +245,7 @@ def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides
 
 def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
     """Run one task on ``dut`` in the Amaranth simulator with L1 = ``mem`` (a bytearray,
-    changed in place), served the way ``npu.engine_ports.ArbitratedSRAM`` serves its client
+    changed in place), served the way ``npu.bus.ports.ArbitratedSRAM`` serves its client
     ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
     data one cycle after ``go`` and held, writes after the reads of the cycle (read-first).
     A unit with the weight port (``l1_wrd``) has it served the same way, as a second

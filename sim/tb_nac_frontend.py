@@ -19,7 +19,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from npu.decoder import DecodedInstruction, decoded_layout, perm_write_layout
+from npu.nac.decoder import DecodedInstruction, decoded_layout, perm_write_layout
 from sim.cocotb_streams import StreamSource, random_pauses
 from sim.nac_schedules import schedule_for_program
 from sim.nac_streams import random_program

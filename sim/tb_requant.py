@@ -16,7 +16,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, RisingEdge
 
 from nem.numerics import Requant, requant_params, requantize
-from npu.requant import OUT_TYPES, param_layout
+from npu.cstl.requant import OUT_TYPES, param_layout
 from sim.cocotb_streams import StreamSink, StreamSource, random_pauses
 
 PARAMS = json.loads(os.environ["NPU_DESIGN_PARAMS"])

@@ -1,4 +1,4 @@
-"""cocotb testbench: :class:`npu.stream.StreamFIFO` keeps order under stalls and back-pressure.
+"""cocotb testbench: :class:`npu.bus.stream.StreamFIFO` keeps order under stalls and back-pressure.
 
 The model of a FIFO is a queue: the output sequence must equal the input sequence, and
 ``level`` never exceeds the depth. Runs with several idle/back-pressure mixes.

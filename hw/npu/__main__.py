@@ -1,5 +1,5 @@
 import sys
 
-from npu.cli import main
+from npu.tools.cli import main
 
 sys.exit(main())

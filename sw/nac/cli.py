@@ -1,4 +1,4 @@
-"""``npu`` subcommands of the ``nac`` package: ``dis`` and ``asm`` (see :mod:`npu.cli`)."""
+"""``npu`` subcommands of the ``nac`` package: ``dis`` and ``asm`` (see :mod:`npu.tools.cli`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ Scheduler (liveness over the instruction list, rules as in ``nac-notes.md``):
   (at tick 0 at the earliest).
 
 Commands of one tick are ordered FREE, SAVE_RESULT/FORWARD, PRELOAD. The hardware MMAP
-coprocessor (``npu.mmap``) accepts exactly such schedules.
+coprocessor (``npu.nac.mmap``) accepts exactly such schedules.
 
 Replayer: runs a schedule tick by tick and checks that every argument an instruction
 reads is available (saved and not freed, forwarded to exactly this instruction, or a

@@ -1,4 +1,4 @@
-"""``npu nem ...`` subcommands (see :mod:`npu.cli`).
+"""``npu nem ...`` subcommands (see :mod:`npu.tools.cli`).
 
 ``npu nem check FILE [--device FILE_OR_NAME]`` prints diagnostics and exits 0 when the
 document is valid (warnings allowed), 1 when it has errors, 2 on a usage problem (bad

@@ -1,7 +1,7 @@
 """Benchmark: Fmax and cell use of the NMU and the small engine on the ECP5-85F (nextpnr).
 
 Yosys ``synth_ecp5`` then ``nextpnr-ecp5 --85k --package CABGA381 --speed 6
---out-of-context`` (the ULX3S 85F's FPGA; ``npu.synth.ecp5_pnr``), one design after the
+--out-of-context`` (the ULX3S 85F's FPGA; ``npu.tools.synth.ecp5_pnr``), one design after the
 other, and prints per design: the achieved Fmax per clock against the target, the
 critical path's start and end, nextpnr's utilisation (LUT4 before packing, FF,
 TRELLIS_COMB, MULT18X18D, DP16KD), the tools' run times. Out of context: no pins, an
@@ -37,31 +37,31 @@ sys.path.insert(0, str(REPO))
 
 from amaranth.back import verilog  # noqa: E402
 
-from npu.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
+from npu.tools.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
 
 
 def _small():
-    from npu.engine_config import EngineConfig
+    from npu.engine.config import EngineConfig
 
     return EngineConfig.shipped("small")
 
 
 def _array():
-    from npu.nmu_array import NmuArray
+    from npu.nmu.array import NmuArray
 
     g = _small().nmu
     return NmuArray(lanes=g.lanes, cols=g.cols, wrows=g.wrows)
 
 
 def _unit(weight_port):
-    from npu.nmu import NmuUnit
+    from npu.nmu.unit import NmuUnit
 
     cfg = _small()
     return NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth, weight_port=weight_port)
 
 
 def _engine():
-    from npu.engine import NemEngine
+    from npu.engine.top import NemEngine
 
     return NemEngine(device="small")
 
@@ -78,7 +78,7 @@ DESIGNS = {
 
 
 def format_report(report, description):
-    """Lines describing a :class:`npu.synth.PnrReport`."""
+    """Lines describing a :class:`npu.tools.synth.PnrReport`."""
     lines = [f"{report.top} ({description})"]
     for clock, mhz in report.fmax.items():
         verdict = "PASS" if mhz >= report.target_mhz else "FAIL"

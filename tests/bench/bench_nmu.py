@@ -1,6 +1,6 @@
 """Benchmark of the NMU: MAC utilisation from the unit's own counters, and its ECP5 size.
 
-Runs the NMU (``npu.nmu.NmuUnit``, registers + AGU + array + output stage) in the Amaranth
+Runs the NMU (``npu.nmu.unit.NmuUnit``, registers + AGU + array + output stage) in the Amaranth
 simulator on bound NEM programs, L1 answering every request at once (no grant denied), and
 prints from the unit's counters: busy cycles, MACs issued, MAC utilisation
 ``macs / (lanes * cols * busy)``, and where the other cycles went (array idle for weights,
@@ -41,11 +41,11 @@ sys.path.insert(0, str(REPO))
 
 from amaranth.back import verilog  # noqa: E402
 
-from npu.nmu import NmuUnit  # noqa: E402
-from npu.nmu_array import NmuArray  # noqa: E402
-from npu.nmu_model import NmuGeometry  # noqa: E402
-from npu.nmu_programs import conv_case, gemm_case, run_nmu  # noqa: E402
-from npu.synth import SynthError, ecp5_resources  # noqa: E402
+from npu.nmu.array import NmuArray  # noqa: E402
+from npu.nmu.model import NmuGeometry  # noqa: E402
+from npu.nmu.unit import NmuUnit  # noqa: E402
+from npu.tools.synth import SynthError, ecp5_resources  # noqa: E402
+from sim.nmu_programs import conv_case, gemm_case, run_nmu  # noqa: E402
 
 GEOM = NmuGeometry(lanes=8, cols=8, wrows=512, channels=64)
 L1 = 65536

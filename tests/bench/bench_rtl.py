@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from npu.cli import main as npu_main  # noqa: E402
+from npu.tools.cli import main as npu_main  # noqa: E402
 from sim.regression import REGRESSIONS  # noqa: E402
 from sim.runner import build, run_cocotb  # noqa: E402
 

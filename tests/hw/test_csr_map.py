@@ -2,7 +2,7 @@
 
 import pytest
 
-from npu.csr import CsrModel, Reg, RegisterMap
+from npu.bus.csr import CsrModel, Reg, RegisterMap
 
 
 @pytest.mark.parametrize(("regs", "message"), [

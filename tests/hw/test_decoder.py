@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.decoder import (
+from npu.nac.decoder import (
     DecodedInstruction,
     DecodeError,
     DecoderModel,
@@ -183,6 +183,9 @@ def test_hand_assembled_instruction():
     (bytes([2, 1, 3, 0, 7, 0]), DecodeError.BAD_SYSTEM_OP, 0),
     # OUTPUT B=0 with 2 outputs when the header says 1 -> OUTPUT_COUNT.
     (bytes([2, 0, 3, 0, 2, 0]), DecodeError.OUTPUT_COUNT, 1),
+    # OUTPUT B=0, C = [1, 0] (one output, reserved id 0), D = [0]: an <OUTPUT> offset of
+    # 0 names no instruction (there are no constants to take) -> BAD_OFFSET at index 1.
+    (bytes([2, 0, 3, 0, 1, 0, 0, 0, 0, 0]), DecodeError.BAD_OFFSET, 1),
 ])
 def test_error_causes(stream_bytes, cause, index):
     perm = {100: (1, 0)}

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "nac_container"))
 from nac_strategies import nac_files
 from test_decoder_vs_container import expected, ops_stream
 
-from npu.decoder import perm_entry
+from npu.nac.decoder import perm_entry
 from sim.runner import Design, build, run_cocotb
 
 pytestmark = pytest.mark.cocotb
@@ -65,7 +65,7 @@ def test_decoder_rtl_on_nac_files(tmp_path):
     vectors = zoo_vectors() + hypothesis_vectors(40)
     path = tmp_path / "vectors.json"
     path.write_text(json.dumps(vectors))
-    design = Design("nac_decoder", "npu.decoder:InstructionDecoder",
+    design = Design("nac_decoder", "npu.nac.decoder:InstructionDecoder",
                     {"max_args": MAX_ARGS, "max_consts": MAX_CONSTS})
     tests, failed = run_cocotb(build(design), "sim.tb_decoder", testcase="vector_files",
                                name="files", env={"NPU_DECODER_VECTORS": str(path)})

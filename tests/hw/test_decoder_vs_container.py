@@ -16,7 +16,7 @@ from nac_strategies import nac_files
 from nac import dumps, gather_arguments
 from nac.container import section_body
 from nac.encoding import SystemOp
-from npu.decoder import DecodedInstruction, DecodeError, DecoderModel, perm_entry
+from npu.nac.decoder import DecodedInstruction, DecodeError, DecoderModel, perm_entry
 
 
 def ops_stream(nac):

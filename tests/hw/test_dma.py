@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.dma import copy_region_model
+from npu.bus.dma import copy_region_model
 from sim.dma_harness import RegionCopyHarness
 
 W_BITS, DEPTH = 64, 128
@@ -109,7 +109,7 @@ def test_empty_region_completes():
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_constructor_errors():
-    from npu.dma import RegionCopy
+    from npu.bus.dma import RegionCopy
 
     with pytest.raises(ValueError, match=r"data_width must be a power of two in 16\.\.512, not 24"):
         RegionCopy(data_width=24)

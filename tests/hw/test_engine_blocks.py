@@ -29,11 +29,11 @@ from nem.taskformat import (
     Unit,
     encode,
 )
-from npu.engine import engine_register_map, unit_names
-from npu.engine_config import DEVICE_DIR, EngineConfig, load_device
-from npu.engine_ports import ArbitratedSRAM
-from npu.memory import SRAMModel
-from npu.seq import struct_fields
+from npu.bus.memory import SRAMModel
+from npu.bus.ports import ArbitratedSRAM
+from npu.engine.config import DEVICE_DIR, EngineConfig, load_device
+from npu.engine.seq import struct_fields
+from npu.engine.top import engine_register_map, unit_names
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
 

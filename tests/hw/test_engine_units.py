@@ -1,9 +1,9 @@
 """The engine's copy units in the Amaranth simulator: random copies under random stalls.
 
 DMA: the testbench plays L1 and L2 behind the unit's client ports the way
-``npu.engine_ports.ArbitratedSRAM`` serves them (a grant per port per cycle, here denied
+``npu.bus.ports.ArbitratedSRAM`` serves them (a grant per port per cycle, here denied
 at random a third of the time; read data one cycle after ``go`` and held; read-first), and
-checks both memories after each command against ``npu.dma.copy_region_model``. The unit
+checks both memories after each command against ``npu.bus.dma.copy_region_model``. The unit
 must stall on every denied port without losing or repeating a word.
 
 sDMA: a DDR model behind the AXI command/data streams (random idle cycles and
@@ -17,8 +17,8 @@ import random
 
 from amaranth.sim import Simulator
 
-from npu.copy_units import DmaUnit, SdmaUnit, level_code, unit_command_layout
-from npu.dma import copy_region_model
+from npu.bus.dma import copy_region_model
+from npu.engine.copy_units import DmaUnit, SdmaUnit, level_code, unit_command_layout
 
 WIDTH, L1_DEPTH, L2_DEPTH = 32, 64, 96
 WB = WIDTH // 8

@@ -18,7 +18,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.taskformat import RequantEntry, encode_requant
-from npu.entry_fetch import HEAD_WORDS, MAX_CHANNELS, EntryFetcher
+from npu.engine.entry_fetch import HEAD_WORDS, MAX_CHANNELS, EntryFetcher
 
 
 def _entry(rng, n):

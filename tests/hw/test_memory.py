@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.memory import SRAM, SRAMModel
+from npu.bus.memory import SRAM, SRAMModel
 
 
 def _simulate(dut, testbench):

@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.mmap import MmapAction, MmapCoprocessor, MmapError, MmapModel, ResultState, encode_mmap
+from npu.nac.mmap import MmapAction, MmapCoprocessor, MmapError, MmapModel, ResultState, encode_mmap
 from sim.nac_schedules import random_schedule
 from sim.nac_streams import corrupt
 from sim.streams import stream_send

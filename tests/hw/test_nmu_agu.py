@@ -3,7 +3,7 @@
 ``RunReader``: random runs (any alignment and length, pad runs) out of an L1 model that
 serves the read client port as ``ArbitratedSRAM`` does (grant denied at random, data one
 cycle after ``go`` and held), with random back-pressure on the vector stream; the vectors
-equal ``npu.nmu_model.read_runs``.
+equal ``npu.nmu.model.read_runs``.
 
 ``NmuAgu``: the run commands of every mode equal ``weight_runs`` / ``bias_runs`` /
 ``act_runs`` of the model for random convolution and gemm geometries (pads, strides,
@@ -17,8 +17,8 @@ import random
 import numpy as np
 from amaranth.sim import Simulator
 
-from npu.nmu_agu import NmuAgu, RunReader, run_layout, task_fields
-from npu.nmu_model import NmuGeometry, NmuTask, Run, act_runs, bias_runs, read_runs, weight_runs
+from npu.nmu.agu import NmuAgu, RunReader, run_layout, task_fields
+from npu.nmu.model import NmuGeometry, NmuTask, Run, act_runs, bias_runs, read_runs, weight_runs
 
 LANES, DEPTH = 8, 64
 

@@ -1,4 +1,4 @@
-"""The NMU's MAC array in the Amaranth simulator against ``npu.nmu_model.array_model``.
+"""The NMU's MAC array in the Amaranth simulator against ``npu.nmu.model.array_model``.
 
 Random weight buffer, bias and input zero point; pixels of several taps (runs of random
 length, so partial vectors with masked lanes), random idle cycles on the input and
@@ -13,8 +13,8 @@ import random
 import numpy as np
 from amaranth.sim import Simulator
 
-from npu.nmu_array import NmuArray
-from npu.nmu_model import Run, array_model, read_runs
+from npu.nmu.array import NmuArray
+from npu.nmu.model import Run, array_model, read_runs
 
 LANES, COLS, WROWS = 8, 8, 32
 
@@ -104,8 +104,8 @@ def test_geometry_from_the_device_and_refusals():
     import pytest
 
     from nem.checker import check_text
-    from npu.nmu_model import NmuGeometry
-    from npu.nmu_programs import device_dir
+    from npu.nmu.model import NmuGeometry
+    from sim.nmu_programs import device_dir
 
     result = check_text('device "nmu_device.nem"\n', file="d.nem",
                         base_dir=str(device_dir(macs=64, word=8)))

@@ -15,8 +15,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params
-from npu.nmu_model import requant_model
-from npu.nmu_output import NmuOutput
+from npu.nmu.model import requant_model
+from npu.nmu.output import NmuOutput
 
 COLS, ROWS, LANES, DEPTH = 8, 4, 8, 64
 

@@ -1,4 +1,4 @@
-"""The NMU's shadow registers and task decode against ``npu.nmu_model.decode_task``.
+"""The NMU's shadow registers and task decode against ``npu.nmu.model.decode_task``.
 
 The register writes of bound NEM programs (gemm, matmul, conv2d with and without bias,
 i8 / i16 outputs) go in through the write stream as the sequencer would send them; the
@@ -13,10 +13,10 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, Unit
-from npu.nmu_agu import task_fields, task_fields_layout
-from npu.nmu_model import Cause, NmuUnsupported, decode_task
-from npu.nmu_programs import conv_case, gemm_case
-from npu.nmu_regs import NmuRegisters, kept_registers
+from npu.nmu.agu import task_fields, task_fields_layout
+from npu.nmu.model import Cause, NmuUnsupported, decode_task
+from npu.nmu.regs import NmuRegisters, kept_registers
+from sim.nmu_programs import conv_case, gemm_case
 
 REGS = REGISTER_MAPS[Unit.NMU]
 

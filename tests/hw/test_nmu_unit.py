@@ -1,9 +1,9 @@
 """The whole NMU (AGU + run reader + array + output stage) on bound NEM programs.
 
-Each case is a one-task NEM program (``npu.nmu_programs``: gemm, matmul, conv2d with odd
+Each case is a one-task NEM program (``sim.nmu_programs``: gemm, matmul, conv2d with odd
 shapes, edge tiles, pads, strides, dilations, bias, i8 and i16 outputs, per-tensor and
 per-channel weights, unaligned operands), checked and bound with ``nem.binder.bind``. The
-testbench decodes the NMU task's registers (``npu.nmu_model.decode_task``), hands the NMU
+testbench decodes the NMU task's registers (``npu.nmu.model.decode_task``), hands the NMU
 the task and the requantisation entry of the data section word by word, plays L1 behind
 the read and write client ports the way ``ArbitratedSRAM`` serves them (grants denied at
 random, read data one cycle after ``go`` and held, read-first), and compares the whole L1
@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit
-from npu.nmu import Nmu, NmuUnit
-from npu.nmu_model import Cause, NmuGeometry, decode_task, nmu_model
-from npu.nmu_programs import conv_case, gemm_case, run_nmu
+from npu.nmu.model import Cause, NmuGeometry, decode_task, nmu_model
+from npu.nmu.unit import Nmu, NmuUnit
+from sim.nmu_programs import conv_case, gemm_case, run_nmu
 
 GEOM = NmuGeometry(lanes=8, cols=8, wrows=128, channels=64)
 L1_BYTES = 65536

@@ -1,4 +1,4 @@
-"""The nextpnr-ecp5 log parser and the tool errors of ``npu.synth`` (no FPGA tools needed)."""
+"""The nextpnr-ecp5 log parser and the tool errors of ``npu.tools.synth`` (no FPGA tools needed)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from npu import synth
-from npu.synth import SynthError, ecp5_pnr, ecp5_resources, parse_nextpnr_log
+from npu.tools import synth
+from npu.tools.synth import SynthError, ecp5_pnr, ecp5_resources, parse_nextpnr_log
 
 # An excerpt of a nextpnr-ecp5 0.11 log, cut down by hand from the log of the 8 x 8 NmuArray
 # (build/fpga/nmu_array.nextpnr.log), with what the parser must handle:

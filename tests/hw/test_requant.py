@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params, requantize
-from npu.requant import RequantStage
+from npu.cstl.requant import RequantStage
 from sim.streams import stream_recv, stream_send
 
 

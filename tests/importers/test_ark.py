@@ -125,7 +125,7 @@ def test_bad_json_names_line_and_column(tmp_path):
 
 
 def test_cli_import_ark(tmp_path, capsys):
-    from npu.cli import main
+    from npu.tools.cli import main
 
     path = tmp_path / "small.json"
     path.write_text(json.dumps(scaled(SHIPPED, {512: 2, 4096: 4, 11008: 6})))

@@ -506,7 +506,7 @@ def test_bad_json_and_bad_tokens(tmp_path):
 
 def test_cli_compile_detects_the_format_and_import(tmp_path, capsys):
     from nac.compile_cli import detect_format
-    from npu.cli import main
+    from npu.tools.cli import main
 
     assert detect_format(SHIPPED_PATH) == "ckernel-ir2"
     assert detect_format(DATA / "ark_model.json") == "ark"

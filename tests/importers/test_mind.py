@@ -131,7 +131,7 @@ def test_verification_errors(text, message):
 
 
 def test_cli_import_and_run(tmp_path, capsys):
-    from npu.cli import main
+    from npu.tools.cli import main
 
     out = tmp_path / "simple.nac"
     assert main(["import", "mind", str(DATA / "simple_module.ir"), "-o", str(out)]) == 0

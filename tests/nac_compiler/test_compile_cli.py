@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from npu.cli import main  # noqa: E402
+from npu.tools.cli import main  # noqa: E402
 
 
 def test_compile_and_run(tmp_path, capsys):

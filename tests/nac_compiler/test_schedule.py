@@ -48,7 +48,7 @@ def test_compiled_schedules_run_on_the_coprocessor_model():
     from nac.compile import compile_module
     from nac.container import section_body
     from nac.zoo import ZOO, build
-    from npu.mmap import MmapError, MmapModel
+    from npu.nac.mmap import MmapError, MmapModel
 
     torch.set_num_threads(1)
     for name in sorted(ZOO):

@@ -7,7 +7,7 @@ import sys
 from test_errors import BASE
 
 from nac import dumps, loads
-from npu.cli import main
+from npu.tools.cli import main
 
 
 def test_dis_asm_round_trip(tmp_path, capsys):

@@ -292,7 +292,7 @@ def test_requantisation_entry_by_hand():
 
 
 def test_dis_spells_out_compute_registers(tmp_path, capsys):
-    from npu.cli import main
+    from npu.tools.cli import main
 
     result = check_text(GEMM_I8, file="g.nem", base_dir=str(PROGRAMS))
     path = tmp_path / "g.bin"

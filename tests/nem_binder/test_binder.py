@@ -22,7 +22,7 @@ from nem.checker import check_text
 from nem.executor import RaceError, execute
 from nem.memory import allocate
 from nem.taskformat import TaskFormatError, decode, encode
-from npu.cli import main
+from npu.tools.cli import main
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "nem_executor" / "programs"
 

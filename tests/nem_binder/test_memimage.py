@@ -24,7 +24,7 @@ from nem.memimage import (
     write_image,
 )
 from nem.taskformat import encode
-from npu.cli import main
+from npu.tools.cli import main
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "nem_executor" / "programs"
 

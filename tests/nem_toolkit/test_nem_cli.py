@@ -12,7 +12,7 @@ import pytest
 from nem.checker import check_text
 from nem.formatter import format_document
 from nem.parser import parse
-from npu.cli import main
+from npu.tools.cli import main
 
 DEVICE = (Path(__file__).parent / "corpus" / "test_device.nem").read_text()
 

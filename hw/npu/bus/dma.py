@@ -18,7 +18,7 @@ Ports and timing
 ----------------
 * ``cmd``: stream of :func:`dma_command_layout`; accepted when idle.
 * ``rd``: read port of the source memory (``addr``, ``en``; ``data`` valid one cycle
-  after ``en``, as :class:`npu.memory.SRAM`). ``wr``: write port of the destination
+  after ``en``, as :class:`npu.bus.memory.SRAM`). ``wr``: write port of the destination
   memory (``addr``, ``data``, byte enables ``en``). The ports are the unit's own: no
   arbitration stalls are modelled here.
 * ``done``: one transfer per command when its last word has been written. ``error`` is

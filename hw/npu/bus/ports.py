@@ -2,7 +2,7 @@
 
 Arbitrated SRAM (:class:`ArbitratedSRAM`)
 -----------------------------------------
-An :class:`npu.memory.SRAM` (one read and one write port) shared by ``n`` clients, each
+An :class:`npu.bus.memory.SRAM` (one read and one write port) shared by ``n`` clients, each
 with a read and a write *client port*. Per cycle and per port:
 
 * the client raises ``req`` (with ``addr``, and ``data``/``en`` for writes);
@@ -18,7 +18,7 @@ there until the client's next read, whatever other clients do with the port (a c
 that stalls after its read still sees its word).
 
 Second read port (``extra_read_clients = x > 0``): the SRAM gets a second physical read
-port (:class:`npu.memory.SRAM` with ``read_ports=2``) shared by ``x`` more read client
+port (:class:`npu.bus.memory.SRAM` with ``read_ports=2``) shared by ``x`` more read client
 ports ``xrd[0..x-1]``, arbitrated among themselves with the same rule, the priority
 start being ``prio mod x`` (with ``x = 1`` the one client owns the port: ``gnt = req``).
 Both read ports may read in the same cycle, also the same word, and both read before
@@ -29,7 +29,7 @@ priority rule. With ``x = 0`` (default) there is no ``xrd`` and nothing changes.
 
 AXI client muxes
 ----------------
-:class:`AxiReadMux` shares one :class:`npu.axi.AxiBurstReader` between clients (the SEQ's
+:class:`AxiReadMux` shares one :class:`npu.bus.axi.AxiBurstReader` between clients (the SEQ's
 fetcher and the sDMAs): round-robin over the command streams, and the data of a command go
 to the client whose command it is (the reader takes a new command only when every word of
 the previous one is delivered). :class:`AxiWriteMux` does the same for the writer: the
@@ -42,8 +42,8 @@ from amaranth import Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.axi import command_layout
-from npu.memory import SRAM
+from npu.bus.axi import command_layout
+from npu.bus.memory import SRAM
 
 __all__ = [
     "ArbitratedSRAM",
@@ -95,7 +95,7 @@ class ArbitratedSRAM(wiring.Component):
     Parameters
     ----------
     data_width, depth : int
-        As for :class:`npu.memory.SRAM`.
+        As for :class:`npu.bus.memory.SRAM`.
     clients : int
         Number of client ports of each kind (clients that never access a port leave
         ``req`` low).
@@ -209,7 +209,7 @@ class AxiReadMux(wiring.Component):
     Attributes
     ----------
     cmd, data : arrays of the clients' streams (client ``k``: ``cmd[k]`` in, ``data[k]`` out)
-    rd_cmd, rd_data : toward :class:`npu.axi.AxiBurstReader` (``cmd`` out, ``data`` in)
+    rd_cmd, rd_data : toward :class:`npu.bus.axi.AxiBurstReader` (``cmd`` out, ``data`` in)
     """
 
     def __init__(self, *, addr_width, data_width, clients):
@@ -272,7 +272,7 @@ class AxiWriteMux(wiring.Component):
     Attributes
     ----------
     cmd, data, done : arrays of the clients' streams
-    wr_cmd, wr_data, wr_done : toward :class:`npu.axi.AxiBurstWriter`
+    wr_cmd, wr_data, wr_done : toward :class:`npu.bus.axi.AxiBurstWriter`
     """
 
     def __init__(self, *, addr_width, data_width, clients):

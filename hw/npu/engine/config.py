@@ -33,11 +33,11 @@ from nem.device import Device
 from nem.diagnostics import Span
 from nem.loader import load
 from nem.taskformat import MAX_TOKENS
-from npu.nmu_model import NmuGeometry
+from npu.nmu.model import NmuGeometry
 
 __all__ = ["DEVICES", "DEVICE_DIR", "EngineConfig", "load_device"]
 
-DEVICE_DIR = Path(__file__).resolve().parent / "devices"
+DEVICE_DIR = Path(__file__).resolve().parents[1] / "devices"
 #: Shipped devices: short name -> (file in DEVICE_DIR, device name inside it).
 DEVICES = {
     "small": ("engine_small.nem", "nem_engine_small"),

@@ -1,13 +1,13 @@
 """The NEM engine's copy units: DMA (L1/L2 <-> L1/L2) and sDMA (DDR <-> L2).
 
-Both wrap :class:`npu.dma.RegionCopy` (the 4-D strided byte-region datapath) and make it
+Both wrap :class:`npu.bus.dma.RegionCopy` (the 4-D strided byte-region datapath) and make it
 *stallable*: the copy's clock enable is low in a cycle where one of the memory accesses it
 asks for cannot happen (an arbitrated SRAM port granted to another unit, no AXI read data
 yet, AXI write data not accepted). A stalled copy holds every register, and its requests
 stay the same, so it retries the same cycle's work next cycle.
 
 * :class:`DmaUnit`: source and destination are L1 or L2 (``SRC_LEVEL`` / ``DST_LEVEL``),
-  both through :class:`npu.engine_ports.ArbitratedSRAM` client ports.
+  both through :class:`npu.bus.ports.ArbitratedSRAM` client ports.
 * :class:`SdmaUnit`: DDR -> L2 or L2 -> DDR. The DDR side goes through the AXI burst
   engines: a *row walker* walks the same rows as the copy and issues, per row, burst
   commands for exactly the bus words the copy reads (DDR -> L2) or writes (L2 -> DDR), in
@@ -30,9 +30,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import COPY_COUNT_BITS, LEVELS
-from npu.axi import MAX_BURST, command_layout
-from npu.dma import RegionCopy, dma_command_layout
-from npu.engine_ports import read_client_signature, write_client_signature
+from npu.bus.axi import MAX_BURST, command_layout
+from npu.bus.dma import RegionCopy, dma_command_layout
+from npu.bus.ports import read_client_signature, write_client_signature
 
 __all__ = ["DmaUnit", "SdmaUnit", "level_code", "unit_command_layout"]
 

@@ -25,8 +25,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import REQUANT_ENTRY
-from npu.axi import command_layout
-from npu.engine_ports import fetch_into
+from npu.bus.axi import command_layout
+from npu.bus.ports import fetch_into
 
 __all__ = ["HEAD_WORDS", "MAX_CHANNELS", "EntryFetcher", "entry_request_layout"]
 

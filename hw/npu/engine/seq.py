@@ -85,11 +85,11 @@ from nem.taskformat import (
     WRITE_FIELDS,
     Unit,
 )
-from npu.axi import command_layout
-from npu.copy_units import level_code, unit_command_layout
-from npu.engine_ports import fetch_into
-from npu.entry_fetch import entry_request_layout
-from npu.nmu_regs import write_layout
+from npu.bus.axi import command_layout
+from npu.bus.ports import fetch_into
+from npu.engine.copy_units import level_code, unit_command_layout
+from npu.engine.entry_fetch import entry_request_layout
+from npu.nmu.regs import write_layout
 
 __all__ = [
     "Cause",
@@ -185,7 +185,7 @@ class Sequencer(wiring.Component):
 
     Parameters
     ----------
-    config : npu.engine_config.EngineConfig
+    config : npu.engine.config.EngineConfig
 
     Attributes
     ----------
@@ -207,7 +207,7 @@ class Sequencer(wiring.Component):
         writes one per cycle (the NMU's ``write`` is always ready).
     nmu_entry : Out(entry_request_layout)
         The DDR address of the issuing NMU task's requantisation entry and the data
-        section's end (for :class:`npu.entry_fetch.EntryFetcher`, started with the NMU).
+        section's end (for :class:`npu.engine.entry_fetch.EntryFetcher`, started with the NMU).
     entry_error : In(1)
         The entry fetcher found the entry reaching past the data section.
     status, cause : Out

@@ -27,15 +27,15 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
 from nem.taskformat import LEVELS
-from npu.axi import AxiBurstPort, axi4_signature
-from npu.copy_units import DmaUnit, SdmaUnit, level_code
-from npu.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
-from npu.engine_config import EngineConfig
-from npu.engine_ports import ArbitratedSRAM, AxiReadMux, AxiWriteMux
-from npu.entry_fetch import EntryFetcher
-from npu.nmu import COUNTERS as NMU_COUNTERS
-from npu.nmu import NmuUnit
-from npu.seq import Sequencer, Status
+from npu.bus.axi import AxiBurstPort, axi4_signature
+from npu.bus.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
+from npu.bus.ports import ArbitratedSRAM, AxiReadMux, AxiWriteMux
+from npu.engine.config import EngineConfig
+from npu.engine.copy_units import DmaUnit, SdmaUnit, level_code
+from npu.engine.entry_fetch import EntryFetcher
+from npu.engine.seq import Sequencer, Status
+from npu.nmu.unit import COUNTERS as NMU_COUNTERS
+from npu.nmu.unit import NmuUnit
 
 __all__ = ["ENGINE_ID", "PATHS", "NemEngine", "engine_register_map", "unit_names"]
 
@@ -60,7 +60,7 @@ def engine_register_map(config):
         Reg("START", 0x004, "pulse", doc="write 1: run the program at PROG_LO/HI; clears "
                                          "the counters"),
         Reg("STATUS", 0x008, "ro", doc="0 idle, 1 busy, 2 done, 3 error"),
-        Reg("ERROR_CAUSE", 0x00C, "ro", doc="npu.seq.Cause of the last error (0: none)"),
+        Reg("ERROR_CAUSE", 0x00C, "ro", doc="npu.engine.seq.Cause of the last error (0: none)"),
         Reg("ERROR_TASK", 0x010, "ro", doc="the failing task: decoded, in the issue slot, or "
                                            "run by the failing unit (AXI_ERROR: the next "
                                            "task to decode)"),
@@ -85,7 +85,7 @@ def engine_register_map(config):
                         doc=f"bytes copied {src} -> {dst}"))
     if config.n_nmu:
         regs.append(Reg("NMU_CAUSE", 0x140, "ro",
-                        doc="npu.nmu_model.Cause of the NMU's last refused task (0: none)"))
+                        doc="npu.nmu.model.Cause of the NMU's last refused task (0: none)"))
         for k, (name, doc) in enumerate(NMU_COUNTERS.items()):
             regs.append(Reg(f"NMU_{name.upper()}", 0x144 + 4 * k, "ro",
                             doc=f"NMU {doc}, summed over its tasks"))
@@ -99,7 +99,7 @@ class NemEngine(wiring.Component):
     ----------
     device : str
         ``"small"`` or ``"sim"`` (the shipped devices), or ``"FILE.nem:NAME"`` for any NEM
-        device file (see :mod:`npu.engine_config`).
+        device file (see :mod:`npu.engine.config`).
 
     Attributes
     ----------

@@ -16,14 +16,14 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.decoder import (
+from npu.nac.decoder import (
     IN_LAYOUT,
     DecodeError,
     InstructionDecoder,
     decoded_layout,
     perm_write_layout,
 )
-from npu.mmap import MmapCoprocessor, MmapError
+from npu.nac.mmap import MmapCoprocessor, MmapError
 
 __all__ = ["NacFrontEnd"]
 

@@ -55,7 +55,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from nac.encoding import MmapAction as _Action
-from npu.decoder import IN_LAYOUT
+from npu.nac.decoder import IN_LAYOUT
 
 __all__ = [
     "MmapAction",

@@ -7,7 +7,7 @@ loop nest and issues one run per cycle; the run reader turns runs into *vectors*
 of a run partial. No im2col copy: a convolution tap is one run of ``Cin`` bytes read in
 place (NHWC), a padded tap no read at all.
 
-Loop orders (the Python models are :func:`npu.nmu_model.weight_runs`, ``bias_runs``,
+Loop orders (the Python models are :func:`npu.nmu.model.weight_runs`, ``bias_runs``,
 ``act_runs``):
 
 * weights of the tile at output channel ``n0``: ``for kh, kw, ci``: ``min(cols, Cout-n0)``
@@ -46,7 +46,7 @@ from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.engine_ports import read_client_signature
+from npu.bus.ports import read_client_signature
 
 __all__ = ["NmuAgu", "RunReader", "run_layout", "tag_layout", "task_fields",
            "task_fields_layout", "vector_layout"]
@@ -85,7 +85,7 @@ class RunReader(wiring.Component):
     ----------
     cmd : stream of :func:`run_layout`, in
     o : stream of :func:`vector_layout`, out
-    rd : L1 read client port (:func:`npu.engine_ports.read_client_signature`)
+    rd : L1 read client port (:func:`npu.bus.ports.read_client_signature`)
     pad_byte : Signal(8), in
         What a pad run reads as (the input zero point).
     busy : Signal, out
@@ -245,12 +245,12 @@ def task_fields_layout():
         "pad_top": signed(16), "pad_left": signed(16),
         "stride_h": 16, "stride_w": 16, "dil_h": 16, "dil_w": 16,
         "mats": 16, "x_mat": ADDR, "w_mat": ADDR, "y_mat": ADDR,  # batched matmul
-        "cause": 4,  # npu.nmu_model.Cause found by the register decode (0: none)
+        "cause": 4,  # npu.nmu.model.Cause found by the register decode (0: none)
     })
 
 
 def task_fields(task, cause=0):
-    """:func:`task_fields_layout` constant of a model task (:class:`npu.nmu_model.NmuTask`)."""
+    """:func:`task_fields_layout` constant of a model task (:class:`npu.nmu.model.NmuTask`)."""
     if task is None:
         return task_fields_layout().const({"cause": cause})
     return task_fields_layout().const({

@@ -1,6 +1,6 @@
 """Python models of the NMU (int8 MAC array unit): task decode, AGU, run reader, array, output.
 
-The RTL in ``npu.nmu`` / ``npu.nmu_agu`` / ``npu.nmu_array`` / ``npu.nmu_output`` follows these
+The RTL in ``npu.nmu.unit`` / ``npu.nmu.agu`` / ``npu.nmu.array`` / ``npu.nmu.output`` follows these
 functions step by step; the tests compare each block against its model and the whole unit
 against ``nem.executor.execute`` of the same bound program (``docs/nmu.md``).
 

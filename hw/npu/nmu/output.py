@@ -2,7 +2,7 @@
 
 A pixel's ``cols`` accumulators arrive with the tile's channel-table row, the output
 byte address of the pixel's channel ``n0`` and the number of valid channels. Integer
-outputs (i8, u8, i16) go through :class:`npu.requant.RequantStage` (per-channel
+outputs (i8, u8, i16) go through :class:`npu.cstl.requant.RequantStage` (per-channel
 multiplier and shift, zero point, clamp: ``docs/numerics.md``; the stage is built for
 i16 lanes, and the clamp bounds of the requantisation entry make i8/u8 results); an i32
 output (no requantisation) bypasses it. The writer then stores ``ncols * E`` bytes
@@ -23,8 +23,8 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.engine_ports import write_client_signature
-from npu.requant import RequantStage, param_layout
+from npu.bus.ports import write_client_signature
+from npu.cstl.requant import RequantStage, param_layout
 
 __all__ = ["NmuOutput", "output_in_layout"]
 
@@ -53,7 +53,7 @@ class NmuOutput(wiring.Component):
     Attributes
     ----------
     i : stream of :func:`output_in_layout`, in
-    params : stream of {"row", "data": npu.requant.param_layout(cols)}, in
+    params : stream of {"row", "data": npu.cstl.requant.param_layout(cols)}, in
         Channel table writes (always ready).
     raw : Signal, in
         i32 output: no requantisation.

@@ -4,9 +4,9 @@ The compute register map is ``nem.taskformat.REGISTER_MAPS[Unit.NMU]`` (indices 
 never written out here). The sequencer writes a task's registers one by one (``write``,
 as the task record lists them, after ``clear``: an unwritten register reads 0, as in
 ``nem.binder.plan_from_binary``); the decode is combinational from the shadow registers
-and gives the NMU's convolution view (:func:`npu.nmu_agu.task_fields_layout`) with the
-:class:`npu.nmu_model.Cause` of a task the NMU refuses. The Python model is
-:func:`npu.nmu_model.decode_task`.
+and gives the NMU's convolution view (:func:`npu.nmu.agu.task_fields_layout`) with the
+:class:`npu.nmu.model.Cause` of a task the NMU refuses. The Python model is
+:func:`npu.nmu.model.decode_task`.
 
 Only the registers the NMU reads are kept: OPCODE, NIN, NOUT; ADDR_LO/HI, LEVEL, ELEM,
 RANK, DIM0-3 and STRIDE0-3 of operand slots 0-3 (gemm / matmul operands of rank 3 are a
@@ -22,8 +22,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit
-from npu.nmu_agu import task_fields_layout
-from npu.nmu_model import Cause
+from npu.nmu.agu import task_fields_layout
+from npu.nmu.model import Cause
 
 __all__ = ["NmuRegisters", "kept_registers", "write_layout"]
 

@@ -1,27 +1,27 @@
 """The NMU: int8 gemm / matmul / conv2d on L1 operands (AGU, MAC array, output stage).
 
-Blocks (``docs/nmu.md``): :class:`npu.nmu_agu.NmuAgu` walks the loop nests and
-:class:`npu.nmu_agu.RunReader` reads their runs from L1 as realigned vectors;
-:class:`npu.nmu_array.NmuArray` (``lanes x cols`` MACs, weight-stationary) accumulates;
-:class:`npu.nmu_output.NmuOutput` requantises (per-channel multiplier and shift, zero
+Blocks (``docs/nmu.md``): :class:`npu.nmu.agu.NmuAgu` walks the loop nests and
+:class:`npu.nmu.agu.RunReader` reads their runs from L1 as realigned vectors;
+:class:`npu.nmu.array.NmuArray` (``lanes x cols`` MACs, weight-stationary) accumulates;
+:class:`npu.nmu.output.NmuOutput` requantises (per-channel multiplier and shift, zero
 point, clamp) or passes i32 through and stores the results into L1.
 
 Interface
 ---------
-* ``start`` (stream of :func:`npu.nmu_agu.task_fields_layout`): the task in the NMU's
+* ``start`` (stream of :func:`npu.nmu.agu.task_fields_layout`): the task in the NMU's
   convolution view, decoded from the compute registers (``nem.taskformat.REGISTER_MAPS``,
-  model: :func:`npu.nmu_model.decode_task`; the register decode is the engine's side).
+  model: :func:`npu.nmu.model.decode_task`; the register decode is the engine's side).
 * ``rq`` (stream of 32-bit words): the task's requantisation entry from the data section,
   word by word as ``nem.taskformat.encode_requant`` lays it out (input zero point, output
   zero point, clamp low, clamp high, channels n, reserved, then n (multiplier, shift)
   pairs). Read right after ``start``.
-* ``done`` (stream of ``{error, cause}``, :class:`npu.nmu_model.Cause`): one per task.
+* ``done`` (stream of ``{error, cause}``, :class:`npu.nmu.model.Cause`): one per task.
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1
-  (:func:`npu.engine_ports.read_client_signature` / ``write_client_signature``).
+  (:func:`npu.bus.ports.read_client_signature` / ``write_client_signature``).
 * ``l1_wrd`` (only with ``weight_port=True``): a second L1 read client port, for the
   weight rows and the per-tile bias words; ``l1_rd`` then reads the activations (and a
   per-pixel gemm bias) only. Serve it from a second physical read port
-  (:class:`npu.engine_ports.ArbitratedSRAM` with ``extra_read_clients``), else the two
+  (:class:`npu.bus.ports.ArbitratedSRAM` with ``extra_read_clients``), else the two
   streams share one word per cycle and nothing is gained.
 * counters, cleared at ``start``: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
   valid columns of every vector the array took), ``cnt_load`` (the array idle for weights:
@@ -56,13 +56,13 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.engine_ports import read_client_signature, write_client_signature
-from npu.nmu_agu import NmuAgu, RunReader, task_fields_layout
-from npu.nmu_array import NmuArray
-from npu.nmu_model import Cause, NmuGeometry
-from npu.nmu_output import NmuOutput
-from npu.nmu_regs import NmuRegisters, write_layout
-from npu.requant import param_layout
+from npu.bus.ports import read_client_signature, write_client_signature
+from npu.cstl.requant import param_layout
+from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
+from npu.nmu.array import NmuArray
+from npu.nmu.model import Cause, NmuGeometry
+from npu.nmu.output import NmuOutput
+from npu.nmu.regs import NmuRegisters, write_layout
 
 __all__ = ["COUNTERS", "Nmu", "NmuUnit", "done_layout"]
 
@@ -98,7 +98,7 @@ class Nmu(wiring.Component):
 
     Parameters
     ----------
-    geometry : npu.nmu_model.NmuGeometry
+    geometry : npu.nmu.model.NmuGeometry
         ``lanes`` must equal the L1 word in bytes.
     depth : int
         L1 words.
@@ -557,7 +557,7 @@ class Nmu(wiring.Component):
                 self._done(m, s)
         return waiting_w, reader.stall | wreader.stall
 class NmuUnit(wiring.Component):
-    """The NMU as the engine sees it: shadow registers (:class:`npu.nmu_regs.NmuRegisters`)
+    """The NMU as the engine sees it: shadow registers (:class:`npu.nmu.regs.NmuRegisters`)
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
@@ -567,7 +567,7 @@ class NmuUnit(wiring.Component):
 
     Parameters
     ----------
-    geometry : npu.nmu_model.NmuGeometry
+    geometry : npu.nmu.model.NmuGeometry
         ``lanes`` must equal the L1 word in bytes.
     depth : int
         L1 words.

@@ -16,7 +16,7 @@ import sys
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Modules that contribute subcommands, in help order.
-COMMAND_MODULES = ("npu.hwcli", "nac.cli", "nac.compile_cli", "nem.cli")
+COMMAND_MODULES = ("npu.tools.hwcli", "nac.cli", "nac.compile_cli", "nem.cli")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, tuple[type[BaseException], ...]]:

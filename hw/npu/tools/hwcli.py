@@ -13,8 +13,8 @@ from pathlib import Path
 
 __all__ = ["SimSetupError", "register"]
 
-_REPO = Path(__file__).resolve().parents[2]
-WAIVERS = Path(__file__).resolve().parent / "lint_waivers.vlt"
+_REPO = Path(__file__).resolve().parents[3]
+WAIVERS = Path(__file__).resolve().parents[1] / "lint_waivers.vlt"
 
 
 class SimSetupError(RuntimeError):
@@ -76,7 +76,7 @@ def _cmd_sim(args) -> int:
 def _cmd_verilog(args) -> int:
     from amaranth.back import verilog
 
-    from npu.toplevels import TOPLEVELS, instantiate
+    from npu.tools.toplevels import TOPLEVELS, instantiate
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -113,8 +113,8 @@ def _cmd_lint(args) -> int:
 def _cmd_synth(args) -> int:
     from amaranth.back import verilog
 
-    from npu.synth import SynthError, ecp5_resources
-    from npu.toplevels import TOPLEVELS, instantiate
+    from npu.tools.synth import SynthError, ecp5_resources
+    from npu.tools.toplevels import TOPLEVELS, instantiate
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,8 +150,8 @@ def _cmd_synth(args) -> int:
 def _cmd_pnr(args) -> int:
     from amaranth.back import verilog
 
-    from npu.synth import SynthError, ecp5_pnr
-    from npu.toplevels import TOPLEVELS, instantiate
+    from npu.tools.synth import SynthError, ecp5_pnr
+    from npu.tools.toplevels import TOPLEVELS, instantiate
 
     names = [name for name in TOPLEVELS if not args.only or name in args.only]
     unknown = sorted(set(args.only or ()) - set(TOPLEVELS))

@@ -12,21 +12,21 @@ __all__ = ["TOPLEVELS", "instantiate"]
 
 TOPLEVELS: dict[str, tuple[str, dict]] = {
     # 64-bit x 512-word L1 bank of the small device (4 KiB).
-    "sram": ("npu.memory:SRAM", {"data_width": 64, "depth": 512}),
-    "stream_fifo": ("npu.stream:StreamFIFO", {"width": 32, "depth": 8}),
-    "nac_decoder": ("npu.decoder:InstructionDecoder", {"max_args": 8, "max_consts": 8}),
-    "nac_mmap": ("npu.mmap:MmapCoprocessor",
+    "sram": ("npu.bus.memory:SRAM", {"data_width": 64, "depth": 512}),
+    "stream_fifo": ("npu.bus.stream:StreamFIFO", {"width": 32, "depth": 8}),
+    "nac_decoder": ("npu.nac.decoder:InstructionDecoder", {"max_args": 8, "max_consts": 8}),
+    "nac_mmap": ("npu.nac.mmap:MmapCoprocessor",
                  {"n_slots": 16, "max_params": 64, "max_instructions": 1024}),
-    "nac_frontend": ("npu.nac_frontend:NacFrontEnd",
+    "nac_frontend": ("npu.nac.frontend:NacFrontEnd",
                      {"max_args": 8, "max_consts": 8, "n_slots": 16, "max_params": 64,
                       "max_instructions": 1024}),
-    "axi_port": ("npu.axi:AxiBurstPort",
+    "axi_port": ("npu.bus.axi:AxiBurstPort",
                  {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
-    "dma_region_copy": ("npu.dma:RegionCopy",
+    "dma_region_copy": ("npu.bus.dma:RegionCopy",
                         {"data_width": 64, "src_depth": 4096, "dst_depth": 512}),
-    "requant": ("npu.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
+    "requant": ("npu.cstl.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
     # The NEM engine of the small shipped device (hw/npu/devices/engine_small.nem).
-    "nem_engine": ("npu.engine:NemEngine", {"device": "small"}),
+    "nem_engine": ("npu.engine.top:NemEngine", {"device": "small"}),
 }
 
 

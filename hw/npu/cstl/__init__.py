@@ -1,0 +1,1 @@
+"""CSTL wing: per-channel requantisation (:mod:`.requant`), shared with the NMU's output."""
