@@ -158,6 +158,9 @@ F, S, W, P = MmapAction.FREE, MmapAction.SAVE_RESULT, MmapAction.FORWARD, MmapAc
     ([(1, [(W, 1)])], MmapError.BAD_TARGET, 1),          # FORWARD to itself
     ([(2, [(F, 0)])], MmapError.FREE_UNKNOWN, 2),        # nothing held by 0
     ([(2, [(F, 3)])], MmapError.BAD_TARGET, 2),          # FREE of a later instruction
+    # FREE of the current tick's own result (just saved): not an earlier instruction, so
+    # it would release a result before anything reads it.
+    ([(2, [(S, 2), (F, 2)])], MmapError.BAD_TARGET, 2),
     ([(0, [(P, 2)])], MmapError.BAD_TARGET, 0),          # PRELOAD of a non-parameter
     ([(0, [(7, 1)])], MmapError.BAD_ACTION, 0),
     ([(0, [(S, 100)])], MmapError.CAPACITY, 0),          # 100 >= max_instructions 64
