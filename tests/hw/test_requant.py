@@ -71,6 +71,38 @@ def test_matches_numerics(out_type, activation, idle, backpressure):
         assert list(got[i]) == list(want), f"transfer {i}: RTL {got[i]} != model {want}"
 
 
+def test_large_multipliers_and_extreme_accumulators():
+    # Real multipliers >= 1/8 give shifts below 34, so (a * m + 2**(t-1)) >> t can exceed
+    # 32 bits before the zero point and the clamp: the whole 64-bit intermediate matters.
+    # Hand check of one lane: M = 2.0 is (m, t) = (2**30, 29); a = 2**31 - 1 gives
+    # (2**31 - 1) * 2 = 2**32 - 2 before saturation, so the output is hi = 127 (a 33-bit
+    # intermediate would wrap it to -2).
+    rng = np.random.default_rng(11)
+    lanes, rows = 4, 2
+    reals = np.concatenate([[2.0, 1.0, 0.125, 1000.0],
+                            rng.uniform(0.13, 300.0, size=lanes * rows - 4)])
+    rq = requant_params(1.0, reals, 1.0, 0, out_dtype="i8")
+    assert (rq.multiplier[0], rq.shift[0]) == (1 << 30, 29)
+    assert int(rq.shift.max()) < 34
+    extremes = [-(1 << 31), (1 << 31) - 1, -(1 << 30), 1 << 30, -(1 << 16), 1 << 16, 0, -1, 1]
+    n = 40
+    row_ids = np.arange(n) % rows
+    acc = rng.choice(extremes, size=(n, lanes))
+    acc[1::3] = rng.integers(-(1 << 31), 1 << 31, size=(len(acc[1::3]), lanes))
+    acc[0] = [(1 << 31) - 1, -(1 << 31), 1 << 30, -1]
+    got = run(RequantStage(lanes=lanes, rows=rows), rq,
+              list(zip(row_ids, acc, strict=True)), idle=0.2, backpressure=0.2, seed=4)
+    assert got[0][0] == 127
+    for i in range(n):
+        sel = slice(row_ids[i] * lanes, row_ids[i] * lanes + lanes)
+        sub = type(rq)(rq.multiplier[sel], rq.shift[sel], rq.zero_point, rq.out_dtype,
+                       rq.activation, rq.lo, rq.hi)
+        want = requantize(acc[i], sub)
+        assert list(got[i]) == list(want), f"transfer {i}: RTL {got[i]} != model {want}"
+    # Not every output saturates: some lanes land inside the range.
+    assert ((got > -128) & (got < 127)).any()
+
+
 def test_one_transfer_per_cycle():
     rq = requant_params(0.1, [0.1] * 2, 0.1, 0)
     dut = RequantStage(lanes=2, rows=1)
