@@ -60,3 +60,18 @@ def test_npu_module_runs_as_script():
                          cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert "cocotb: 2.1" in out.stdout
+
+
+def test_npu_sim_runs_outside_the_checkout(tmp_path):
+    # sim is an installed package: the installed command finds it from any directory,
+    # with nothing of the checkout on sys.path (no PYTHONPATH, cwd elsewhere).
+    npu = Path(sys.executable).with_name("npu")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(npu), "tools"], capture_output=True, text=True, cwd=tmp_path,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    assert "verilator: 5." in out.stdout
+    out = subprocess.run([sys.executable, "-c", "import sim.regression; print(sim.__file__)"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).parent == REPO / "sim"

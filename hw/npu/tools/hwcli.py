@@ -1,19 +1,17 @@
 """``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``synth``,
 ``pnr``, ``tools``.
 
-``sim`` and ``lint-verilog`` need the source checkout (the ``sim/`` directory beside
-``hw/``): the kit is used from its repository, through ``make``.
+``sim``, ``lint-verilog`` and ``tools`` use the ``sim`` package (installed with the kit,
+its sources in ``sim/`` of the checkout).
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 __all__ = ["SimSetupError", "register"]
 
-_REPO = Path(__file__).resolve().parents[3]
 WAIVERS = Path(__file__).resolve().parents[1] / "lint_waivers.vlt"
 
 
@@ -22,13 +20,14 @@ class SimSetupError(RuntimeError):
 
 
 def _import_sim():
-    if not (_REPO / "sim" / "runner.py").is_file():
-        raise SimSetupError(f"'sim/' not found beside {_REPO / 'hw'}; run from a source checkout")
-    if str(_REPO) not in sys.path:
-        sys.path.insert(0, str(_REPO))
-    import sim.regression
-    import sim.toolchain
-
+    try:
+        import sim.regression
+        import sim.toolchain
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("sim", "sim.regression", "sim.toolchain"):
+            raise
+        raise SimSetupError("the 'sim' package is not installed; install the kit with "
+                            "'pip install -e .' from its checkout") from None
     return sim
 
 
