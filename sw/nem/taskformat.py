@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from nem.records import Record, RecordError
+
 __all__ = [
     "ATTR_PRESENT",
     "ATTR_WORDS",
@@ -53,6 +55,7 @@ __all__ = [
     "QUANT_ENTRY",
     "QUANT_KINDS",
     "REGISTER_MAPS",
+    "REQUANT_CHANNEL",
     "REQUANT_ENTRY",
     "TASK_FIELDS",
     "TASK_HEADER",
@@ -84,25 +87,51 @@ MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
 VERSION = (1, 1)
 
-#: magic, major, minor, header bytes, device sha256, task count, buffer count,
-#: buffer table offset, task stream offset, task stream bytes, data section bytes
-#: (1.0 had a reserved 0 there: a 1.0 binary reads as one without a data section)
-HEADER = struct.Struct("<4sHHI32sIIIIII")
-#: name (UTF-8, NUL padded), level, engine, reserved, align, address, size
-BUFFER_ENTRY = struct.Struct("<32sBBHIQQ")
-#: unit, instance, engine, nwrites, wait mask, signal mask
-TASK_HEADER = struct.Struct("<BBBBII")
-#: register index, value
-WRITE = struct.Struct("<BI")
+#: The program header (68 bytes). A 1.0 binary had a reserved 0 where 1.1 has
+#: ``data_bytes``: it reads as one without a data section.
+HEADER = Record("program header", [
+    ("magic", "bytes4", "b'NEMB'"),
+    ("major", "u16", "format major version"),
+    ("minor", "u16", "format minor version"),
+    ("header_bytes", "u32", "size of this header"),
+    ("device_hash", "bytes32", "sha256 of the resolved device the program was bound for"),
+    ("task_count", "u32", "task records in the task stream"),
+    ("buffer_count", "u32", "entries in the buffer table"),
+    ("table_offset", "u32", "byte offset of the buffer table"),
+    ("stream_offset", "u32", "byte offset of the task stream"),
+    ("stream_bytes", "u32", "bytes of the task stream"),
+    ("data_bytes", "u32", "bytes of the data section (after the stream, DATA_ALIGN-aligned)"),
+])
+#: One buffer of the buffer table (56 bytes).
+BUFFER_ENTRY = Record("buffer entry", [
+    ("name", "bytes32", "UTF-8, NUL padded"),
+    ("level", "u8", "index into LEVELS"),
+    ("engine", "u8", "engine of an L1 buffer; NO_ENGINE otherwise"),
+    ("reserved", "u16", "0"),
+    ("align", "u32", "alignment in bytes"),
+    ("address", "u64", "byte address in its memory"),
+    ("size", "u64", "bytes"),
+])
+#: The head of a task record (12 bytes); ``nwrites`` WRITE records follow.
+TASK_HEADER = Record("task header", [
+    ("unit", "u8", "Unit code"),
+    ("instance", "u8", "instance of the unit type in the engine"),
+    ("engine", "u8", "engine"),
+    ("nwrites", "u8", "register writes that follow"),
+    ("wait", "u32", "token mask the task waits for"),
+    ("signal", "u32", "token mask the task signals on completion"),
+])
+#: One register write of a task record (5 bytes).
+WRITE = Record("register write", [
+    ("index", "u8", "register index in the unit's RegisterMap"),
+    ("value", "u32", "value"),
+])
 
-#: The field names of each struct, in the order of its format string (what hardware
-#: decoders index by name; ``tests/nem_binder/test_taskformat.py`` checks the counts).
-HEADER_FIELDS = ("magic", "major", "minor", "header_bytes", "device_hash", "task_count",
-                 "buffer_count", "table_offset", "stream_offset", "stream_bytes",
-                 "data_bytes")  # fmt: skip
-BUFFER_FIELDS = ("name", "level", "engine", "reserved", "align", "address", "size")
-TASK_FIELDS = ("unit", "instance", "engine", "nwrites", "wait", "signal")
-WRITE_FIELDS = ("index", "value")
+#: Field names of each record, in order (derived from the declarations above).
+HEADER_FIELDS = HEADER.names
+BUFFER_FIELDS = BUFFER_ENTRY.names
+TASK_FIELDS = TASK_HEADER.names
+WRITE_FIELDS = WRITE.names
 
 LEVELS = ("DDR", "L2", "L1")
 NO_ENGINE = 0xFF
@@ -214,12 +243,31 @@ ATTR_WORDS = 40
 NO_QUANT = 0xFFFFFFFF
 #: Tag word of a present attribute: this bit plus the number of words that follow.
 ATTR_PRESENT = 1 << 31
-#: kind, reserved, reserved, axis, group size (0: none), count; then count f64 scales and
-#: count i64 zero points.
-QUANT_ENTRY = struct.Struct("<BBHiII")
-#: input zero point, output zero point, clamp low, clamp high, channels n, reserved; then n
-#: pairs of i32 (multiplier, shift).
-REQUANT_ENTRY = struct.Struct("<iiiiII")
+#: The head of a quantisation entry (20 bytes); ``count`` f64 scales and ``count`` i64
+#: zero points follow, then padding to a multiple of 8.
+QUANT_ENTRY = Record("quantisation entry", [
+    ("kind", "u8", "index into QUANT_KINDS"),
+    ("reserved0", "u8", "0"),
+    ("reserved1", "u16", "0"),
+    ("axis", "i32", "channel axis (per_channel / per_group); 0 for per_tensor"),
+    ("group_size", "u32", "elements per group (per_group); 0 otherwise"),
+    ("count", "u32", "scales (and zero points) that follow"),
+])
+#: The head of a requantisation entry (24 bytes); ``channels`` REQUANT_CHANNEL records
+#: follow.
+REQUANT_ENTRY = Record("requantisation entry", [
+    ("x_zero_point", "i32", "subtracted from every input element"),
+    ("y_zero_point", "i32", "added to every requantised output"),
+    ("lo", "i32", "clamp low"),
+    ("hi", "i32", "clamp high"),
+    ("channels", "u32", "REQUANT_CHANNEL records that follow (0: raw i32 output)"),
+    ("reserved", "u32", "0"),
+])
+#: The requantisation of one output channel (8 bytes).
+REQUANT_CHANNEL = Record("requantisation channel", [
+    ("multiplier", "i32", "fixed-point multiplier (docs/numerics.md)"),
+    ("shift", "i32", "right shift"),
+])
 
 _OPERAND_FIELDS = (
     ("ADDR_LO", "byte address of the first element, bits 31..0"),
@@ -296,9 +344,10 @@ def encode_requant(entry: RequantEntry) -> bytes:
               *entry.shifts)  # fmt: skip
     if not all(-(1 << 31) <= v < 1 << 31 for v in values):
         raise TaskFormatError("requantisation entry: a value does not fit in an i32")
-    head = REQUANT_ENTRY.pack(entry.x_zero_point, entry.y_zero_point, entry.lo, entry.hi, n, 0)
-    body = b"".join(struct.pack("<ii", m, t) for m, t in zip(entry.multipliers, entry.shifts,
-                                                              strict=True))  # fmt: skip
+    head = REQUANT_ENTRY.pack(x_zero_point=entry.x_zero_point, y_zero_point=entry.y_zero_point,
+                              lo=entry.lo, hi=entry.hi, channels=n, reserved=0)
+    body = b"".join(REQUANT_CHANNEL.pack(multiplier=m, shift=t)
+                    for m, t in zip(entry.multipliers, entry.shifts, strict=True))
     return head + body
 
 
@@ -318,14 +367,17 @@ def decode_requant(data: bytes, offset: int) -> RequantEntry:
             f"{where}: a requantisation entry needs {REQUANT_ENTRY.size} bytes, the data "
             f"section has {len(data)}"
         )
-    zx, zy, lo, hi, n, _ = REQUANT_ENTRY.unpack_from(data, offset)
-    if offset + REQUANT_ENTRY.size + 8 * n > len(data):
+    head = REQUANT_ENTRY.unpack(data, offset)
+    n = head["channels"]
+    if offset + REQUANT_ENTRY.size + REQUANT_CHANNEL.size * n > len(data):
         raise TaskFormatError(
             f"{where}: a requantisation entry of {n} channels does not fit in the "
             f"{len(data)}-byte data section"
         )
-    pairs = struct.unpack_from(f"<{2 * n}i", data, offset + REQUANT_ENTRY.size)
-    return RequantEntry(zx, zy, lo, hi, pairs[0::2], pairs[1::2])
+    at = offset + REQUANT_ENTRY.size
+    chans = [REQUANT_CHANNEL.unpack(data, at + REQUANT_CHANNEL.size * c) for c in range(n)]
+    return RequantEntry(head["x_zero_point"], head["y_zero_point"], head["lo"], head["hi"],
+                        tuple(c["multiplier"] for c in chans), tuple(c["shift"] for c in chans))
 
 
 @dataclass(frozen=True)
@@ -354,9 +406,8 @@ def encode_quant(entry: QuantEntry) -> bytes:
     for z in entry.zero_points:
         if not -(1 << 63) <= z < 1 << 63:
             raise TaskFormatError(f"quantisation entry: zero point {z} is not an i64")
-    head = QUANT_ENTRY.pack(
-        QUANT_KINDS.index(entry.kind), 0, 0, entry.axis, entry.group_size, n
-    )
+    head = QUANT_ENTRY.pack(kind=QUANT_KINDS.index(entry.kind), reserved0=0, reserved1=0,
+                            axis=entry.axis, group_size=entry.group_size, count=n)
     return head + struct.pack(f"<{n}d{n}q", *entry.scales, *entry.zero_points)
 
 
@@ -376,7 +427,8 @@ def decode_quant(data: bytes, offset: int) -> QuantEntry:
             f"{where}: a quantisation entry needs {QUANT_ENTRY.size} bytes, the data section "
             f"has {len(data)}"
         )
-    kind, _, _, axis, group, n = QUANT_ENTRY.unpack_from(data, offset)
+    head = QUANT_ENTRY.unpack(data, offset)
+    kind, axis, group, n = head["kind"], head["axis"], head["group_size"], head["count"]
     if kind >= len(QUANT_KINDS):
         raise TaskFormatError(f"{where}: quantisation kind {kind} unknown")
     body = struct.Struct(f"<{n}d{n}q")
@@ -585,45 +637,50 @@ def encode(program: Program) -> bytes:
         ):
             if not 0 <= value < 1 << bits:
                 raise TaskFormatError(f"buffer {buf.name!r}: {field} {value} is out of range")
-        table += BUFFER_ENTRY.pack(
-            name, LEVELS.index(buf.level), engine, 0, buf.align, buf.address, buf.size
-        )
+        table += BUFFER_ENTRY.pack(name=name, level=LEVELS.index(buf.level), engine=engine,
+                                   reserved=0, align=buf.align, address=buf.address,
+                                   size=buf.size)
     stream = bytearray()
     for k, task in enumerate(program.tasks):
         _check_task(k, task)
-        stream += TASK_HEADER.pack(
-            task.unit, task.instance, task.engine, len(task.writes), task.wait, task.signal
-        )
+        stream += TASK_HEADER.pack(unit=task.unit, instance=task.instance, engine=task.engine,
+                                   nwrites=len(task.writes), wait=task.wait,
+                                   signal=task.signal)
         for index, value in task.writes:
-            stream += WRITE.pack(index, value)
+            stream += WRITE.pack(index=index, value=value)
     table_at = HEADER.size
     tasks_at = table_at + len(table)
     data = bytes(program.data)
     if len(data) % 8:
         raise TaskFormatError(f"the data section has {len(data)} bytes, not a multiple of 8")
     pad = data_offset(tasks_at + len(stream)) - tasks_at - len(stream) if data else 0
+    major, minor = program.version
     header = HEADER.pack(
-        MAGIC,
-        *program.version,
-        HEADER.size,
-        program.device_hash,
-        len(program.tasks),
-        len(program.buffers),
-        table_at,
-        tasks_at,
-        len(stream),
-        len(data),
+        magic=MAGIC,
+        major=major,
+        minor=minor,
+        header_bytes=HEADER.size,
+        device_hash=program.device_hash,
+        task_count=len(program.tasks),
+        buffer_count=len(program.buffers),
+        table_offset=table_at,
+        stream_offset=tasks_at,
+        stream_bytes=len(stream),
+        data_bytes=len(data),
     )
     return header + bytes(table) + bytes(stream) + bytes(pad) + data
 
 
-def _unpack(fmt: struct.Struct, data: bytes, at: int, what: str) -> tuple:
-    if at + fmt.size > len(data):
-        raise TaskFormatError(
-            f"offset {at}: {what} needs {fmt.size} bytes, the binary ends after "
-            f"{max(len(data) - at, 0)} (truncated)"
-        )
-    return fmt.unpack_from(data, at)
+def _unpack(record: Record, data: bytes, at: int, what: str) -> dict:
+    try:
+        return record.unpack(data, at, what=what)
+    except RecordError as exc:
+        raise TaskFormatError(str(exc).replace("the data ends", "the binary ends")) from None
+
+
+def _at(field: str) -> int:
+    """Offset of a program-header field, for messages."""
+    return HEADER.offset(field)
 
 
 def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
@@ -643,47 +700,54 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
         outside the unit's map, an unknown unit or level, or bytes after the task stream.
     """
     data = bytes(data)
-    (magic, major, minor, hsize, dev, ntasks, nbufs, table_at, tasks_at, nstream, ndata) = _unpack(
-        HEADER, data, 0, "the program header"
-    )
+    h = _unpack(HEADER, data, 0, "the program header")
+    magic, major, minor, hsize, dev = (h["magic"], h["major"], h["minor"], h["header_bytes"],
+                                       h["device_hash"])
+    ntasks, nbufs, table_at, tasks_at = (h["task_count"], h["buffer_count"], h["table_offset"],
+                                         h["stream_offset"])
+    nstream, ndata = h["stream_bytes"], h["data_bytes"]
     if magic != MAGIC:
-        raise TaskFormatError(f"offset 0: magic {magic!r}, expected {MAGIC!r} (not a task binary)")
+        raise TaskFormatError(
+            f"offset {_at('magic')}: magic {magic!r}, expected {MAGIC!r} (not a task binary)"
+        )
     if major != VERSION[0] or minor > VERSION[1]:
         raise TaskFormatError(
-            f"offset 4: format version {major}.{minor}; this reader handles "
+            f"offset {_at('major')}: format version {major}.{minor}; this reader handles "
             f"{VERSION[0]}.0 to {VERSION[0]}.{VERSION[1]}"
         )
     if hsize != HEADER.size or table_at != HEADER.size:
         raise TaskFormatError(
-            f"offset 8: header size {hsize} / buffer table offset {table_at}, expected "
-            f"{HEADER.size}"
+            f"offset {_at('header_bytes')}: header size {hsize} / buffer table offset "
+            f"{table_at}, expected {HEADER.size}"
         )
     if device_hash is not None and dev != device_hash:
         raise TaskFormatError(
-            f"offset 12: bound for device {dev.hex()[:16]}..., this device is "
+            f"offset {_at('device_hash')}: bound for device {dev.hex()[:16]}..., this device is "
             f"{device_hash.hex()[:16]}..."
         )
     if tasks_at != table_at + nbufs * BUFFER_ENTRY.size:
         raise TaskFormatError(
-            f"offset 56: task stream offset {tasks_at}, but {nbufs} buffer entries end at "
-            f"{table_at + nbufs * BUFFER_ENTRY.size}"
+            f"offset {_at('stream_offset')}: task stream offset {tasks_at}, but {nbufs} buffer "
+            f"entries end at {table_at + nbufs * BUFFER_ENTRY.size}"
         )
     data_at = data_offset(tasks_at + nstream) if ndata else tasks_at + nstream
     if ndata % 8:
-        raise TaskFormatError(f"offset 64: data section of {ndata} bytes, not a multiple of 8")
+        raise TaskFormatError(
+            f"offset {_at('data_bytes')}: data section of {ndata} bytes, not a multiple of 8"
+        )
     if data_at + ndata != len(data):
         raise TaskFormatError(
-            f"offset 60: header says the task stream has {nstream} bytes from offset "
-            f"{tasks_at} and the data section {ndata}, so the binary ends at "
+            f"offset {_at('stream_bytes')}: header says the task stream has {nstream} bytes "
+            f"from offset {tasks_at} and the data section {ndata}, so the binary ends at "
             f"{data_at + ndata}; it has {len(data)} bytes"
             + (" (truncated)" if data_at + ndata > len(data) else " (trailing bytes)")
         )
     buffers = []
     for k in range(nbufs):
         at = table_at + k * BUFFER_ENTRY.size
-        raw, level, engine, _, align, address, size = _unpack(
-            BUFFER_ENTRY, data, at, f"buffer entry {k}"
-        )
+        e = _unpack(BUFFER_ENTRY, data, at, f"buffer entry {k}")
+        raw, level, engine = e["name"], e["level"], e["engine"]
+        align, address, size = e["align"], e["address"], e["size"]
         name = raw.rstrip(b"\0")
         try:
             text = name.decode("utf-8")
@@ -692,7 +756,10 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
         if not text or b"\0" in name:
             raise TaskFormatError(f"offset {at}: buffer entry {k}: name {raw!r} is not valid")
         if level >= len(LEVELS):
-            raise TaskFormatError(f"offset {at + 32}: buffer {text!r}: level {level} unknown")
+            raise TaskFormatError(
+                f"offset {at + BUFFER_ENTRY.offset('level')}: buffer {text!r}: level {level} "
+                "unknown"
+            )
         buffers.append(
             BufferEntry(
                 text, LEVELS[level], None if engine == NO_ENGINE else engine, align, address, size
@@ -701,9 +768,9 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
     tasks = []
     at = tasks_at
     for k in range(ntasks):
-        unit, instance, engine, nwrites, wait, signal = _unpack(
-            TASK_HEADER, data, at, f"task {k} header"
-        )
+        t = _unpack(TASK_HEADER, data, at, f"task {k} header")
+        unit, instance, engine = t["unit"], t["instance"], t["engine"]
+        nwrites, wait, signal = t["nwrites"], t["wait"], t["signal"]
         try:
             unit = Unit(unit)
         except ValueError:
@@ -712,7 +779,8 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
         at += TASK_HEADER.size
         writes = []
         for _ in range(nwrites):
-            index, value = _unpack(WRITE, data, at, f"task {k} register write")
+            w = _unpack(WRITE, data, at, f"task {k} register write")
+            index, value = w["index"], w["value"]
             if regs is not None and index >= len(regs):
                 raise TaskFormatError(
                     f"offset {at}: task {k}: {unit.name} register index {index} out of range "

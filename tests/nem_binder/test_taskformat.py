@@ -191,24 +191,34 @@ def test_encode_refuses_what_does_not_fit():
     assert struct.calcsize("<4sHHI32sIIIIII") == 68
 
 
-def test_field_names_follow_the_structs():
+def test_records_match_the_documented_layouts():
     from nem.taskformat import (
         BUFFER_ENTRY,
-        BUFFER_FIELDS,
         HEADER,
-        HEADER_FIELDS,
-        TASK_FIELDS,
+        QUANT_ENTRY,
+        REQUANT_CHANNEL,
+        REQUANT_ENTRY,
         TASK_HEADER,
         WRITE,
-        WRITE_FIELDS,
     )
 
-    for fmt, names in ((HEADER, HEADER_FIELDS), (BUFFER_ENTRY, BUFFER_FIELDS),
-                      (TASK_HEADER, TASK_FIELDS), (WRITE, WRITE_FIELDS)):  # fmt: skip
-        assert len(fmt.unpack(bytes(fmt.size))) == len(names) == len(set(names))
-    # the header's fields decode() reads by position are the ones the names say
+    # The layouts as docs/task-format.md writes them, as struct formats typed here: the
+    # declarations must give the same packing.
+    documented = {
+        HEADER: "<4sHHI32sIIIIII", BUFFER_ENTRY: "<32sBBHIQQ", TASK_HEADER: "<BBBBII",
+        WRITE: "<BI", QUANT_ENTRY: "<BBHiII", REQUANT_ENTRY: "<iiiiII", REQUANT_CHANNEL: "<ii",
+    }
+    for record, fmt in documented.items():
+        assert record.struct.format == fmt, record
+        assert record.size == struct.calcsize(fmt)
+    # offsets the docs name: task count at 44, stream offset at 56, data bytes at 64;
+    # a buffer entry's level at 32, its address at 40; a task's wait mask at 4
+    assert (HEADER.offset("task_count"), HEADER.offset("stream_offset"),
+            HEADER.offset("data_bytes")) == (44, 56, 64)
+    assert (BUFFER_ENTRY.offset("level"), BUFFER_ENTRY.offset("address")) == (32, 40)
+    assert TASK_HEADER.offset("wait") == 4
     raw = encode(_small())
-    fields = dict(zip(HEADER_FIELDS, HEADER.unpack_from(raw), strict=True))
+    fields = HEADER.unpack(raw)
     assert fields["magic"] == b"NEMB" and fields["task_count"] == 1
     assert fields["stream_offset"] == 180 and fields["stream_bytes"] == 22
     assert fields["data_bytes"] == 0
