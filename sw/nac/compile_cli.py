@@ -179,29 +179,51 @@ def _add_ckernel_options(p):
                    help="ckernel-ir2: seed of the synthesised weights")
 
 
+def _load_array_file(path, what, archive):
+    """The contents of the ``.npy`` (*archive* False) or ``.npz`` (*archive* True) *path*."""
+    import zipfile
+    import zlib
+
+    path = Path(path)
+    if path.is_dir():
+        raise CompileInputError(f"{what} {path}: is a directory, expected a file")
+    try:
+        loaded = np.load(path)
+        if isinstance(loaded, np.lib.npyio.NpzFile):
+            with loaded:
+                names = loaded.files
+                arrays = {name: loaded[name] for name in names} if archive else None
+            if not archive:
+                raise CompileInputError(f"{what} {path}: an .npz archive "
+                                        f"({', '.join(names) or 'empty'}), expected one .npy "
+                                        f"array")
+            return arrays
+    except CompileInputError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CompileInputError(f"{what} {path}: not a readable numpy file: {reason}") \
+            from None
+    if archive:
+        raise CompileInputError(f"{what} {path}: a single .npy array, expected an .npz archive "
+                                f"(as npu compile writes <stem>.constants.npz)")
+    return loaded
+
+
 def _cmd_run(args):
     from nac.runtime import run
     from nac.weights import read_nac
 
     nac = read_nac(args.file)
-    inputs = []
-    for path in args.inputs:
-        try:
-            inputs.append(np.load(path))
-        except (OSError, ValueError) as exc:
-            raise CompileInputError(f"input {path}: {exc}") from None
-    extra = {}
-    if args.constants:
-        try:
-            with np.load(args.constants) as archive:
-                extra = {name: archive[name] for name in archive.files}
-        except (OSError, ValueError) as exc:
-            raise CompileInputError(f"constants {args.constants}: {exc}") from None
+    inputs = [_load_array_file(path, "input", archive=False) for path in args.inputs]
+    extra = _load_array_file(args.constants, "constants", archive=True) if args.constants \
+        else {}
     outputs = run(nac, inputs, extra_tensors=extra)
     for k, out in enumerate(outputs):
         out = np.asarray(out)
         if args.save:
-            target = Path(args.save).with_suffix(f".{k}.npy")
+            # Appended, never with_suffix: every dot of the stem stays (r.v1 -> r.v1.0.npy).
+            target = Path(f"{args.save}.{k}.npy")
             np.save(target, out)
             print(f"output {k}: shape {list(out.shape)} {out.dtype} -> {target}")
         else:
