@@ -185,6 +185,22 @@ class Record:
         (bit 0 is bit 0 of the first byte), for gateware that slices it."""
         return {f.name: (f.bit_offset, f.bits) for f in self.fields}
 
+    def word_fields(self, width: int = 4) -> dict[str, int]:
+        """``{name: word index}`` when the record is read as ``width``-byte words, one field
+        per word (as gateware streams it).
+
+        Raises
+        ------
+        ValueError
+            When a field is not exactly one aligned word.
+        """
+        out = {}
+        for f in self.fields:
+            if f.size != width or f.offset % width:
+                raise ValueError(f"{self.name}.{f.name} is not one aligned {width}-byte word")
+            out[f.name] = f.offset // width
+        return out
+
     def words(self, width: int) -> int:
         """Words of ``width`` bytes the record spans (rounded up)."""
         return math.ceil(self.size / width)

@@ -71,6 +71,13 @@ def test_patch_overwrites_one_field():
     assert REC.unpack(raw)["b"] == 2
 
 
+def test_word_fields():
+    words = Record("w", [("x", "i32", ""), ("y", "u32", "")])
+    assert words.word_fields() == {"x": 0, "y": 1}
+    with pytest.raises(ValueError, match=r"example\.a is not one aligned 4-byte word"):
+        REC.word_fields()
+
+
 def test_bad_declarations_are_refused():
     with pytest.raises(ValueError, match="unknown field type 'u24'"):
         Record("r", [("x", "u24", "")])

@@ -24,7 +24,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from nem.taskformat import REQUANT_ENTRY
+from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
 
@@ -33,7 +33,7 @@ __all__ = ["HEAD_WORDS", "MAX_CHANNELS", "EntryFetcher", "entry_request_layout"]
 #: 32-bit words of the entry's head (``nem.taskformat.REQUANT_ENTRY``).
 HEAD_WORDS = REQUANT_ENTRY.size // 4
 #: index of the channel count in the head
-COUNT_WORD = 4
+COUNT_WORD = REQUANT_ENTRY.word_fields(4)["channels"]
 #: larger channel counts are refused (the NMU's channel table is far smaller)
 MAX_CHANNELS = 1 << 16
 PIECE = 16   # words per command at most
@@ -124,7 +124,7 @@ class EntryFetcher(wiring.Component):
         last_piece = pi == per_word - 1
         bad = Signal()
         entry_end = Signal(aw + 20)
-        m.d.comb += entry_end.eq(addr + REQUANT_ENTRY.size + 8 * word)
+        m.d.comb += entry_end.eq(addr + REQUANT_ENTRY.size + REQUANT_CHANNEL.size * word)
         m.d.comb += bad.eq((word >= MAX_CHANNELS) | (entry_end > limit))
         is_count = emitted == COUNT_WORD
         m.d.comb += [self.words.valid.eq(cur_valid & want),

@@ -56,6 +56,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.cstl.requant import param_layout
 from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
@@ -65,6 +66,14 @@ from npu.nmu.output import NmuOutput
 from npu.nmu.regs import NmuRegisters, write_layout
 
 __all__ = ["COUNTERS", "Nmu", "NmuUnit", "done_layout"]
+
+#: The requantisation entry as the entry fetcher streams it, one 32-bit word per cycle:
+#: the head's fields by word, then 2 ** CHANNEL_SHIFT words per channel.
+HEAD = REQUANT_ENTRY.word_fields(4)
+HEAD_WORDS = REQUANT_ENTRY.size // 4
+CHANNEL = REQUANT_CHANNEL.word_fields(4)
+CHANNEL_SHIFT = (REQUANT_CHANNEL.size // 4 - 1).bit_length()
+assert 1 << CHANNEL_SHIFT == REQUANT_CHANNEL.size // 4
 
 #: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
 COUNTERS = {
@@ -193,30 +202,26 @@ class Nmu(wiring.Component):
         s.reading = reading = Signal()
         s.rows_done = rows_done = Signal(range(rows + 2))
         s.head_done = head_done = Signal()
-        m.d.comb += [head_done.eq(widx >= 6), self.rq.ready.eq(reading)]
+        m.d.comb += [head_done.eq(widx >= HEAD_WORDS), self.rq.ready.eq(reading)]
         with m.If(row_write):
             m.d.sync += rows_done.eq(rows_done + 1)
         with m.If(self.rq.valid & reading):
             w = self.rq.payload
             m.d.sync += widx.eq(widx + 1)
             with m.Switch(widx):
-                with m.Case(0):
-                    m.d.sync += zx.eq(w)
-                with m.Case(1):
-                    m.d.sync += zy.eq(w)
-                with m.Case(2):
-                    m.d.sync += lo.eq(w)
-                with m.Case(3):
-                    m.d.sync += hi.eq(w)
-                with m.Case(4):
-                    m.d.sync += nch.eq(w)
-                with m.Case(5):
+                for name, reg in (("x_zero_point", zx), ("y_zero_point", zy), ("lo", lo),
+                                  ("hi", hi), ("channels", nch)):
+                    with m.Case(HEAD[name]):
+                        m.d.sync += reg.eq(w)
+                with m.Case(HEAD_WORDS - 1):  # the head's last word: no channels, done
                     with m.If(nch == 0):
                         m.d.sync += reading.eq(0)
                 with m.Default():
+                    # channel records follow the head, CHANNEL_WORDS words each
                     ch = Signal(32)
-                    m.d.comb += ch.eq((widx - 6) >> 1)
-                    with m.If(~widx[0]):  # even index from 6: multiplier
+                    m.d.comb += ch.eq((widx - HEAD_WORDS) >> CHANNEL_SHIFT)
+                    part = (widx - HEAD_WORDS)[:CHANNEL_SHIFT]
+                    with m.If(part == CHANNEL["multiplier"]):
                         m.d.sync += mult.eq(w)
                     with m.Else():
                         lane = Signal(range(C))
