@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import math
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,47 @@ __all__ = ["IMPORT_FORMATS", "detect_format", "register"]
 
 class CompileInputError(ValueError):
     """A model specification or input file the CLI cannot use."""
+
+
+#: Elements of one ``--shape`` example input at most (torch.randn allocates them).
+MAX_SHAPE_ELEMENTS = 1 << 26
+
+
+def _count(text, low):
+    """argparse type: an integer of at least *low*."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+    return value
+
+
+def _shape(text):
+    """argparse type of ``--shape``: comma-separated positive dimensions, e.g. ``1,3,32,32``."""
+    dims = []
+    for part in text.split(","):
+        try:
+            dims.append(int(part))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: dimension {part.strip()!r} is not an "
+                                             f"integer (e.g. --shape 1,3,32,32)") from None
+    if any(d < 1 for d in dims):
+        raise argparse.ArgumentTypeError(f"{text!r}: dimensions must be at least 1")
+    if math.prod(dims) > MAX_SHAPE_ELEMENTS:
+        raise argparse.ArgumentTypeError(f"{text!r}: {math.prod(dims)} elements, more than "
+                                         f"{MAX_SHAPE_ELEMENTS}")
+    return tuple(dims)
+
+
+def _not_applicable(args, options, where):
+    """Usage error (exit 2) for *options* given where they do not apply."""
+    given = [o for o in options if getattr(args, o.lstrip("-").replace("-", "_"), None)
+             is not None]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        args.parser.error(f"{' and '.join(given)} {verb} only to {where}")
 
 
 def _load_model(spec, shapes):
@@ -40,8 +83,14 @@ def _load_model(spec, shapes):
     if not shapes:
         raise CompileInputError(f"model {spec!r}: the factory returned only a module; give "
                                 f"--shape for each input, e.g. --shape 1,3,32,32")
-    inputs = tuple(torch.randn(*[int(d) for d in s.split(",")]) for s in shapes)
+    inputs = tuple(torch.randn(*s) for s in shapes)
     return made, inputs
+
+
+def _zoo_names():
+    from nac import zoo
+
+    return zoo.ZOO
 
 
 def _cmd_compile(args):
@@ -49,7 +98,12 @@ def _cmd_compile(args):
     from nac.weights import write_nac
 
     if args.from_format or Path(args.model).is_file():
+        _not_applicable(args, ("--shape",), "a 'module:factory' model")
         return _compile_file(args, args.from_format or detect_format(args.model))
+    _not_applicable(args, ("--tokens", "--weights"), "ckernel-ir2 files")
+    if args.shape and args.model in _zoo_names():
+        args.parser.error(f"--shape applies only to a 'module:factory' model, not the zoo "
+                          f"model {args.model!r}")
     module, inputs = _load_model(args.model, args.shape)
     nac, weights, report = compile_module(module, inputs, preload_distance=args.preload,
                                           internal_weights=not args.external,
@@ -123,9 +177,8 @@ def _import_graph(path, fmt, args):
     from nac.import_mind import import_mind
 
     tokens, weights = getattr(args, "tokens", None), getattr(args, "weights", None)
-    if fmt != "ckernel-ir2" and (tokens is not None or weights is not None):
-        raise CompileInputError(f"--tokens and --weights apply to ckernel-ir2 imports, not "
-                                f"{fmt}")
+    if fmt != "ckernel-ir2":
+        _not_applicable(args, ("--tokens", "--weights"), f"ckernel-ir2 imports, not {fmt}")
     if fmt == "mind":
         return import_mind(path.read_text(encoding="utf-8"), path=path)
     if fmt == "ckernel-ir2":
@@ -171,7 +224,7 @@ def _cmd_import(args):
 
 
 def _add_ckernel_options(p):
-    p.add_argument("--tokens", type=int,
+    p.add_argument("--tokens", type=lambda t: _count(t, 1),
                    help="ckernel-ir2: value of the runtime dimension 'tokens'")
     p.add_argument("--weights", help="ckernel-ir2: safetensors file with the weights "
                    "(<buffer> or layers.<l>.<buffer>); default: synthesised")
@@ -237,24 +290,27 @@ def register(subparsers):
     p.add_argument("model", help="zoo name, 'module:factory', or a file to import (MIND, ARK "
                    "or C-Kernel-Engine IR v2)")
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--shape", action="append", help="input shape for a module-only factory")
+    p.add_argument("--shape", action="append", type=_shape,
+                   help="input shape for a module-only factory, e.g. 1,3,32,32")
     p.add_argument("--external", action="store_true", help="weights in <stem>.safetensors")
-    p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
+    p.add_argument("--preload", type=lambda t: _count(t, 0), default=3,
+                   help="preload distance in ticks (>= 0)")
     p.add_argument("--no-opt", action="store_true", help="skip the optimisation passes")
     p.add_argument("--from", dest="from_format", choices=IMPORT_FORMATS,
                    help="MODEL is a file in this format (default: detected when MODEL is a "
                    "file)")
     _add_ckernel_options(p)
-    p.set_defaults(func=_cmd_compile)
+    p.set_defaults(func=_cmd_compile, parser=p)
     p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
     p.add_argument("format", choices=IMPORT_FORMATS,
                    help="mind: MIND Core IR text; ark: ARK model JSON; ckernel-ir2: "
                    "C-Kernel-Engine IR v2 JSON")
     p.add_argument("file")
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--preload", type=int, default=3, help="preload distance in ticks")
+    p.add_argument("--preload", type=lambda t: _count(t, 0), default=3,
+                   help="preload distance in ticks (>= 0)")
     _add_ckernel_options(p)
-    p.set_defaults(func=_cmd_import)
+    p.set_defaults(func=_cmd_import, parser=p)
     p = subparsers.add_parser("run", help="run a .nac model in the float golden runtime")
     p.add_argument("file")
     p.add_argument("inputs", nargs="*", help=".npy files, one per <INPUT B=0>")

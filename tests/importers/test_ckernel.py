@@ -529,7 +529,9 @@ def test_cli_compile_detects_the_format_and_import(tmp_path, capsys):
     capsys.readouterr()
     assert main(["import", "ckernel-ir2", str(DATA / "ark_model.json"), "-o", str(out)]) == 1
     assert "missing field 'version'" in capsys.readouterr().err
-    assert main(["compile", str(DATA / "ark_model.json"), "-o", str(out), "--tokens", "2"]) == 1
-    assert "--tokens and --weights apply to ckernel-ir2 imports" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:  # an option that does not apply: usage error
+        main(["compile", str(DATA / "ark_model.json"), "-o", str(out), "--tokens", "2"])
+    assert usage.value.code == 2
+    assert "--tokens applies only to ckernel-ir2 imports, not ark" in capsys.readouterr().err
     assert main(["compile", str(DATA / "simple_module.ir"), "-o", str(out)]) == 0
     assert "(mind)" in capsys.readouterr().out
