@@ -262,407 +262,211 @@ class Sequencer(wiring.Component):
         })
 
     def elaborate(self, platform):
+        # One method per stage, called in the order the stages were once written inline (so
+        # the netlist, signal names included, is what one long function gave). The signals
+        # the stages share are attributes of ``s``.
         m = Module()
-        cfg = self.config
-        W = cfg.wbytes
-        lw = W.bit_length() - 1
-        aw = cfg.addr_width
-        T = cfg.tokens
-        task_fields = struct_fields(TASK_HEADER, TASK_FIELDS)
-        write_fields = struct_fields(WRITE, WRITE_FIELDS)
-        steps = _header_steps()
-        # register writes decoded per cycle: what a bus word brings, at least two
-        K = max(2, W // WRITE.size)
-        max_take = max(TASK_HEADER.size, K * WRITE.size, 4)   # largest field(s) per cycle
-        C = max_take + W - 1                      # window capacity in bytes
-
-        running = Signal()
-        # ---------------- fetcher -------------------------------------------------------
-        m.submodules.fifo = fifo = SyncFIFOBuffered(width=cfg.data_width, depth=FETCH_DEPTH)
-        fetch_word = Signal(aw - lw)               # next word to request
-        end_word = Signal(aw - lw + 1)             # words before this one are wanted
-        header_end = Signal(aw - lw + 1)           # first word after the program header
-        jump_pending = Signal()                    # skip to jump_to after the header
-        jump_to = Signal(aw - lw)
-        limit = Signal(aw - lw + 1)
-        m.d.comb += limit.eq(Mux(jump_pending, header_end, end_word))
-        cmd_fire, piece, inflight = fetch_into(
-            m, fifo, FETCH_DEPTH, self.fetch_cmd, self.fetch_data, enable=running,
-            word=fetch_word, end=limit, lw=lw, max_beats=FETCH_PIECE)
-        with m.If(cmd_fire):
-            m.d.sync += fetch_word.eq(fetch_word + piece)
-        with m.Elif(jump_pending & (fetch_word == header_end)):
-            m.d.sync += [fetch_word.eq(jump_to), jump_pending.eq(0)]
-
-        # ---------------- byte window ---------------------------------------------------
-        buf = Signal(8 * C)
-        count = Signal(range(C + 1))
-        take = Signal(range(C + 1))
-        append = Signal()
-        m.d.comb += append.eq(running & fifo.r_rdy & (count + W <= C))
-        m.d.comb += fifo.r_en.eq(append | ~running)      # drain when not running
-        rest = Signal(range(C + 1))
-        m.d.comb += rest.eq(count - take)
-        incoming = Signal(8 * C)
-        m.d.comb += incoming.eq(Mux(append, fifo.r_data << (rest * 8), 0))
-        m.d.sync += [buf.eq((buf >> (take * 8)) | incoming),
-                     count.eq(rest + Mux(append, W, 0))]
-
-        def field(fields, name, at=0):
-            offset, size = fields[name]
-            return buf[8 * (at + offset): 8 * (at + offset + size)]
-
-        # ---------------- state ---------------------------------------------------------
-        ntasks = Signal(32)
-        nbufs = Signal(32)
-        stream_off = Signal(32)
-        stream_left = Signal(33)
-        stream_total = Signal(32)
-        data_bytes = Signal(32)
-        skip_left = Signal(32)
-        task_index = Signal(32)
-        step = Signal(range(len(steps)))
-        base = Signal(aw)
-
-        reg_names = copy_register_names()
-        staging = Array(Signal(32, name=f"stage_{n}") for n in reg_names)
-        reg = {n: staging[k] for k, n in enumerate(reg_names)}
-        cur_unit = Signal(range(self.n_units))
-        cur_is_sdma = Signal()
-        cur_is_nmu = Signal()
-        cur_requant = Signal(32)
-        nmu_regs = REGISTER_MAPS[Unit.NMU]
-        requant_index = nmu_regs.index("REQUANT")
-        # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
-        data_base = Signal(aw + 2)
-        stream_end = stream_off + stream_total
-        m.d.comb += data_base.eq(base + ((stream_end + DATA_ALIGN - 1) & ~(DATA_ALIGN - 1)))
-        data_end = data_base + data_bytes
-        cur_wait = Signal(32)
-        cur_signal = Signal(32)
-        writes_left = Signal(8)
-
-        tokens = Signal(T)
-        pending = Array(Signal(T, name=f"pending{k}") for k in range(self.n_units))
-        unit_busy = Signal(self.n_units)
-        token_set = Signal(T)
-        token_clear = Signal(T)
-        done_any = Signal()
-        unit_error = Signal()
-        sets = []
-        for k, done in enumerate(self.unit_done):
-            m.d.comb += done.ready.eq(1)
-            sets.append(Mux(done.valid, pending[k], 0))
-            with m.If(done.valid):
-                m.d.sync += unit_busy[k].eq(0)
-        m.d.comb += [token_set.eq(reduce(operator.or_, sets)),
-                     done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
-                     unit_error.eq(Cat(*[d.valid & d.payload.error
-                                         for d in self.unit_done]).any())]
-        # completions happen before an issue in the same cycle (the issue already sees their
-        # tokens), so a task that waits on a token and signals it again clears it
-        m.d.sync += tokens.eq((tokens | token_set) & ~token_clear)
-        with m.If(done_any & running):
-            m.d.sync += self.completed.eq(self.completed + sum(
-                d.valid for d in self.unit_done))
-
-        # the task each unit runs (for ERROR_TASK when it reports an error)
-        running_task = Array(Signal(32, name=f"running_task{k}") for k in range(self.n_units))
-        unit_err_task = Signal(32)
-        for k, done in enumerate(self.unit_done):
-            with m.If(done.valid & done.payload.error):
-                m.d.comb += unit_err_task.eq(running_task[k])
-
-        # error helper: latch the cause and its task (first one wins) and stop
-        err = Signal()
-        err_cause = Signal(8)
-        err_task = Signal(32)
-        m.d.comb += err_task.eq(task_index)    # decode errors: the task being decoded
-
-        def fail(cause, task=None):
-            m.d.comb += [err.eq(1), err_cause.eq(cause)]
-            if task is not None:
-                m.d.comb += err_task.eq(task)
-
-        # region check of the slot's task
-        src_end = Signal(aw + 20)
-        dst_end = Signal(aw + 20)
-
-        issue = Signal()
-        m.d.comb += self.issue.eq(issue)
-        slot_valid = Signal()
-        slot_load = Signal()
-        slot_unit = Signal(range(self.n_units))
-        slot_wait = Signal(32)
-        slot_signal = Signal(32)
-        slot_cmd = Signal(unit_command_layout(aw))
-        slot_is_nmu = Signal()
-        slot_entry = Signal(aw)
-        slot_checked = Signal()
-        slot_dim = Signal(range(5))
-        slot_index = Signal(32)
-        finished = Signal()
-        watchdog_fired = self._watchdog(m, take, issue, done_any, append)
-
-        def errors():
-            """End of every running state: the errors any state can meet, then stop."""
-            with m.If(unit_error):
-                fail(Cause.UNIT_ERROR, unit_err_task)
-            with m.Elif(self.fetch_error):
-                fail(Cause.AXI_ERROR)
-            with m.Elif(watchdog_fired):
-                # the task waiting in the issue slot, if any
-                fail(Cause.WATCHDOG, Mux(slot_valid, slot_index, task_index))
-            with m.Elif(self.entry_error):
-                fail(Cause.BAD_ENTRY, running_task[self.nmu_index or 0])
-            with m.If(err):
-                m.d.sync += [self.cause.eq(err_cause), self.error_task.eq(err_task)]
-                m.next = "ERROR"
-
+        s = _Shared(self.config)
+        s.running = Signal()
+        self._fetcher(m, s)
+        self._byte_window(m, s)
+        self._run_registers(m, s)
+        self._scoreboard(m, s)
+        self._error_latch(m, s)
+        self._slot_registers(m, s)
+        s.watchdog_fired = self._watchdog(m, s.take, s.issue, s.done_any, s.append)
         # the register writes at the front of the window (WRITES; the NMU's come one by one)
-        indices = [field(write_fields, "index", at=j * WRITE.size) for j in range(K)]
-        values = [field(write_fields, "value", at=j * WRITE.size) for j in range(K)]
+        s.indices = [s.field(s.write_fields, "index", at=j * WRITE.size) for j in range(s.K)]
+        s.values = [s.field(s.write_fields, "value", at=j * WRITE.size) for j in range(s.K)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
-                m.d.comb += running.eq(0)
-                quiet = (inflight == 0) & (unit_busy == 0)
-                with m.If(self.start & quiet):
-                    first_after = (self.base >> lw) + (HEADER.size + W - 1) // W
-                    m.d.sync += [base.eq(self.base), fetch_word.eq(self.base >> lw),
-                                 end_word.eq(first_after), header_end.eq(first_after),
-                                 jump_pending.eq(0),
-                                 step.eq(0), buf.eq(0), count.eq(0), task_index.eq(0),
-                                 self.issued.eq(0), self.completed.eq(0), tokens.eq(0),
-                                 self.cause.eq(Cause.NONE), self.error_task.eq(0),
-                                 finished.eq(0), slot_valid.eq(0)]
-                    with m.If(self.base[:lw] != 0):
-                        m.d.sync += self.cause.eq(Cause.BAD_HEADER)
-                        m.next = "ERROR"
-                    with m.Else():
-                        m.next = "HEADER"
-                with m.If(self.cause != Cause.NONE):
-                    m.d.comb += self.status.eq(Status.ERROR)
-                with m.Elif(finished):
-                    m.d.comb += self.status.eq(Status.DONE)
-
+                self._idle(m, s)
             with m.State("HEADER"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.Switch(step):
-                    for k, pieces in enumerate(steps):
-                        with m.Case(k):
-                            self._header_step(m, k, pieces, buf, count, take, step, steps,
-                                              fail, ntasks, nbufs, stream_off, stream_left,
-                                              stream_total, data_bytes, skip_left, base,
-                                              end_word, W, lw, jump_pending, jump_to)
-                            if k == len(steps) - 1:
-                                total = sum(p[3] for p in pieces)
-                                with m.If((count >= total) & ~err):
-                                    m.next = "SKIP"
-                errors()
-
+                self._header(m, s)
+                self._errors(m, s)
             with m.State("SKIP"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If(skip_left == 0):
-                    m.next = "TASK"
-                with m.Else():
-                    n = Mux(skip_left < count, skip_left, count)
-                    m.d.comb += take.eq(n)
-                    m.d.sync += skip_left.eq(skip_left - n)
-                errors()
-
+                self._skip(m, s)
+                self._errors(m, s)
             with m.State("TASK"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If(task_index == ntasks):
-                    with m.If(stream_left != 0):
-                        fail(Cause.BAD_HEADER)       # bytes after the last task
-                    with m.Else():
-                        m.next = "FINISH"
-                with m.Elif(stream_left < TASK_HEADER.size):
-                    fail(Cause.BAD_HEADER)           # stream ends inside a record
-                with m.Elif(count >= TASK_HEADER.size):
-                    unit = field(task_fields, "unit")
-                    inst = field(task_fields, "instance")
-                    eng = field(task_fields, "engine")
-                    wait = field(task_fields, "wait")
-                    signal = field(task_fields, "signal")
-                    is_dma = unit == Unit.DMA
-                    is_sdma = unit == Unit.SDMA
-                    is_nmu = Const(0) if self.nmu_index is None else \
-                        (unit == Unit.NMU) & (inst < cfg.n_nmu)
-                    with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
-                              & ~is_nmu):
-                        fail(Cause.BAD_UNIT)
-                    with m.Elif(eng != 0):
-                        fail(Cause.BAD_UNIT)
-                    with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
-                        fail(Cause.BAD_TOKEN)
-                    with m.Elif(is_nmu & slot_valid & slot_is_nmu):
-                        pass   # the NMU's shadow registers still hold the waiting task
-                    with m.Else():
-                        m.d.comb += [take.eq(TASK_HEADER.size), self.nmu_clear.eq(is_nmu)]
-                        unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
-                        if self.nmu_index is not None:
-                            unit_index = Mux(is_nmu, self.nmu_index, unit_index)
-                        m.d.sync += [cur_unit.eq(unit_index), cur_is_nmu.eq(is_nmu),
-                                     cur_requant.eq(0),
-                                     cur_is_sdma.eq(is_sdma), cur_wait.eq(wait),
-                                     cur_signal.eq(signal),
-                                     writes_left.eq(field(task_fields, "nwrites")),
-                                     stream_left.eq(stream_left - TASK_HEADER.size)]
-                        m.d.sync += [s.eq(0) for s in staging]
-                        m.next = "WRITES"
-                errors()
-
+                self._task_header(m, s)
+                self._errors(m, s)
             with m.State("WRITES"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If(writes_left == 0):
-                    m.next = "HAND"
-                with m.Elif(stream_left < WRITE.size):
-                    fail(Cause.BAD_HEADER)
-                with m.Elif(cur_is_nmu):
-                    # one write per cycle straight into the NMU's shadow registers
-                    with m.If(count >= WRITE.size):
-                        with m.If(indices[0] >= len(nmu_regs)):
-                            fail(Cause.BAD_REGISTER)
-                        with m.Else():
-                            m.d.comb += [take.eq(WRITE.size), self.nmu_write.valid.eq(1)]
-                            m.d.sync += [writes_left.eq(writes_left - 1),
-                                         stream_left.eq(stream_left - WRITE.size)]
-                            with m.If(indices[0] == requant_index):
-                                m.d.sync += cur_requant.eq(values[0])
-                # as many writes (up to K) as the window holds; in order, so a later write to
-                # the same register wins
-                for n in range(K, 0, -1):
-                    nbytes = n * WRITE.size
-                    cond = (count >= nbytes) & (stream_left >= nbytes)
-                    if n > 1:
-                        cond = cond & (writes_left >= n)
-                    with m.Elif(cond):
-                        bad = Cat(*[indices[j] >= len(reg_names) for j in range(n)]).any()
-                        with m.If(bad):
-                            fail(Cause.BAD_REGISTER)
-                        with m.Else():
-                            m.d.comb += take.eq(nbytes)
-                            m.d.sync += [writes_left.eq(writes_left - n),
-                                         stream_left.eq(stream_left - nbytes)]
-                            m.d.sync += [staging[indices[j]].eq(values[j]) for j in range(n)]
-                errors()
-
+                self._writes(m, s)
+                self._errors(m, s)
             with m.State("HAND"):
-                # the checks that need the full registers, then hand the task to the issue
-                # slot as soon as it is free (or frees this cycle) and decode the next one
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                counts = [reg[f"COUNT{d}"] for d in range(4)]
-                sl, dl = reg["SRC_LEVEL"], reg["DST_LEVEL"]
-                on_chip = [level_code("L1"), level_code("L2")]
-                dma_ok = ((sl == on_chip[0]) | (sl == on_chip[1])) & \
-                    ((dl == on_chip[0]) | (dl == on_chip[1]))
-                ddr, l2 = level_code("DDR"), level_code("L2")
-                sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
-                big = Cat(*[(c >> COPY_COUNT_BITS) != 0 for c in counts]).any()
-                zero = Cat(*[c == 0 for c in counts]).any()
-                with m.If(cur_is_nmu):
-                    # the NMU checks its own registers; here only where its entry lies
-                    with m.If((cur_requant % DATA_ALIGN != 0) |
-                              (cur_requant + REQUANT_ENTRY.size > data_bytes)):
-                        fail(Cause.BAD_ENTRY)
-                    with m.Elif(~slot_valid | issue):
-                        m.d.comb += slot_load.eq(1)
-                        m.d.sync += [slot_valid.eq(1), slot_checked.eq(1), slot_is_nmu.eq(1),
-                                     slot_entry.eq(data_base + cur_requant),
-                                     slot_index.eq(task_index), slot_unit.eq(cur_unit),
-                                     slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
-                                     task_index.eq(task_index + 1)]
-                        m.next = "TASK"
-                with m.Elif(Mux(cur_is_sdma, ~sdma_ok, ~dma_ok)):
-                    fail(Cause.BAD_LEVEL)
-                with m.Elif(big | zero):
-                    fail(Cause.BAD_VALUE)
-                with m.Elif((reg["SRC_HI"] != 0) | (reg["DST_HI"] != 0)):
-                    fail(Cause.BAD_REGION)
-                with m.Elif(~slot_valid | issue):
-                    m.d.comb += slot_load.eq(1)
-                    m.d.sync += [slot_valid.eq(1), slot_checked.eq(0), slot_dim.eq(0),
-                                 slot_is_nmu.eq(0),
-                                 slot_index.eq(task_index), slot_unit.eq(cur_unit),
-                                 slot_wait.eq(cur_wait), slot_signal.eq(cur_signal),
-                                 slot_cmd.copy.src.eq(reg["SRC_LO"]),
-                                 slot_cmd.copy.dst.eq(reg["DST_LO"]),
-                                 slot_cmd.src_level.eq(sl), slot_cmd.dst_level.eq(dl),
-                                 task_index.eq(task_index + 1)]
-                    for d in range(4):
-                        m.d.sync += slot_cmd.copy.count[d].eq(counts[d])
-                    for d in range(3):
-                        m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
-                                     slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
-                    m.next = "TASK"
-                errors()
-
+                self._hand(m, s)
+                self._errors(m, s)
             with m.State("FINISH"):
-                m.d.comb += [running.eq(1), self.status.eq(Status.BUSY)]
-                with m.If(~slot_valid & (unit_busy == 0) & ~done_any & (inflight == 0)):
-                    m.d.sync += finished.eq(1)
+                m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+                with m.If(~s.slot_valid & (s.unit_busy == 0) & ~s.done_any &
+                          (s.inflight == 0)):
+                    m.d.sync += s.finished.eq(1)
                     m.next = "IDLE"
-                errors()
-
+                self._errors(m, s)
             with m.State("ERROR"):
                 # still draining: units finishing their tasks, fetches in flight
-                m.d.comb += [running.eq(0), self.status.eq(Status.BUSY)]
-                with m.If((inflight == 0) & (unit_busy == 0)):
+                m.d.comb += [s.running.eq(0), self.status.eq(Status.BUSY)]
+                with m.If((s.inflight == 0) & (s.unit_busy == 0)):
                     m.next = "IDLE"
 
-        # Issue slot: one decoded task. First its region is checked, one dimension per
-        # cycle: end = addr + COUNT0 + sum((COUNTk - 1) * STRIDEk) on each side must lie
-        # inside the side's memory. Then it issues, in stream order, when its wait tokens
-        # are set and its unit is free. The decoder goes on with the next task meanwhile.
-        cmd = slot_cmd.copy
-        with m.If(slot_valid & ~slot_checked & running):
-            with m.Switch(slot_dim):
-                with m.Case(0):
-                    m.d.sync += [src_end.eq(cmd.src + cmd.count[0]),
-                                 dst_end.eq(cmd.dst + cmd.count[0])]
-                for d in (1, 2, 3):
-                    with m.Case(d):
-                        c1 = (cmd.count[d] - 1)[:16]
-                        m.d.sync += [src_end.eq(src_end + c1 * cmd.src_stride[d - 1]),
-                                     dst_end.eq(dst_end + c1 * cmd.dst_stride[d - 1])]
-                with m.Case(4):
-                    sizes = Array([Const(cfg.ddr_bytes, aw + 1),
-                                   Const(cfg.l2_depth * W, aw + 1),
-                                   Const(cfg.l1_depth * W, aw + 1)])
-                    assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
-                    with m.If((src_end > sizes[slot_cmd.src_level]) |
-                              (dst_end > sizes[slot_cmd.dst_level])):
-                        fail(Cause.BAD_REGION, slot_index)
-                    with m.Else():
-                        m.d.sync += slot_checked.eq(1)
-            m.d.sync += slot_dim.eq(slot_dim + 1)
-        # a completion in this cycle counts: its tokens are set at this clock edge, which is
-        # also when the waiting task issues (the executor starts it at the same time)
-        visible = tokens | token_set
-        ready = slot_valid & slot_checked & running & ((slot_wait[:T] & ~visible) == 0) & \
-            ~unit_busy.bit_select(slot_unit, 1)
-        m.d.comb += [self.nmu_write.payload.index.eq(indices[0]),
-                     self.nmu_write.payload.value.eq(values[0]),
-                     self.nmu_entry.addr.eq(slot_entry), self.nmu_entry.limit.eq(data_end)]
-        for k, port in enumerate(self.unit_start):
-            m.d.comb += port.payload.eq(slot_cmd)
-            with m.If(slot_unit == k):
-                m.d.comb += port.valid.eq(ready)
-                with m.If(port.valid & port.ready):
-                    m.d.comb += issue.eq(1)
-                    m.d.sync += [pending[k].eq(slot_signal[:T]), unit_busy[k].eq(1),
-                                 running_task[k].eq(slot_index)]
-        with m.If(issue):
-            m.d.comb += token_clear.eq(slot_signal[:T])
-            m.d.sync += self.issued.eq(self.issued + 1)
-            with m.If(~slot_load):
-                m.d.sync += slot_valid.eq(0)
-        m.d.comb += [self.tokens.eq(visible), self.waiting.eq(slot_valid & running & ~issue),
-                     self.issue_unit.eq(slot_unit), self.issue_wait.eq(slot_wait),
-                     self.issue_signal.eq(slot_signal)]
+        self._region_check(m, s)
+        self._dispatch(m, s)
         return m
+
+    # ---------------- datapath beside the FSM --------------------------------------------
+
+    def _fetcher(self, m, s):
+        """Program words from DDR into the fetch FIFO; the jump over the buffer table."""
+        aw, lw = s.aw, s.lw
+        m.submodules.fifo = s.fifo = SyncFIFOBuffered(width=s.cfg.data_width,
+                                                      depth=FETCH_DEPTH)
+        s.fetch_word = Signal(aw - lw)               # next word to request
+        s.end_word = Signal(aw - lw + 1)             # words before this one are wanted
+        s.header_end = Signal(aw - lw + 1)           # first word after the program header
+        s.jump_pending = Signal()                    # skip to jump_to after the header
+        s.jump_to = Signal(aw - lw)
+        s.limit = Signal(aw - lw + 1)
+        m.d.comb += s.limit.eq(Mux(s.jump_pending, s.header_end, s.end_word))
+        cmd_fire, piece, s.inflight = fetch_into(
+            m, s.fifo, FETCH_DEPTH, self.fetch_cmd, self.fetch_data, enable=s.running,
+            word=s.fetch_word, end=s.limit, lw=lw, max_beats=FETCH_PIECE)
+        with m.If(cmd_fire):
+            m.d.sync += s.fetch_word.eq(s.fetch_word + piece)
+        with m.Elif(s.jump_pending & (s.fetch_word == s.header_end)):
+            m.d.sync += [s.fetch_word.eq(s.jump_to), s.jump_pending.eq(0)]
+
+    def _byte_window(self, m, s):
+        """The window of fetched bytes the decoder takes from (``take`` bytes a cycle)."""
+        C, W, fifo = s.C, s.W, s.fifo
+        s.buf = Signal(8 * C)
+        s.count = Signal(range(C + 1))
+        s.take = Signal(range(C + 1))
+        s.append = Signal()
+        m.d.comb += s.append.eq(s.running & fifo.r_rdy & (s.count + W <= C))
+        m.d.comb += fifo.r_en.eq(s.append | ~s.running)      # drain when not running
+        s.rest = Signal(range(C + 1))
+        m.d.comb += s.rest.eq(s.count - s.take)
+        s.incoming = Signal(8 * C)
+        m.d.comb += s.incoming.eq(Mux(s.append, fifo.r_data << (s.rest * 8), 0))
+        m.d.sync += [s.buf.eq((s.buf >> (s.take * 8)) | s.incoming),
+                     s.count.eq(s.rest + Mux(s.append, W, 0))]
+
+    def _run_registers(self, m, s):
+        """What the header gave, the task being decoded and its staging registers."""
+        s.ntasks = Signal(32)
+        s.nbufs = Signal(32)
+        s.stream_off = Signal(32)
+        s.stream_left = Signal(33)
+        s.stream_total = Signal(32)
+        s.data_bytes = Signal(32)
+        s.skip_left = Signal(32)
+        s.task_index = Signal(32)
+        s.step = Signal(range(len(s.steps)))
+        s.base = Signal(s.aw)
+
+        s.reg_names = copy_register_names()
+        s.staging = Array(Signal(32, name=f"stage_{n}") for n in s.reg_names)
+        s.reg = {n: s.staging[k] for k, n in enumerate(s.reg_names)}
+        s.cur_unit = Signal(range(self.n_units))
+        s.cur_is_sdma = Signal()
+        s.cur_is_nmu = Signal()
+        s.cur_requant = Signal(32)
+        s.nmu_regs = REGISTER_MAPS[Unit.NMU]
+        s.requant_index = s.nmu_regs.index("REQUANT")
+        # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
+        s.data_base = Signal(s.aw + 2)
+        stream_end = s.stream_off + s.stream_total
+        m.d.comb += s.data_base.eq(s.base + ((stream_end + DATA_ALIGN - 1) & ~(DATA_ALIGN - 1)))
+        s.data_end = s.data_base + s.data_bytes
+        s.cur_wait = Signal(32)
+        s.cur_signal = Signal(32)
+        s.writes_left = Signal(8)
+
+    def _scoreboard(self, m, s):
+        """Token scoreboard and unit occupancy: completions set the signal tokens of the
+        task the unit ran; the task each unit runs (for ERROR_TASK)."""
+        T = s.T
+        s.tokens = Signal(T)
+        s.pending = Array(Signal(T, name=f"pending{k}") for k in range(self.n_units))
+        s.unit_busy = Signal(self.n_units)
+        s.token_set = Signal(T)
+        s.token_clear = Signal(T)
+        s.done_any = Signal()
+        s.unit_error = Signal()
+        sets = []
+        for k, done in enumerate(self.unit_done):
+            m.d.comb += done.ready.eq(1)
+            sets.append(Mux(done.valid, s.pending[k], 0))
+            with m.If(done.valid):
+                m.d.sync += s.unit_busy[k].eq(0)
+        m.d.comb += [s.token_set.eq(reduce(operator.or_, sets)),
+                     s.done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
+                     s.unit_error.eq(Cat(*[d.valid & d.payload.error
+                                           for d in self.unit_done]).any())]
+        # completions happen before an issue in the same cycle (the issue already sees their
+        # tokens), so a task that waits on a token and signals it again clears it
+        m.d.sync += s.tokens.eq((s.tokens | s.token_set) & ~s.token_clear)
+        with m.If(s.done_any & s.running):
+            m.d.sync += self.completed.eq(self.completed + sum(
+                d.valid for d in self.unit_done))
+
+        s.running_task = Array(Signal(32, name=f"running_task{k}")
+                               for k in range(self.n_units))
+        s.unit_err_task = Signal(32)
+        for k, done in enumerate(self.unit_done):
+            with m.If(done.valid & done.payload.error):
+                m.d.comb += s.unit_err_task.eq(s.running_task[k])
+
+    def _error_latch(self, m, s):
+        """The error of this cycle: cause and task (:meth:`_fail`), latched by
+        :meth:`_errors`."""
+        s.err = Signal()
+        s.err_cause = Signal(8)
+        s.err_task = Signal(32)
+        m.d.comb += s.err_task.eq(s.task_index)    # decode errors: the task being decoded
+
+    @staticmethod
+    def _fail(m, s, cause, task=None):
+        m.d.comb += [s.err.eq(1), s.err_cause.eq(cause)]
+        if task is not None:
+            m.d.comb += s.err_task.eq(task)
+
+    def _slot_registers(self, m, s):
+        """The issue slot: one decoded task, its region check and its issue."""
+        # region check of the slot's task
+        s.src_end = Signal(s.aw + 20)
+        s.dst_end = Signal(s.aw + 20)
+
+        s.issue = Signal()
+        m.d.comb += self.issue.eq(s.issue)
+        s.slot_valid = Signal()
+        s.slot_load = Signal()
+        s.slot_unit = Signal(range(self.n_units))
+        s.slot_wait = Signal(32)
+        s.slot_signal = Signal(32)
+        s.slot_cmd = Signal(unit_command_layout(s.aw))
+        s.slot_is_nmu = Signal()
+        s.slot_entry = Signal(s.aw)
+        s.slot_checked = Signal()
+        s.slot_dim = Signal(range(5))
+        s.slot_index = Signal(32)
+        s.finished = Signal()
+
+    def _errors(self, m, s):
+        """End of every running state: the errors any state can meet, then stop."""
+        with m.If(s.unit_error):
+            self._fail(m, s, Cause.UNIT_ERROR, s.unit_err_task)
+        with m.Elif(self.fetch_error):
+            self._fail(m, s, Cause.AXI_ERROR)
+        with m.Elif(s.watchdog_fired):
+            # the task waiting in the issue slot, if any
+            self._fail(m, s, Cause.WATCHDOG, Mux(s.slot_valid, s.slot_index, s.task_index))
+        with m.Elif(self.entry_error):
+            self._fail(m, s, Cause.BAD_ENTRY, s.running_task[self.nmu_index or 0])
+        with m.If(s.err):
+            m.d.sync += [self.cause.eq(s.err_cause), self.error_task.eq(s.err_task)]
+            m.next = "ERROR"
 
     def _watchdog(self, m, take, issue, done_any, append):
         quiet = Signal(32)
@@ -677,14 +481,51 @@ class Sequencer(wiring.Component):
             m.d.sync += quiet.eq(0)
         return fired
 
-    def _header_step(self, m, k, pieces, buf, count, take, step, steps, fail, ntasks, nbufs,
-                     stream_off, stream_left, stream_total, data_bytes, skip_left, base,
-                     end_word, W, lw, jump_pending, jump_to):
+    # ---------------- states of the decode FSM -------------------------------------------
+
+    def _idle(self, m, s):
+        """IDLE: start a run at ``base`` once quiescent; status DONE / ERROR of the last."""
+        lw, W = s.lw, s.W
+        m.d.comb += s.running.eq(0)
+        quiet = (s.inflight == 0) & (s.unit_busy == 0)
+        with m.If(self.start & quiet):
+            first_after = (self.base >> lw) + (HEADER.size + W - 1) // W
+            m.d.sync += [s.base.eq(self.base), s.fetch_word.eq(self.base >> lw),
+                         s.end_word.eq(first_after), s.header_end.eq(first_after),
+                         s.jump_pending.eq(0),
+                         s.step.eq(0), s.buf.eq(0), s.count.eq(0), s.task_index.eq(0),
+                         self.issued.eq(0), self.completed.eq(0), s.tokens.eq(0),
+                         self.cause.eq(Cause.NONE), self.error_task.eq(0),
+                         s.finished.eq(0), s.slot_valid.eq(0)]
+            with m.If(self.base[:lw] != 0):
+                m.d.sync += self.cause.eq(Cause.BAD_HEADER)
+                m.next = "ERROR"
+            with m.Else():
+                m.next = "HEADER"
+        with m.If(self.cause != Cause.NONE):
+            m.d.comb += self.status.eq(Status.ERROR)
+        with m.Elif(s.finished):
+            m.d.comb += self.status.eq(Status.DONE)
+
+    def _header(self, m, s):
+        """HEADER: the program header in :func:`_header_steps`, one step per cycle."""
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        with m.Switch(s.step):
+            for k, pieces in enumerate(s.steps):
+                with m.Case(k):
+                    self._header_step(m, s, k, pieces)
+                    if k == len(s.steps) - 1:
+                        total = sum(p[3] for p in pieces)
+                        with m.If((s.count >= total) & ~s.err):
+                            m.next = "SKIP"
+
+    def _header_step(self, m, s, k, pieces):
         """Check and store the header fields of step ``k`` (taken together in one cycle).
 
         Checks are ordered as ``nem.taskformat.decode`` orders them; the first failing one
         gives the cause. A field may use one stored by an earlier field of the same step.
         """
+        W, lw, buf = s.W, s.lw, s.buf
         start = pieces[0][2]
         total = sum(p[3] for p in pieces)
         value = {}
@@ -712,29 +553,29 @@ class Sequencer(wiring.Component):
                 want = int.from_bytes(self.config.device_hash[at: at + size], "little")
                 checks.append((v != want, Cause.BAD_DEVICE))
             elif name == "task_count":
-                stores.append(ntasks.eq(v))
+                stores.append(s.ntasks.eq(v))
             elif name == "buffer_count":
-                stores.append(nbufs.eq(v))
+                stores.append(s.nbufs.eq(v))
             elif name == "stream_offset":
-                bufs = current("buffer_count", nbufs)
+                bufs = current("buffer_count", s.nbufs)
                 checks.append((v != HEADER.size + bufs * BUFFER_ENTRY.size, Cause.BAD_HEADER))
-                stores.append(stream_off.eq(v))
+                stores.append(s.stream_off.eq(v))
                 stream_at = v
             elif name == "stream_bytes":
-                end = base + current("stream_offset", stream_off) + v
-                stores += [stream_left.eq(v), stream_total.eq(v),
-                           end_word.eq((end + W - 1) >> lw)]
+                end = s.base + current("stream_offset", s.stream_off) + v
+                stores += [s.stream_left.eq(v), s.stream_total.eq(v),
+                           s.end_word.eq((end + W - 1) >> lw)]
             elif name == "data_bytes":
-                stores.append(data_bytes.eq(v))
-        with m.If(count >= total):
+                stores.append(s.data_bytes.eq(v))
+        with m.If(s.count >= total):
             for n, (bad, cause) in enumerate(checks):
                 with (m.If if n == 0 else m.Elif)(bad):
-                    fail(cause)
+                    self._fail(m, s, cause)
             with (m.Else() if checks else m.If(1)):
-                m.d.comb += take.eq(total)
+                m.d.comb += s.take.eq(total)
                 m.d.sync += stores
-                if k < len(steps) - 1:
-                    m.d.sync += step.eq(k + 1)
+                if k < len(s.steps) - 1:
+                    m.d.sync += s.step.eq(k + 1)
                 if any(p[0] == "stream_offset" for p in pieces):
                     # The buffer table is not needed: when the task stream starts in a word
                     # after the header's last one, the fetcher jumps there, and the bytes to
@@ -742,9 +583,233 @@ class Sequencer(wiring.Component):
                     # offset inside its first word.
                     header_words = (HEADER.size + W - 1) // W
                     with m.If((stream_at >> lw) >= header_words):
-                        m.d.sync += [jump_pending.eq(1),
-                                     jump_to.eq((base >> lw) + (stream_at >> lw)),
-                                     skip_left.eq(header_words * W - HEADER.size
-                                                  + stream_at[:lw])]
+                        m.d.sync += [s.jump_pending.eq(1),
+                                     s.jump_to.eq((s.base >> lw) + (stream_at >> lw)),
+                                     s.skip_left.eq(header_words * W - HEADER.size
+                                                    + stream_at[:lw])]
                     with m.Else():
-                        m.d.sync += skip_left.eq(stream_at - HEADER.size)
+                        m.d.sync += s.skip_left.eq(stream_at - HEADER.size)
+
+    def _skip(self, m, s):
+        """SKIP: the fetched bytes between the header and the task stream."""
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        with m.If(s.skip_left == 0):
+            m.next = "TASK"
+        with m.Else():
+            n = Mux(s.skip_left < s.count, s.skip_left, s.count)
+            m.d.comb += s.take.eq(n)
+            m.d.sync += s.skip_left.eq(s.skip_left - n)
+
+    def _task_header(self, m, s):
+        """TASK: check a task header (unit, engine, token masks), clear the staging."""
+        cfg, T = s.cfg, s.T
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        with m.If(s.task_index == s.ntasks):
+            with m.If(s.stream_left != 0):
+                self._fail(m, s, Cause.BAD_HEADER)       # bytes after the last task
+            with m.Else():
+                m.next = "FINISH"
+        with m.Elif(s.stream_left < TASK_HEADER.size):
+            self._fail(m, s, Cause.BAD_HEADER)           # stream ends inside a record
+        with m.Elif(s.count >= TASK_HEADER.size):
+            unit = s.field(s.task_fields, "unit")
+            inst = s.field(s.task_fields, "instance")
+            eng = s.field(s.task_fields, "engine")
+            wait = s.field(s.task_fields, "wait")
+            signal = s.field(s.task_fields, "signal")
+            is_dma = unit == Unit.DMA
+            is_sdma = unit == Unit.SDMA
+            is_nmu = Const(0) if self.nmu_index is None else \
+                (unit == Unit.NMU) & (inst < cfg.n_nmu)
+            with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
+                      & ~is_nmu):
+                self._fail(m, s, Cause.BAD_UNIT)
+            with m.Elif(eng != 0):
+                self._fail(m, s, Cause.BAD_UNIT)
+            with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
+                self._fail(m, s, Cause.BAD_TOKEN)
+            with m.Elif(is_nmu & s.slot_valid & s.slot_is_nmu):
+                pass   # the NMU's shadow registers still hold the waiting task
+            with m.Else():
+                m.d.comb += [s.take.eq(TASK_HEADER.size), self.nmu_clear.eq(is_nmu)]
+                unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
+                if self.nmu_index is not None:
+                    unit_index = Mux(is_nmu, self.nmu_index, unit_index)
+                m.d.sync += [s.cur_unit.eq(unit_index), s.cur_is_nmu.eq(is_nmu),
+                             s.cur_requant.eq(0),
+                             s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
+                             s.cur_signal.eq(signal),
+                             s.writes_left.eq(s.field(s.task_fields, "nwrites")),
+                             s.stream_left.eq(s.stream_left - TASK_HEADER.size)]
+                m.d.sync += [r.eq(0) for r in s.staging]
+                m.next = "WRITES"
+
+    def _writes(self, m, s):
+        """WRITES: register writes into the staging registers (up to ``K`` a cycle) or,
+        for an NMU task, one a cycle into the NMU's shadow registers."""
+        K, indices, values = s.K, s.indices, s.values
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        with m.If(s.writes_left == 0):
+            m.next = "HAND"
+        with m.Elif(s.stream_left < WRITE.size):
+            self._fail(m, s, Cause.BAD_HEADER)
+        with m.Elif(s.cur_is_nmu):
+            # one write per cycle straight into the NMU's shadow registers
+            with m.If(s.count >= WRITE.size):
+                with m.If(indices[0] >= len(s.nmu_regs)):
+                    self._fail(m, s, Cause.BAD_REGISTER)
+                with m.Else():
+                    m.d.comb += [s.take.eq(WRITE.size), self.nmu_write.valid.eq(1)]
+                    m.d.sync += [s.writes_left.eq(s.writes_left - 1),
+                                 s.stream_left.eq(s.stream_left - WRITE.size)]
+                    with m.If(indices[0] == s.requant_index):
+                        m.d.sync += s.cur_requant.eq(values[0])
+        # as many writes (up to K) as the window holds; in order, so a later write to
+        # the same register wins
+        for n in range(K, 0, -1):
+            nbytes = n * WRITE.size
+            cond = (s.count >= nbytes) & (s.stream_left >= nbytes)
+            if n > 1:
+                cond = cond & (s.writes_left >= n)
+            with m.Elif(cond):
+                bad = Cat(*[indices[j] >= len(s.reg_names) for j in range(n)]).any()
+                with m.If(bad):
+                    self._fail(m, s, Cause.BAD_REGISTER)
+                with m.Else():
+                    m.d.comb += s.take.eq(nbytes)
+                    m.d.sync += [s.writes_left.eq(s.writes_left - n),
+                                 s.stream_left.eq(s.stream_left - nbytes)]
+                    m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
+
+    def _hand(self, m, s):
+        """HAND: the checks that need the full registers, then hand the task to the issue
+        slot as soon as it is free (or frees this cycle) and decode the next one."""
+        reg, slot_cmd = s.reg, s.slot_cmd
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        counts = [reg[f"COUNT{d}"] for d in range(4)]
+        sl, dl = reg["SRC_LEVEL"], reg["DST_LEVEL"]
+        on_chip = [level_code("L1"), level_code("L2")]
+        dma_ok = ((sl == on_chip[0]) | (sl == on_chip[1])) & \
+            ((dl == on_chip[0]) | (dl == on_chip[1]))
+        ddr, l2 = level_code("DDR"), level_code("L2")
+        sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
+        big = Cat(*[(c >> COPY_COUNT_BITS) != 0 for c in counts]).any()
+        zero = Cat(*[c == 0 for c in counts]).any()
+        with m.If(s.cur_is_nmu):
+            # the NMU checks its own registers; here only where its entry lies
+            with m.If((s.cur_requant % DATA_ALIGN != 0) |
+                      (s.cur_requant + REQUANT_ENTRY.size > s.data_bytes)):
+                self._fail(m, s, Cause.BAD_ENTRY)
+            with m.Elif(~s.slot_valid | s.issue):
+                m.d.comb += s.slot_load.eq(1)
+                m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(1), s.slot_is_nmu.eq(1),
+                             s.slot_entry.eq(s.data_base + s.cur_requant),
+                             s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
+                             s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
+                             s.task_index.eq(s.task_index + 1)]
+                m.next = "TASK"
+        with m.Elif(Mux(s.cur_is_sdma, ~sdma_ok, ~dma_ok)):
+            self._fail(m, s, Cause.BAD_LEVEL)
+        with m.Elif(big | zero):
+            self._fail(m, s, Cause.BAD_VALUE)
+        with m.Elif((reg["SRC_HI"] != 0) | (reg["DST_HI"] != 0)):
+            self._fail(m, s, Cause.BAD_REGION)
+        with m.Elif(~s.slot_valid | s.issue):
+            m.d.comb += s.slot_load.eq(1)
+            m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(0), s.slot_dim.eq(0),
+                         s.slot_is_nmu.eq(0),
+                         s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
+                         s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
+                         slot_cmd.copy.src.eq(reg["SRC_LO"]),
+                         slot_cmd.copy.dst.eq(reg["DST_LO"]),
+                         slot_cmd.src_level.eq(sl), slot_cmd.dst_level.eq(dl),
+                         s.task_index.eq(s.task_index + 1)]
+            for d in range(4):
+                m.d.sync += slot_cmd.copy.count[d].eq(counts[d])
+            for d in range(3):
+                m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
+                             slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
+            m.next = "TASK"
+
+    # ---------------- issue slot ----------------------------------------------------------
+
+    def _region_check(self, m, s):
+        """The slot's region, one dimension per cycle: ``end = addr + COUNT0 +
+        sum((COUNTk - 1) * STRIDEk)`` on each side must lie inside the side's memory."""
+        cfg, aw, W = s.cfg, s.aw, s.W
+        cmd = s.slot_cmd.copy
+        with m.If(s.slot_valid & ~s.slot_checked & s.running):
+            with m.Switch(s.slot_dim):
+                with m.Case(0):
+                    m.d.sync += [s.src_end.eq(cmd.src + cmd.count[0]),
+                                 s.dst_end.eq(cmd.dst + cmd.count[0])]
+                for d in (1, 2, 3):
+                    with m.Case(d):
+                        c1 = (cmd.count[d] - 1)[:16]
+                        m.d.sync += [s.src_end.eq(s.src_end + c1 * cmd.src_stride[d - 1]),
+                                     s.dst_end.eq(s.dst_end + c1 * cmd.dst_stride[d - 1])]
+                with m.Case(4):
+                    sizes = Array([Const(cfg.ddr_bytes, aw + 1),
+                                   Const(cfg.l2_depth * W, aw + 1),
+                                   Const(cfg.l1_depth * W, aw + 1)])
+                    assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
+                    with m.If((s.src_end > sizes[s.slot_cmd.src_level]) |
+                              (s.dst_end > sizes[s.slot_cmd.dst_level])):
+                        self._fail(m, s, Cause.BAD_REGION, s.slot_index)
+                    with m.Else():
+                        m.d.sync += s.slot_checked.eq(1)
+            m.d.sync += s.slot_dim.eq(s.slot_dim + 1)
+
+    def _dispatch(self, m, s):
+        """Issue the slot's task, in stream order, when its wait tokens are set and its
+        unit is free: clear its signal tokens, mark the unit busy, start it."""
+        T = s.T
+        # a completion in this cycle counts: its tokens are set at this clock edge, which is
+        # also when the waiting task issues (the executor starts it at the same time)
+        visible = s.tokens | s.token_set
+        ready = s.slot_valid & s.slot_checked & s.running & \
+            ((s.slot_wait[:T] & ~visible) == 0) & ~s.unit_busy.bit_select(s.slot_unit, 1)
+        m.d.comb += [self.nmu_write.payload.index.eq(s.indices[0]),
+                     self.nmu_write.payload.value.eq(s.values[0]),
+                     self.nmu_entry.addr.eq(s.slot_entry), self.nmu_entry.limit.eq(s.data_end)]
+        for k, port in enumerate(self.unit_start):
+            m.d.comb += port.payload.eq(s.slot_cmd)
+            with m.If(s.slot_unit == k):
+                m.d.comb += port.valid.eq(ready)
+                with m.If(port.valid & port.ready):
+                    m.d.comb += s.issue.eq(1)
+                    m.d.sync += [s.pending[k].eq(s.slot_signal[:T]), s.unit_busy[k].eq(1),
+                                 s.running_task[k].eq(s.slot_index)]
+        with m.If(s.issue):
+            m.d.comb += s.token_clear.eq(s.slot_signal[:T])
+            m.d.sync += self.issued.eq(self.issued + 1)
+            with m.If(~s.slot_load):
+                m.d.sync += s.slot_valid.eq(0)
+        m.d.comb += [self.tokens.eq(visible),
+                     self.waiting.eq(s.slot_valid & s.running & ~s.issue),
+                     self.issue_unit.eq(s.slot_unit), self.issue_wait.eq(s.slot_wait),
+                     self.issue_signal.eq(s.slot_signal)]
+
+
+class _Shared:
+    """What the SEQ's stages share in one elaboration: the geometry derived from the
+    configuration and ``nem.taskformat`` here, and the signals each stage adds."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.W = cfg.wbytes
+        self.lw = self.W.bit_length() - 1
+        self.aw = cfg.addr_width
+        self.T = cfg.tokens
+        self.task_fields = struct_fields(TASK_HEADER, TASK_FIELDS)
+        self.write_fields = struct_fields(WRITE, WRITE_FIELDS)
+        self.steps = _header_steps()
+        # register writes decoded per cycle: what a bus word brings, at least two
+        self.K = max(2, self.W // WRITE.size)
+        max_take = max(TASK_HEADER.size, self.K * WRITE.size, 4)   # largest field(s) a cycle
+        self.C = max_take + self.W - 1                              # window capacity in bytes
+
+    def field(self, fields, name, at=0):
+        """Bytes of field ``name`` (of a :func:`struct_fields` table) at window offset ``at``."""
+        offset, size = fields[name]
+        return self.buf[8 * (at + offset): 8 * (at + offset + size)]
