@@ -23,6 +23,8 @@ from nac.encoding import (
     CONSTANT_CODES,
     HEADER_SIZE,
     MAGIC,
+    MMAP_COMMAND,
+    MMAP_RECORD,
     REGULAR_OP_MIN,
     SECTION_TAGS,
     SIGNATURE_CODES,
@@ -36,6 +38,7 @@ from nac.encoding import (
     SystemOp,
 )
 from nac.errors import NacFormatError
+from nem.records import RecordError
 
 __all__ = [
     "Argument",
@@ -267,6 +270,12 @@ class _Cursor:
         values = packer.unpack_from(self.buf, self.pos)
         self.pos += packer.size
         return values if len(values) > 1 else values[0]
+
+    def record(self, record, field):
+        """The fields of a :class:`nem.records.Record` at the cursor, as a dict."""
+        values = self.unpack(record.struct.format[1:], field)
+        return dict(zip(record.names, values if len(record.names) > 1 else (values,),
+                        strict=True))
 
     def count(self, field, min_record):
         """A uint32 count whose records of at least *min_record* bytes must fit."""
@@ -645,15 +654,17 @@ def loads(buf):
         fields["ops"] = tuple(ops)
     if "MMAP" in extents:
         cur = cursor("MMAP")
-        n = cur.count("record count", 3)
+        n = cur.count("record count", MMAP_RECORD.size)
         records, rec_offsets = [], []
         for k in range(n):
             rec_offsets.append(cur.pos)
-            tick, count = cur.unpack("HB", f"record[{k}]")
+            head = cur.record(MMAP_RECORD, ("record[{}]", k))
+            tick, count = head["tick"], head["commands"]
             commands = []
             for j in range(count):
                 at = cur.pos
-                action, target = cur.unpack("BH", f"record[{k}].command[{j}]")
+                cmd = cur.record(MMAP_COMMAND, ("record[{}].command[{}]", k, j))
+                action, target = cmd["action"], cmd["target"]
                 if action not in MmapAction._value2member_map_:
                     cur.fail(f"unknown action code {action}",
                              field=f"record[{k}].command[{j}].action", value=action, offset=at)
@@ -711,6 +722,13 @@ def _read_constants(cur, count=None):
 
 
 # --- writing --------------------------------------------------------------------------
+
+
+def _rec(record, **values):
+    try:
+        return record.pack(values)
+    except RecordError as exc:
+        raise NacFormatError(f"cannot encode {exc}") from None
 
 
 def _u(fmt, *values):
@@ -779,8 +797,9 @@ def _instruction_bytes(ins):
 def _section_bytes(nac, tag):
     if tag == "MMAP":
         body = _u("I", len(nac.mmap)) + b"".join(
-            _u("HB", r.tick, len(r.commands))
-            + b"".join(_u("BH", int(a), t) for a, t in r.commands) for r in nac.mmap)
+            _rec(MMAP_RECORD, tick=r.tick, commands=len(r.commands))
+            + b"".join(_rec(MMAP_COMMAND, action=int(a), target=t) for a, t in r.commands)
+            for r in nac.mmap)
     elif tag == "OPS ":
         body = _u("I", len(nac.ops)) + b"".join(_instruction_bytes(i) for i in nac.ops)
     elif tag == "CMAP":

@@ -11,10 +11,15 @@ import enum
 import ml_dtypes
 import numpy as np
 
+from nem.records import Record
+
 __all__ = [
     "CONSTANT_CODES",
     "HEADER_SIZE",
     "MAGIC",
+    "MMAP_COMMAND",
+    "MMAP_COUNT",
+    "MMAP_RECORD",
     "REGULAR_OP_MIN",
     "SECTION_TAGS",
     "SIGNATURE_CODES",
@@ -65,6 +70,20 @@ class MmapAction(enum.IntEnum):
     FREE = 20
     FORWARD = 30
     PRELOAD = 40
+
+
+#: The MMAP section body (§4.5) after its tag: a record count, then per record its head
+#: and ``commands`` command records. The container, the MMAP model and the MMAP
+#: coprocessor's byte parser all take their layout from these declarations.
+MMAP_COUNT = Record("MMAP record count", [("count", "u32", "records that follow")])
+MMAP_RECORD = Record("MMAP record", [
+    ("tick", "u16", "instruction index at which the commands run"),
+    ("commands", "u8", "command records that follow"),
+])
+MMAP_COMMAND = Record("MMAP command", [
+    ("action", "u8", "MmapAction code"),
+    ("target", "u16", "instruction index the action applies to"),
+])
 
 
 class QuantMethod(enum.IntEnum):

@@ -46,7 +46,6 @@ block.
 from __future__ import annotations
 
 import enum as py_enum
-import struct
 from dataclasses import dataclass, field
 
 from amaranth import Cat, Module, Mux, Signal
@@ -54,6 +53,7 @@ from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from nac.encoding import MMAP_COMMAND, MMAP_COUNT, MMAP_RECORD
 from nac.encoding import MmapAction as _Action
 from npu.nac.decoder import IN_LAYOUT
 
@@ -101,11 +101,11 @@ class MmapError(enum.Enum, shape=4):
 
 def encode_mmap(records):
     """Encode ``[(tick, [(action, target), ...]), ...]`` as MMAP section bytes (after the tag)."""
-    out = bytearray(struct.pack("<I", len(records)))
+    out = bytearray(MMAP_COUNT.pack(count=len(records)))
     for tick, commands in records:
-        out += struct.pack("<HB", tick, len(commands))
+        out += MMAP_RECORD.pack(tick=tick, commands=len(commands))
         for action, target in commands:
-            out += struct.pack("<BH", getattr(action, "value", action), target)
+            out += MMAP_COMMAND.pack(action=int(getattr(action, "value", action)), target=target)
     return bytes(out)
 
 
@@ -175,19 +175,20 @@ class MmapModel:
         # the checks run in the hardware's order.
         try:
             if self._remaining is None:
-                raw, at_end = self._take(4)
-                if len(raw) < 4:
+                raw, at_end = self._take(MMAP_COUNT.size)
+                if len(raw) < MMAP_COUNT.size:
                     raise MmapFault(MmapError.TRUNCATED)
-                self._remaining = struct.unpack("<I", raw)[0]
+                self._remaining = MMAP_COUNT.unpack(raw)["count"]
                 if self._remaining == 0 and not at_end:
                     raise MmapFault(MmapError.TRAILING)
                 if self._remaining != 0 and at_end:
                     raise MmapFault(MmapError.TRUNCATED)
             if self._record is None and self._remaining:
-                raw, at_end = self._take(3)
-                if len(raw) < 3:
+                raw, at_end = self._take(MMAP_RECORD.size)
+                if len(raw) < MMAP_RECORD.size:
                     raise MmapFault(MmapError.TRUNCATED)
-                rec_tick, n = struct.unpack("<HB", raw)
+                head = MMAP_RECORD.unpack(raw)
+                rec_tick, n = head["tick"], head["commands"]
                 self._remaining -= 1
                 final = self._remaining == 0 and n == 0
                 if rec_tick <= self._previous_record_tick:
@@ -226,12 +227,13 @@ class MmapModel:
         try:
             for k in range(n):
                 final = self._remaining == 0 and k == n - 1
-                raw, at_end = self._take(3)
-                if len(raw) < 3 or (at_end and not final):
+                raw, at_end = self._take(MMAP_COMMAND.size)
+                if len(raw) < MMAP_COMMAND.size or (at_end and not final):
                     raise MmapFault(MmapError.TRUNCATED)
                 if final and not at_end:
                     raise MmapFault(MmapError.TRAILING)
-                action, target = struct.unpack("<BH", raw)
+                cmd = MMAP_COMMAND.unpack(raw)
+                action, target = cmd["action"], cmd["target"]
                 self._command(t, action, target)
         except MmapFault as fault:
             self._fail(fault.cause, t)
@@ -413,7 +415,7 @@ class MmapCoprocessor(wiring.Component):
 
         state = Signal(_State, init=_State.CLEAR)
         clear_index = Signal(range(depth))
-        phase = Signal(2)             # byte position inside a multi-byte field group
+        phase = Signal(range(4))      # byte position inside a record
         remaining = Signal(32)        # records left
         rec_tick = Signal(16)
         rec_cmds = Signal(8)          # commands left in the current record
@@ -423,10 +425,18 @@ class MmapCoprocessor(wiring.Component):
         action = Signal(8)
         target = Signal(16)
         req_param = Signal(16)
-        shift = Signal(24)            # collects little-endian bytes
+        # The bytes of a record before its last one, little-endian, newest on top: in the
+        # cycle that takes a record's last byte, Cat(shift, byte) ends with the whole record.
+        widest = max(r.size for r in (MMAP_COUNT, MMAP_RECORD, MMAP_COMMAND))
+        shift = Signal(8 * (widest - 1))
 
         byte = self.mmap.payload.data
         last = self.mmap.payload.last
+
+        def assembled(record, name):
+            """Field ``name`` of ``record`` in the cycle that takes its last byte."""
+            lo = 8 * (widest - record.size) + record[name].bit_offset
+            return Cat(shift, byte)[lo : lo + record[name].bits]
         err = Signal()
         cause = Signal(MmapError)
 
@@ -463,8 +473,8 @@ class MmapCoprocessor(wiring.Component):
             with m.Case(_State.COUNT):
                 with m.If(take):
                     m.d.sync += [shift.eq(Cat(shift[8:], byte)), phase.eq(phase + 1)]
-                    with m.If(phase == 3):
-                        count = Cat(shift, byte)
+                    with m.If(phase == MMAP_COUNT.size - 1):
+                        count = assembled(MMAP_COUNT, "count")
                         m.d.sync += [remaining.eq(count), phase.eq(0)]
                         with m.If(count == 0):
                             with m.If(~last):
@@ -479,12 +489,13 @@ class MmapCoprocessor(wiring.Component):
             with m.Case(_State.REC):
                 with m.If(take):
                     m.d.sync += [shift.eq(Cat(shift[8:], byte)), phase.eq(phase + 1)]
-                    with m.If(phase == 2):
-                        tick_value = shift[8:24]
-                        m.d.sync += [rec_tick.eq(tick_value), rec_cmds.eq(byte),
+                    with m.If(phase == MMAP_RECORD.size - 1):
+                        tick_value = assembled(MMAP_RECORD, "tick")
+                        n_cmds = assembled(MMAP_RECORD, "commands")
+                        m.d.sync += [rec_tick.eq(tick_value), rec_cmds.eq(n_cmds),
                                      phase.eq(0), remaining.eq(remaining - 1),
                                      prev_rec_tick.eq(tick_value)]
-                        final = (remaining == 1) & (byte == 0)
+                        final = (remaining == 1) & (n_cmds == 0)
                         with m.If(~prev_rec_tick[16] & (tick_value <= prev_rec_tick[:16])):
                             m.d.comb += [err.eq(1), cause.eq(MmapError.TICK_ORDER)]
                         with m.Elif(last & ~final):
@@ -518,8 +529,10 @@ class MmapCoprocessor(wiring.Component):
             with m.Case(_State.CMD):
                 with m.If(take):
                     m.d.sync += [shift.eq(Cat(shift[8:], byte)), phase.eq(phase + 1)]
-                    with m.If(phase == 2):
-                        m.d.sync += [action.eq(shift[8:16]), target.eq(Cat(shift[16:24], byte)),
+                    with m.If(phase == MMAP_COMMAND.size - 1):
+                        cmd_action = assembled(MMAP_COMMAND, "action")
+                        cmd_target = assembled(MMAP_COMMAND, "target")
+                        m.d.sync += [action.eq(cmd_action), target.eq(cmd_target),
                                      phase.eq(0), state.eq(_State.EXEC)]
                         final = (remaining == 0) & (rec_cmds == 1)
                         with m.If(last & ~final):
@@ -527,11 +540,11 @@ class MmapCoprocessor(wiring.Component):
                         with m.Elif(final & ~last):
                             m.d.comb += [err.eq(1), cause.eq(MmapError.TRAILING)]
                         # Read the tables for the command (data valid in EXEC).
-                        fwd = shift[8:16] == MmapAction.FORWARD.value
+                        fwd = cmd_action == MmapAction.FORWARD.value
                         m.d.comb += [
-                            res_r.addr.eq(Mux(fwd, cur_tick, Cat(shift[16:24], byte))),
+                            res_r.addr.eq(Mux(fwd, cur_tick, cmd_target)),
                             res_r.en.eq(1),
-                            pmap_r.addr.eq(Cat(shift[16:24], byte)),
+                            pmap_r.addr.eq(cmd_target),
                             pmap_r.en.eq(1),
                         ]
                     with m.Elif(last):
