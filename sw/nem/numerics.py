@@ -32,6 +32,8 @@ __all__ = [
     "NumericsError",
     "QuantParams",
     "Requant",
+    "activation_qparams",
+    "bias_codes",
     "conv2d_int8_acc",
     "dequantize_codes",
     "fold_input_zero_point",
@@ -41,6 +43,7 @@ __all__ = [
     "requant_params",
     "requantize",
     "round_float",
+    "weight_scales",
 ]
 
 INT_RANGES = {"i8": (-128, 127), "i16": (-32768, 32767), "u8": (0, 255)}
@@ -280,6 +283,59 @@ def conv2d_int8_acc(
     if bias_eff is not None:
         acc = acc + np.asarray(bias_eff, dtype=np.int64)
     return _check_int32(acc)
+
+
+# --- choosing quantisation parameters (the compiler's quantiser) ------------------------------
+
+
+def activation_qparams(lo, hi, elem="i8"):
+    """Asymmetric per-tensor parameters ``(scale, zero_point)`` covering ``[lo, hi]``.
+
+    The range is widened to contain 0 (so that the real zero, used by padding, has an exact
+    code), ``scale = (hi - lo) / (qmax - qmin)`` and ``zero_point = qmin - rne(lo / scale)``
+    clamped to the type's range; a range of zero width gets ``scale = 1``.
+
+    Parameters
+    ----------
+    lo, hi : float
+        Calibrated minimum and maximum of the real values.
+    elem : {"i8", "u8", "i16"}
+
+    Returns
+    -------
+    (float, int)
+    """
+    if elem not in INT_RANGES:
+        raise NumericsError(f"activation type must be one of {sorted(INT_RANGES)}, not {elem!r}")
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise NumericsError(f"activation range [{lo!r}, {hi!r}] is not a finite interval")
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    qmin, qmax = INT_RANGES[elem]
+    if hi == lo:
+        return 1.0, 0 if qmin < 0 else qmin
+    scale = (hi - lo) / (qmax - qmin)
+    zero_point = int(min(max(qmin - np.rint(lo / scale), qmin), qmax))
+    return scale, zero_point
+
+
+def weight_scales(w, axis):
+    """Symmetric per-channel int8 scales: ``max |w| / 127`` over all axes but ``axis``.
+
+    A channel of zeros gets scale 1 (its codes are all 0 whatever the scale).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    axis = axis % w.ndim
+    amax = np.abs(w).max(axis=tuple(a for a in range(w.ndim) if a != axis))
+    return np.where(amax > 0, amax / 127.0, 1.0)
+
+
+def bias_codes(bias, x_scale, w_scales):
+    """Bias in the accumulator domain: ``rne(bias[n] / (s_x * s_w[n]))`` as int32 (checked)."""
+    q = np.rint(np.asarray(bias, dtype=np.float64) / (float(x_scale) * np.asarray(w_scales)))
+    if q.size and (q.min() < -(1 << 31) or q.max() >= 1 << 31):
+        raise NumericsError("quantised bias does not fit in int32")
+    return q.astype(np.int32)
 
 
 # --- the real-valued path: CSTL / VPU operations and the float types -------------------------

@@ -1,0 +1,266 @@
+"""The back-end's build directory: ``npu compile MODEL --target DEV -o DIR`` and ``npu run DIR``.
+
+A build directory is self-contained (every path in it is relative to it):
+
+| file | what |
+|---|---|
+| ``model.nac`` (+ ``model.safetensors`` for external weights) | the model as compiled |
+| ``quant.json`` | activation quantisation per tensor (by NAC instruction index), |
+|  | weight scales per layer |
+| ``model.nem`` | the lowered NEM program; ``device.nem`` (and the files it includes) its device |
+| ``model.bin``, ``model.image.safetensors`` | the bound task binary, its memory image |
+| ``manifest.json`` | inputs and outputs: DDR buffer, stored and model shapes, dtype, quantisation |
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nem.binder import bind, plan_from_binary
+from nem.checker import check_file
+from nem.emit import emit_program
+from nem.lower import plan_layers
+from nem.memimage import build_image, read_image, write_image
+from nem.modelgraph import GraphError, evaluate, read_graph
+from nem.numerics import QuantParams, dequantize_codes, quantize_real
+from nem.quantize import calibrate, load_calibration
+from nem.target import resolve_target
+from nem.taskformat import decode, encode
+
+__all__ = ["BuildError", "compile_model", "load_build", "run_build"]
+
+MANIFEST_VERSION = 1
+
+
+class BuildError(ValueError):
+    """A build directory or run input that cannot be used (names the file and field)."""
+
+
+def _model_batch(graph, values):
+    return int(values[graph.inputs[0]].shape[0]) if graph.inputs else 1
+
+
+def _to_stored(x):
+    """Model layout -> stored layout: NCHW -> NHWC for 4-D values."""
+    return np.transpose(x, (0, 2, 3, 1)) if x.ndim == 4 else x
+
+
+def _from_stored(q, entry):
+    """Stored bytes of an output -> the model's layout."""
+    stored = q.reshape(entry["stored_shape"])
+    if entry.get("nhwc_flat"):
+        h, w, c = entry["nhwc_flat"]
+        n = stored.shape[0]
+        return stored.reshape(n, h, w, c).transpose(0, 3, 1, 2).reshape(entry["shape"])
+    if stored.ndim == 4:
+        return stored.transpose(0, 3, 1, 2)
+    return stored.reshape(entry["shape"])
+
+
+def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=None,
+                  method="minmax", percentile=99.99):
+    """Lower a ``.nac`` file for a target into a build directory.
+
+    Parameters
+    ----------
+    nac_path : path-like
+        The model (its external weights next to it, as ``nac.weights.write_nac`` puts them).
+    target_spec : str
+        ``small``, ``sim`` or a device file.
+    out_dir : path-like
+        Created if needed; files in it are replaced.
+    calibration : path-like, optional
+        ``.npz`` with one array per model input (samples along axis 0).
+    samples : list of numpy.ndarray, optional
+        Calibration arrays given directly (instead of ``calibration``); without either the
+        compile refuses.
+    method : {"minmax", "percentile"}
+    percentile : float
+
+    Returns
+    -------
+    dict
+        The manifest (also written to ``manifest.json``), with a ``report`` entry.
+    """
+    from nac.weights import read_nac
+
+    started = time.perf_counter()
+    nac_path = Path(nac_path)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    nac = read_nac(nac_path)
+    graph = read_graph(nac)
+    target = resolve_target(target_spec)
+    if calibration is not None:
+        samples = load_calibration(calibration, graph)
+    if samples is None:
+        raise BuildError("no calibration data: give --calibration FILE.npz")
+    probe = [np.asarray(s, dtype=np.float32) for s in samples]
+    for s in probe:
+        if s.ndim == 0:
+            raise BuildError("calibration arrays need samples along axis 0")
+    values = _first_values(graph, probe)  # the shapes, at the model's static batch
+    batch = _model_batch(graph, values)
+    ranges = calibrate(graph, probe, batch, method=method, percentile=percentile)
+    layers, acts = plan_layers(graph, values, ranges, target)
+    emitted = emit_program(layers, acts, graph.inputs, graph.outputs, target)
+    for name, text in target.files.items():
+        (out / name).write_text(text, encoding="utf-8")
+    (out / "model.nem").write_text(f'device "{target.device_file}"\n' + emitted.text,
+                                   encoding="utf-8")
+    shutil.copyfile(nac_path, out / "model.nac")
+    ext = nac_path.with_suffix(".safetensors")
+    if ext.is_file():
+        shutil.copyfile(ext, out / "model.safetensors")
+    checked = check_file(out / "model.nem")
+    errors = [str(d) for d in checked.diagnostics if getattr(d, "severity", "error") == "error"]
+    if not checked.ok:
+        raise BuildError("the lowered program does not check:\n" + "\n".join(errors[:10]))
+    program = bind(checked)
+    binary = encode(program)
+    (out / "model.bin").write_bytes(binary)
+    image = build_image(program, checked.plan, emitted.initial)
+    write_image(out / "model.image.safetensors", image)
+
+    def entry(index):
+        a = acts[index]
+        return {"instruction": index, "buffer": a.buffer, "shape": list(a.logical),
+                "stored_shape": list(a.shape), "dtype": "i8",
+                "layout": "NHWC" if len(a.shape) == 4 else "row-major",
+                "nhwc_flat": list(a.nhwc_flat) if a.nhwc_flat else None,
+                "quant": {"kind": "per_tensor", "scale": a.quant.scale,
+                          "zero_point": a.quant.zero_point}}
+
+    quant = {"activations": {str(i): dict(a.quant.as_json(), buffer=a.buffer)
+                             for i, a in sorted(acts.items())},
+             "layers": [{"instruction": layer.index, "op": layer.op,
+                         "output": layer.out.index,
+                         "activation": layer.activation,
+                         "weight_scales": None if layer.w_scales is None
+                         else [float(s) for s in layer.w_scales]} for layer in layers],
+             "calibration": {"method": method, "percentile": percentile if
+                             method == "percentile" else None, "samples": len(probe[0])}}
+    (out / "quant.json").write_text(json.dumps(quant, indent=1) + "\n", encoding="utf-8")
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "target": target_spec if target_spec in ("small", "sim") else target.device_file,
+        "device": target.device.name,
+        "files": {"nac": "model.nac", "nem": "model.nem", "binary": "model.bin",
+                  "image": "model.image.safetensors", "device": target.device_file,
+                  "quant": "quant.json"},
+        "inputs": [entry(i) for i in graph.inputs],
+        "outputs": [entry(i) for i in graph.outputs],
+        "layers": [{"instruction": layer.index, "op": layer.op, "unit":
+                    "NMU" if layer.kind in ("conv", "gemm") else "CSTL",
+                    "macs": layer.macs} for layer in layers],
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    manifest["report"] = {"compile_seconds": time.perf_counter() - started,
+                          "tasks": len(program.tasks), "tiles": emitted.tiles,
+                          "weight_groups": emitted.groups, "slots": emitted.slots,
+                          "binary_bytes": len(binary)}
+    return manifest
+
+
+def _first_values(graph, samples):
+    """Values of one float evaluation at the model's static batch (the shapes)."""
+    try:
+        size = None
+        for node in graph.nodes:
+            if node.kind == "op" and node.name == "nac.view":
+                size = node.args[1][0] if isinstance(node.args[1], list) else None
+                break
+        n = len(samples[0])
+        for batch in ([size] if size else []) + [n, 1]:
+            if batch is None or batch < 1:
+                continue
+            take = np.arange(batch) % n
+            try:
+                return evaluate(graph, [s[take] for s in samples])
+            except (ValueError, TypeError, IndexError):
+                continue
+        return evaluate(graph, [s[:1] for s in samples])
+    except (ValueError, TypeError, IndexError) as exc:
+        raise GraphError(f"the calibration data does not fit the model: {exc}") from None
+
+
+def load_build(build_dir):
+    """Read ``manifest.json`` of a build directory; paths resolved against it."""
+    d = Path(build_dir)
+    path = d / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BuildError(f"{path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BuildError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
+        raise BuildError(f"{path}: field 'version': expected {MANIFEST_VERSION}")
+    for key in ("files", "inputs", "outputs"):
+        if key not in manifest:
+            raise BuildError(f"{path}: missing field {key!r}")
+    return manifest
+
+
+def _qp(entry):
+    q = entry["quant"]
+    return QuantParams(np.array([float(q["scale"])]), np.array([int(q["zero_point"])]))
+
+
+def run_build(build_dir, inputs, *, on="executor"):
+    """Run a compiled model.
+
+    Parameters
+    ----------
+    build_dir : path-like
+    inputs : list of numpy.ndarray
+        Float inputs in the model's layout (NCHW), one per model input.
+    on : {"float", "executor"}
+        ``float``: the NAC golden runtime on ``model.nac``; ``executor``: quantise the
+        inputs, run the bound binary in the NEM executor, dequantise the outputs.
+
+    Returns
+    -------
+    (list of numpy.ndarray, nem.executor.RunResult or None)
+    """
+    d = Path(build_dir)
+    manifest = load_build(d)
+    files = manifest["files"]
+    if len(inputs) != len(manifest["inputs"]):
+        raise BuildError(f"the model has {len(manifest['inputs'])} input(s), {len(inputs)} "
+                         f"given")
+    for k, (x, e) in enumerate(zip(inputs, manifest["inputs"], strict=True)):
+        if list(np.shape(x)) != e["shape"]:
+            raise BuildError(f"input {k}: shape {list(np.shape(x))}, the model takes "
+                             f"{e['shape']}")
+    if on == "float":
+        from nac.runtime import run
+        from nac.weights import read_nac
+
+        return [np.asarray(v) for v in run(read_nac(d / files["nac"]), list(inputs))], None
+    if on != "executor":
+        raise BuildError(f"--on must be float or executor, not {on!r}")
+    from nem.executor import execute
+
+    try:
+        program = decode((d / files["binary"]).read_bytes())
+    except OSError as exc:
+        raise BuildError(f"{d / files['binary']}: {exc.strerror or exc}") from None
+    device = check_file(d / "model.nem").device
+    plan = plan_from_binary(program, device)
+    initial = read_image(d / files["image"], program).initial()
+    for x, e in zip(inputs, manifest["inputs"], strict=True):
+        codes = quantize_real(_to_stored(np.asarray(x, dtype=np.float64)), "i8", _qp(e))
+        initial[e["buffer"]] = np.frombuffer(codes.tobytes(), np.uint8)
+    result = execute(plan, device, initial, in_order=True)
+    outs = []
+    for e in manifest["outputs"]:
+        raw = result.memory.buffer(e["buffer"])[: int(np.prod(e["stored_shape"]))]
+        codes = _from_stored(raw.view(np.int8), e)
+        outs.append(dequantize_codes(codes, _qp(e)).astype(np.float32))
+    return outs, result
