@@ -5,6 +5,7 @@
 #   make lint      ruff + verilator --lint-only -Wall on the generated Verilog
 #   make bench     benchmark scripts (tests/bench/bench_*.py), numbers on stdout
 #   make fuzz      long fuzzing runs of every reader (tests/fuzz/fuzz_*.py)
+#   make mutate    mutation testing with mutmut (docs/testing.md; MODULES=... for some)
 #   make clean     remove build/ and caches (keeps .venv; `make distclean` removes it too)
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 300
 
-.PHONY: all venv test sim verilog lint bench fuzz clean distclean
+.PHONY: all venv test sim verilog lint bench fuzz mutate clean distclean
 
 all: test
 
@@ -53,6 +54,16 @@ bench: $(FPGA_STAMP)
 fuzz: $(STAMP)
 	@set -e; for s in tests/fuzz/fuzz_*.py; do \
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
+
+# Mutation testing: mutmut from the mutate extra; results cached in build/mutate/.
+MUTATE_STAMP := $(VENV)/.installed-mutate
+$(MUTATE_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,torch,mutate]'
+	@touch $(MUTATE_STAMP)
+
+MODULES ?=
+mutate: $(MUTATE_STAMP)
+	$(PY) tests/mutation/mutate.py --jobs $(JOBS) $(MODULES)
 
 clean:
 	rm -rf build sim_build .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,124 @@
+"""``make mutate``: mutation testing with mutmut over the modules of ``targets.py``.
+
+Usage::
+
+    python tests/mutation/mutate.py [--jobs N] [MODULE ...]
+
+Each module gets its own mutmut work directory, ``build/mutate/<module>/``: a ``src/``
+holding symlinks to the three packages (mutmut names mutants after the path below
+``src/``, so ``src/nem/numerics.py`` gives ``nem.numerics.*``, the name the tests import),
+symlinks to ``tests/`` and ``sim/``, and a ``pyproject.toml`` that is the checkout's plus a
+``[tool.mutmut]`` table naming the one file to mutate and the module's fast tests. mutmut
+copies all of it into ``mutants/`` there, records which test reaches which function, and
+runs each mutant against those tests only (``--max-children`` processes in parallel).
+Results stay in the work directory: a re-run only tries mutants of functions whose source
+changed, and re-checks the mutants that new tests reach. Nothing in the checkout is
+modified. The report (``tests/mutation/report.py``) follows each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from tests.mutation.targets import PACKAGE_DIRS, TARGETS, Target
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / "build" / "mutate"
+
+#: pytest options for every mutant run: no xdist workers or cache, a fixed Hypothesis seed
+#: so that a verdict does not depend on the run.
+PYTEST_ARGS = ("-p", "no:xdist", "-p", "no:cacheprovider", "--hypothesis-seed=0")
+
+
+def _toml_list(values):
+    return "[" + ", ".join(f'"{v}"' for v in values) + "]"
+
+
+def mutmut_table(target: Target) -> str:
+    """The ``[tool.mutmut]`` table of one module's work directory."""
+    packages = sorted(PACKAGE_DIRS)
+    return "\n".join([
+        "",
+        "[tool.mutmut]",
+        f"source_paths = {_toml_list(f'src/{p}' for p in packages)}",
+        f"only_mutate = {_toml_list(['src/' + target.source.split('/', 1)[1]])}",
+        f"also_copy = {_toml_list(['sim'])}",
+        f"pytest_add_cli_args = {_toml_list(PYTEST_ARGS)}",
+        f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}",
+        "use_git_change_detection = false",
+        'on_dependency_change = "ignore"',
+        "",
+    ])
+
+
+def _symlink(link: Path, to: Path) -> None:
+    if link.is_symlink() and Path(os.readlink(link)) == to:
+        return
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(to, target_is_directory=True)
+
+
+def stage(target: Target) -> Path:
+    """Create or refresh the work directory of *target*; return it."""
+    work = WORK / target.module
+    (work / "src").mkdir(parents=True, exist_ok=True)
+    for package, where in PACKAGE_DIRS.items():
+        _symlink(work / "src" / package, ROOT / where / package)
+    for name in ("tests", "sim"):
+        _symlink(work / name, ROOT / name)
+    config = (ROOT / "pyproject.toml").read_text() + mutmut_table(target)
+    path = work / "pyproject.toml"
+    if not path.exists() or path.read_text() != config:
+        path.write_text(config)
+    return work
+
+
+def run(target: Target, jobs: int) -> float:
+    """Run mutmut for *target*; return the wall-clock seconds it took."""
+    work = stage(target)
+    print(f"== {target.module}: mutmut in {work.relative_to(ROOT)} ({jobs} processes)",
+          flush=True)
+    start = time.monotonic()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+                          cwd=work, env=env, check=False)
+    seconds = time.monotonic() - start
+    if proc.returncode:
+        raise SystemExit(f"mutate: mutmut failed on {target.module} "
+                         f"(exit {proc.returncode}); see the output above")
+    (work / "last_run_seconds").write_text(f"{seconds:.1f}\n")
+    return seconds
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", metavar="MODULE",
+                        help=f"modules to mutate (default: all of {', '.join(TARGETS)})")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
+                        help="mutants run in parallel (default: the number of cores)")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TARGETS]
+    if unknown:
+        parser.error(f"not a mutation target: {', '.join(unknown)} "
+                     f"(targets: {', '.join(TARGETS)})")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, not {args.jobs}")
+    modules = args.modules or list(TARGETS)
+    for module in modules:
+        run(TARGETS[module], args.jobs)
+    from tests.mutation.report import main as report
+
+    return report(modules)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

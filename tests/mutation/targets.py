@@ -1,0 +1,72 @@
+"""What mutation testing covers: each module, its source file and the fast tests that see it.
+
+One table for ``make mutate`` (``tests/mutation/mutate.py``), its report
+(``tests/mutation/report.py``) and the fixed sample that runs in ``make test``
+(``tests/mutation/test_mutation_sample.py``). The test files are the fast ones that exercise
+the module (unit, property and Amaranth-simulator tests; no cocotb, no fuzzing runs); the
+tool narrows them further to the tests that reach each mutated function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["PACKAGE_DIRS", "TARGETS", "Target"]
+
+#: Where each installed package lives in the checkout (``pyproject.toml``'s package find).
+PACKAGE_DIRS = {"nac": "sw", "nem": "sw", "npu": "hw"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module under mutation testing.
+
+    Attributes
+    ----------
+    module : str
+        Dotted module name.
+    tests : tuple of str
+        Test files (relative to the checkout) run against its mutants.
+    kind : str
+        ``"sw"`` (target score 90 %) or ``"rtl"`` (the Python of an RTL block, 80 %).
+    """
+
+    module: str
+    tests: tuple[str, ...]
+    kind: str = "sw"
+
+    @property
+    def source(self) -> str:
+        """The module's file, relative to the checkout."""
+        package = self.module.split(".", 1)[0]
+        return f"{PACKAGE_DIRS[package]}/{self.module.replace('.', '/')}.py"
+
+    @property
+    def target_score(self) -> float:
+        """The score the issue asks for (fraction of mutants killed)."""
+        return 0.9 if self.kind == "sw" else 0.8
+
+
+_T = Target
+TARGETS = {t.module: t for t in (
+    _T("nem.numerics", ("tests/nem_numerics/test_numerics.py", "tests/nem_executor/test_ops.py")),
+    _T("nem.ops", ("tests/nem_executor/test_ops.py", "tests/nem_executor/test_programs.py")),
+    _T("nem.taskformat", ("tests/nem_binder/test_taskformat.py",
+                          "tests/nem_binder/test_bind_compute.py",
+                          "tests/nem_binder/test_binder.py")),
+    _T("nem.binder", ("tests/nem_binder/test_binder.py", "tests/nem_binder/test_bind_compute.py",
+                      "tests/nem_binder/test_tokens.py")),
+    _T("nem.hazards", ("tests/nem_toolkit/test_nem_corpus.py",
+                       "tests/nem_toolkit/test_examples.py", "tests/nem_binder/test_tokens.py")),
+    _T("nac.container", ("tests/nac_container/test_errors.py",
+                         "tests/nac_container/test_golden.py",
+                         "tests/nac_container/test_roundtrip.py")),
+    _T("nac.schedule", ("tests/nac_compiler/test_schedule.py",)),
+    _T("nac.runtime", ("tests/nac_compiler/test_frontend.py",)),
+    _T("npu.nac.decoder", ("tests/hw/test_decoder.py", "tests/hw/test_decoder_vs_container.py"),
+       "rtl"),
+    _T("npu.nac.mmap", ("tests/hw/test_mmap.py",), "rtl"),
+    _T("npu.cstl.requant", ("tests/hw/test_requant.py",), "rtl"),
+    _T("npu.nmu.agu", ("tests/hw/test_nmu_agu.py",), "rtl"),
+    _T("npu.engine.seq", ("tests/hw/test_engine_blocks.py",), "rtl"),
+)}
