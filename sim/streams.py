@@ -3,21 +3,22 @@
 Use inside ``async def`` testbenches (``sim.add_testbench``). Both sides take a
 ``random.Random`` and a probability: the sender inserts idle cycles (``valid`` low) and the
 receiver withholds ``ready``, each cycle with that probability. Every wait is bounded by
-``timeout`` cycles, so a block that never answers fails the test instead of hanging it.
+``timeout`` cycles, so a block that never answers fails the test with
+:class:`~sim.stream_errors.StreamTimeout` (naming the stream and the cycle, counted from the
+start of the call) instead of hanging it.
 """
 
 from __future__ import annotations
 
 import random
 
+from sim.stream_errors import StreamTimeout
+
 __all__ = ["StreamTimeout", "stream_recv", "stream_send"]
 
 
-class StreamTimeout(AssertionError):
-    """A stream did not complete a transfer within the allowed number of cycles."""
-
-
-async def stream_send(ctx, port, payloads, *, rng=None, idle=0.0, timeout=10_000):
+async def stream_send(ctx, port, payloads, *, rng=None, idle=0.0, timeout=10_000,
+                      name="input stream"):
     """Drive every payload in *payloads* into stream *port* (the DUT's input).
 
     Parameters
@@ -33,24 +34,30 @@ async def stream_send(ctx, port, payloads, *, rng=None, idle=0.0, timeout=10_000
         Probability of an idle cycle before each transfer (and after an idle cycle).
     timeout : int
         Cycles to wait for ``ready`` before raising :class:`StreamTimeout`.
+    name : str
+        The stream's name in error messages.
     """
     rng = rng or random.Random(0)
+    cycle = 0
     for index, payload in enumerate(payloads):
         while idle and rng.random() < idle:
             ctx.set(port.valid, 0)
             await ctx.tick()
+            cycle += 1
         ctx.set(port.payload, payload)
         ctx.set(port.valid, 1)
         for _ in range(timeout):
             *_, ready = await ctx.tick().sample(port.ready)
+            cycle += 1
             if ready:
                 break
         else:
-            raise StreamTimeout(f"input stream: transfer {index} not accepted in {timeout} cycles")
+            raise StreamTimeout(name, cycle, f"transfer {index} not accepted in {timeout} cycles")
         ctx.set(port.valid, 0)
 
 
-async def stream_recv(ctx, port, count, *, rng=None, backpressure=0.0, timeout=10_000):
+async def stream_recv(ctx, port, count, *, rng=None, backpressure=0.0, timeout=10_000,
+                      name="output stream"):
     """Receive *count* payloads from stream *port* (the DUT's output).
 
     Parameters
@@ -66,6 +73,8 @@ async def stream_recv(ctx, port, count, *, rng=None, backpressure=0.0, timeout=1
         Probability that ``ready`` is low in a given cycle.
     timeout : int
         Cycles allowed between two transfers before raising :class:`StreamTimeout`.
+    name : str
+        The stream's name in error messages.
 
     Returns
     -------
@@ -74,19 +83,19 @@ async def stream_recv(ctx, port, count, *, rng=None, backpressure=0.0, timeout=1
     """
     rng = rng or random.Random(1)
     received = []
-    waited = 0
+    waited = cycle = 0
     while len(received) < count:
         ready = not (backpressure and rng.random() < backpressure)
         ctx.set(port.ready, ready)
         *_, valid, payload = await ctx.tick().sample(port.valid, port.payload)
+        cycle += 1
         if ready and valid:
             received.append(payload)
             waited = 0
         else:
             waited += 1
             if waited > timeout:
-                raise StreamTimeout(
-                    f"output stream: {len(received)} of {count} transfers, "
-                    f"then nothing for {timeout} cycles")
+                raise StreamTimeout(name, cycle, f"{len(received)} of {count} transfers, "
+                                                 f"then nothing for {timeout} cycles")
     ctx.set(port.ready, 0)
     return received

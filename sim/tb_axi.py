@@ -69,19 +69,22 @@ class TB:
             await RisingEdge(dut.clk)
         dut.rst.value = 0
         await FallingEdge(dut.clk)
+        self.wr_cmd = StreamSource(dut, "wr_cmd", dut.clk)
+        self.wr_data = StreamSource(dut, "wr_data", dut.clk,
+                                    pause_generator=random_pauses(self.seed + 1, self.stall))
+        self.wr_done = StreamSink(dut, "wr_done", dut.clk)
+        self.rd_cmd = StreamSource(dut, "rd_cmd", dut.clk)
+        self.rd_data = StreamSink(dut, "rd_data", dut.clk,
+                                  pause_generator=random_pauses(self.seed + 2, self.stall),
+                                  timeout_cycles=20_000)
 
     async def write(self, addr, words, strobes):
         self.aw.clear()
-        cmd = StreamSource(self.dut, "wr_cmd", self.dut.clk)
-        src = StreamSource(self.dut, "wr_data", self.dut.clk,
-                           pauses=random_pauses(self.seed + 1, self.stall))
-        done = StreamSink(self.dut, "wr_done", self.dut.clk)
-        sender = cocotb.start_soon(src.send(
-            [WDATA.const({"data": w, "strb": s}).as_bits() for w, s in zip(words, strobes,
-                                                                          strict=True)]))
-        await cmd.send([CMD.const({"addr": addr, "beats": len(words)}).as_bits()])
-        (error,) = await done.recv(1)
-        await sender
+        for w, s in zip(words, strobes, strict=True):
+            self.wr_data.send_nowait(WDATA.const({"data": w, "strb": s}).as_bits())
+        await self.wr_cmd.send(CMD.const({"addr": addr, "beats": len(words)}).as_bits())
+        error = await self.wr_done.recv()
+        await self.wr_data.wait()
         assert error == 0, "write reported an error response"
         for k, (word, strb) in enumerate(zip(words, strobes, strict=True)):
             for lane in range(BPB):
@@ -91,12 +94,8 @@ class TB:
 
     async def read(self, addr, beats):
         self.ar.clear()
-        cmd = StreamSource(self.dut, "rd_cmd", self.dut.clk)
-        sink = StreamSink(self.dut, "rd_data", self.dut.clk,
-                          pauses=random_pauses(self.seed + 2, self.stall))
-        receiver = cocotb.start_soon(sink.recv(beats, timeout=20_000))
-        await cmd.send([CMD.const({"addr": addr, "beats": beats}).as_bits()])
-        got = await receiver
+        await self.rd_cmd.send(CMD.const({"addr": addr, "beats": beats}).as_bits())
+        got = [await self.rd_data.recv() for _ in range(beats)]
         assert self.ar == split_bursts(addr, beats, BPB), (self.ar, addr, beats)
         words = [x & ((1 << WIDTH) - 1) for x in got]
         lasts = [x >> WIDTH for x in got]

@@ -80,9 +80,13 @@ class TB:
         await self.load_perm(perm, num_outputs)
         want = DecoderModel(perm, max_args=MAX_ARGS, max_consts=MAX_CONSTS,
                             num_outputs=num_outputs).decode(stream)
-        source = StreamSource(dut, "i", dut.clk, pauses=random_pauses(seed, idle))
-        sink = StreamSink(dut, "o", dut.clk, pauses=random_pauses(seed + 1, backpressure))
-        payloads = [b | (int(k == len(stream) - 1) << 8) for k, b in enumerate(stream)]
+        source = StreamSource(dut, "i", dut.clk, pause_generator=random_pauses(seed, idle),
+                              timeout_cycles=5000)
+        sink = StreamSink(dut, "o", dut.clk,
+                          pause_generator=random_pauses(seed + 1, backpressure),
+                          timeout_cycles=5000)
+        for k, b in enumerate(stream):
+            source.send_nowait(b | (int(k == len(stream) - 1) << 8))
         cycles = 0
 
         async def count_cycles():
@@ -92,16 +96,17 @@ class TB:
                 cycles += 1
 
         counter = cocotb.start_soon(count_cycles())
-        sender = cocotb.start_soon(source.send(payloads, timeout=5000))
-        got = [unpack(x) for x in await sink.recv(len(want.instructions), timeout=5000)]
-        await sender  # raises StreamTimeout if the decoder stopped accepting bytes
+        got = [unpack(await sink.recv()) for _ in want.instructions]
+        await source.wait()  # raises StreamTimeout if the decoder stopped accepting bytes
         counter.cancel()
         # Watchdog: nothing more comes out, and the status is final, within 20 cycles.
-        dut.o__ready.value = 1
-        for _ in range(20):
+        sink.set_pause_generator(None)
+        for _ in range(21):
             await FallingEdge(dut.clk)
-            await ReadOnly()
-            assert dut.o__valid.value == 0, "decoder emitted more instructions than the model"
+        assert sink.empty(), "decoder emitted more instructions than the model"
+        source.stop()
+        sink.stop()
+        await ReadOnly()
         status = (int(dut.error.value), DecodeError(int(dut.error_cause.value)),
                   int(dut.error_index.value), int(dut.done.value))
         return want, got, status, cycles

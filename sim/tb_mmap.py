@@ -18,7 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from npu.nac.mmap import MmapError, MmapModel, ResultState
-from sim.cocotb_streams import StreamSource, random_pauses
+from sim.cocotb_streams import StreamSink, StreamSource, random_pauses
 from sim.nac_schedules import random_schedule
 from sim.nac_streams import corrupt
 
@@ -62,21 +62,13 @@ class TB:
                           max_instructions=DEPTH)
         rng = random.Random(seed)
         requests = []
-        source = StreamSource(dut, "mmap", dut.clk, pauses=random_pauses(seed + 1, idle))
-        payloads = [b | (int(k == len(section) - 1) << 8) for k, b in enumerate(section)]
-        feeder = cocotb.start_soon(source.send(payloads, timeout=100_000))
-        pauses = random_pauses(seed + 2, backpressure)
-
-        async def take_requests():
-            while True:
-                await FallingEdge(dut.clk)
-                ready = not next(pauses)
-                dut.preload_req__ready.value = int(ready)
-                await ReadOnly()
-                if ready and dut.preload_req__valid.value == 1:
-                    requests.append(int(dut.preload_req__payload.value))
-
-        taker = cocotb.start_soon(take_requests())
+        source = StreamSource(dut, "mmap", dut.clk, pause_generator=random_pauses(seed + 1, idle),
+                              timeout_cycles=100_000)
+        for k, b in enumerate(section):
+            source.send_nowait(b | (int(k == len(section) - 1) << 8))
+        taker = StreamSink(dut, "preload_req", dut.clk,
+                           pause_generator=random_pauses(seed + 2, backpressure),
+                           callback=lambda transfer: requests.append(transfer.payload))
 
         async def compare(where):
             for _ in range(500):  # read-ahead errors appear once the bytes have arrived
@@ -134,8 +126,9 @@ class TB:
                 assert ResultState(raw & 3) == state, f"result {index}: state"
                 if state == ResultState.SAVED:
                     assert raw >> 2 == slot, f"result {index}: slot"
-        taker.cancel()
-        feeder.cancel()
+        await FallingEdge(dut.clk)  # out of the ReadOnly phase: stop() releases the handshakes
+        taker.stop()
+        source.stop()
         return model
 
 

@@ -20,7 +20,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from npu.nac.decoder import DecodedInstruction, decoded_layout, perm_write_layout
-from sim.cocotb_streams import StreamSource, random_pauses
+from sim.cocotb_streams import StreamSink, StreamSource, StreamTimeout, random_pauses
 from sim.nac_schedules import schedule_for_program
 from sim.nac_streams import random_program
 
@@ -70,21 +70,23 @@ async def run_program(dut, rng):
     dut.param_map__valid.value = 0
 
     seed = rng.randrange(1 << 30)
-    ops = [b | (int(k == len(program.stream) - 1) << 8) for k, b in enumerate(program.stream)]
-    mm = [b | (int(k == len(schedule.section) - 1) << 8) for k, b in enumerate(schedule.section)]
-    feeders = [
-        cocotb.start_soon(StreamSource(dut, "ops", dut.clk, pauses=random_pauses(seed, 0.3))
-                          .send(ops, timeout=100_000)),
-        cocotb.start_soon(StreamSource(dut, "mmap", dut.clk,
-                                       pauses=random_pauses(seed + 1, 0.3))
-                          .send(mm, timeout=100_000)),
-    ]
+    feeders = [StreamSource(dut, "ops", dut.clk, pause_generator=random_pauses(seed, 0.3),
+                            timeout_cycles=100_000),
+               StreamSource(dut, "mmap", dut.clk, pause_generator=random_pauses(seed + 1, 0.3),
+                            timeout_cycles=100_000)]
+    for feeder, data in zip(feeders, (program.stream, schedule.section), strict=True):
+        for k, b in enumerate(data):
+            feeder.send_nowait(b | (int(k == len(data) - 1) << 8))
     requests = []
     outstanding = []
+    delay_rng = random.Random(seed + 2)
 
-    async def preload_responder():
-        delay_rng = random.Random(seed + 2)
-        pauses = random_pauses(seed + 3, 0.3)
+    def take_request(transfer):  # in ReadOnly, after this cycle's completion was driven
+        requests.append(transfer.payload)
+        outstanding.append([delay_rng.randint(1, 20), transfer.payload])
+
+    async def complete_preloads():
+        # preload_done has no ready: each completion is a one-cycle valid pulse.
         while True:
             await FallingEdge(dut.clk)
             dut.preload_done__valid.value = 0
@@ -95,44 +97,42 @@ async def run_program(dut, rng):
                 dut.preload_done__valid.value = 1
             for item in outstanding:
                 item[0] -= 1
-            ready = not next(pauses)
-            dut.preload_req__ready.value = int(ready)
-            await ReadOnly()
-            if ready and dut.preload_req__valid.value == 1:
-                param = int(dut.preload_req__payload.value)
-                requests.append(param)
-                outstanding.append([delay_rng.randint(1, 20), param])
 
-    responder = cocotb.start_soon(preload_responder())
+    taker = StreamSink(dut, "preload_req", dut.clk, pause_generator=random_pauses(seed + 3, 0.3),
+                       callback=take_request)
+    responder = cocotb.start_soon(complete_preloads())
     per_tick = [0] * schedule.n_instr
     for tick, cmds in schedule.records:
         per_tick[tick] = len(cmds)
     cumulative = list(accumulate(per_tick))
+
+    def check_lock_step(transfer):  # in ReadOnly, the cycle the instruction leaves
+        ins = unpack(transfer.payload)
+        executed = int(dut.commands.value)
+        assert executed == cumulative[ins.index], (
+            f"instruction {ins.index} left with {executed} commands executed, "
+            f"schedule has {cumulative[ins.index]} up to its tick")
+        assert dut.dec_error.value == 0 and dut.mmap_error.value == 0, (
+            f"instruction {ins.index}: decoder error {int(dut.dec_error_cause.value)}, "
+            f"mmap error {int(dut.mmap_error_cause.value)}")
+
+    sink = StreamSink(dut, "o", dut.clk, pause_generator=random_pauses(seed + 4, 0.4),
+                      callback=check_lock_step, timeout_cycles=5000)
     got = []
-    pauses = random_pauses(seed + 4, 0.4)
-    idle = 0
     while len(got) < len(program.expected):
-        await FallingEdge(dut.clk)
-        ready = not next(pauses)
-        dut.o__ready.value = int(ready)
-        await ReadOnly()
-        if ready and dut.o__valid.value == 1:
-            ins = unpack(int(dut.o__payload.value))
-            executed = int(dut.commands.value)
-            assert executed == cumulative[ins.index], (
-                f"instruction {ins.index} left with {executed} commands executed, "
-                f"schedule has {cumulative[ins.index]} up to its tick")
-            got.append(ins)
-            idle = 0
-        else:
-            idle += 1
-            assert idle < 5000, f"front-end stalled after {len(got)} instructions"
-            assert dut.dec_error.value == 0 and dut.mmap_error.value == 0, (
-                f"decoder error {int(dut.dec_error_cause.value)}, "
-                f"mmap error {int(dut.mmap_error_cause.value)}")
+        try:
+            got.append(unpack(await sink.recv()))
+        except StreamTimeout as exc:
+            raise AssertionError(
+                f"front-end stalled after {len(got)} instructions: decoder error "
+                f"{int(dut.dec_error_cause.value)}, mmap error "
+                f"{int(dut.mmap_error_cause.value)}") from exc
     for feeder in feeders:
-        await feeder
+        await feeder.wait()
+        feeder.stop()
     responder.cancel()
+    taker.stop()
+    sink.stop()
     assert got == list(program.expected)
     preloaded = {schedule.param_map[t] for _, cmds in schedule.records
                  for action, t in cmds if action.value == 40}

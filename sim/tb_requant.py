@@ -54,10 +54,14 @@ async def random_accumulators_with_stalls(dut):
     in_layout = data.StructLayout({"acc": data.ArrayLayout(32, LANES), "row": range(ROWS)})
     payloads = [in_layout.const({"acc": [int(a) & 0xFFFFFFFF for a in acc[i]],
                                  "row": int(rows[i])}).as_bits() for i in range(n)]
-    source = StreamSource(dut, "i", dut.clk, pauses=random_pauses(cocotb.RANDOM_SEED, 0.3))
-    sink = StreamSink(dut, "o", dut.clk, pauses=random_pauses(cocotb.RANDOM_SEED + 1, 0.4))
-    cocotb.start_soon(source.send(payloads))
-    got = await sink.recv(n)
+    source = StreamSource(dut, "i", dut.clk,
+                          pause_generator=random_pauses(cocotb.RANDOM_SEED, 0.3))
+    sink = StreamSink(dut, "o", dut.clk,
+                      pause_generator=random_pauses(cocotb.RANDOM_SEED + 1, 0.4))
+    for payload in payloads:
+        source.send_nowait(payload)
+    got = [await sink.recv() for _ in range(n)]
+    await source.wait()
     mask = (1 << BITS) - 1
     for i, word in enumerate(got):
         sel = slice(rows[i] * LANES, rows[i] * LANES + LANES)

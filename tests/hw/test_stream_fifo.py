@@ -41,8 +41,11 @@ def test_receiver_times_out_instead_of_hanging():
     dut = StreamFIFO(width=8, depth=2)
 
     async def consumer(ctx):
-        with pytest.raises(StreamTimeout, match="0 of 1 transfers, then nothing for 20 cycles"):
-            await stream_recv(ctx, dut.o, 1, timeout=20)
+        with pytest.raises(StreamTimeout) as info:
+            await stream_recv(ctx, dut.o, 1, timeout=20, name="fifo out")
+        # ready is offered for 21 cycles (the wait goes past the bound of 20) in vain.
+        assert str(info.value) == "fifo out: 0 of 1 transfers, then nothing for 20 cycles " \
+                                  "(cycle 21)"
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -54,8 +57,13 @@ def test_sender_times_out_when_never_ready():
     dut = StreamFIFO(width=8, depth=2)
 
     async def producer(ctx):
-        with pytest.raises(StreamTimeout, match="transfer 2 not accepted in 30 cycles"):
+        with pytest.raises(StreamTimeout) as info:
             await stream_send(ctx, dut.i, [1, 2, 3], timeout=30)
+        # Depth 2 is a one-entry FIFO plus an output register: transfer 0 fills the entry in
+        # cycle 1, which is full (not ready) in cycle 2 while the word moves to the register;
+        # transfer 1 goes in in cycle 3, then transfer 2 is refused for 30 cycles: 33.
+        assert (info.value.stream, info.value.cycle) == ("input stream", 33)
+        assert info.value.problem == "transfer 2 not accepted in 30 cycles"
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
