@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import struct
 from pathlib import Path
 
 import cocotb
@@ -28,19 +27,18 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
-    HEADER_FIELDS,
     MAGIC,
     REGISTER_MAPS,
-    TASK_FIELDS,
+    REQUANT_CHANNEL,
+    REQUANT_ENTRY,
     TASK_HEADER,
     WRITE,
-    WRITE_FIELDS,
     Unit,
     data_offset,
 )
 from npu.engine.config import EngineConfig
 from npu.engine.copy_units import level_code
-from npu.engine.seq import Cause, Status, struct_fields
+from npu.engine.seq import Cause, Status
 from npu.engine.top import engine_register_map, unit_names
 from npu.nmu.model import Cause as NmuCause
 from sim.cocotb_streams import random_pauses
@@ -262,29 +260,39 @@ def _corrupt(binary, offset, value, size=1):
     return bytes(data)
 
 
+def _patch(binary, record, at, name, value):
+    """``binary`` with field ``name`` of the ``record`` at byte ``at`` set to ``value``."""
+    data = bytearray(binary)
+    record.patch(data, at, name, value)
+    return bytes(data)
+
+
+def _writes(binary, at):
+    """``(offset, register index, value)`` of each register write of the task at ``at``."""
+    first = at + TASK_HEADER.size
+    for k in range(TASK_HEADER.unpack(binary, at)["nwrites"]):
+        w = WRITE.unpack(binary, first + k * WRITE.size)
+        yield first + k * WRITE.size, w["index"], w["value"]
+
+
 def _malformed(g):
     """(name, binary, expected cause) for binaries broken in one field each."""
-    header = struct_fields(HEADER, HEADER_FIELDS)
-    task = struct_fields(TASK_HEADER, TASK_FIELDS)
-    write = struct_fields(WRITE, WRITE_FIELDS)
-    nbufs = struct.unpack_from("<I", g.binary, header["buffer_count"][0])[0]
-    first = HEADER.size + nbufs * BUFFER_ENTRY.size
     b = g.binary
-    magic = int.from_bytes(MAGIC, "little") ^ 0xFF
+    first = HEADER.size + HEADER.unpack(b)["buffer_count"] * BUFFER_ENTRY.size
+    bad_magic = bytes([MAGIC[0] ^ 0xFF]) + MAGIC[1:]
     wait_all = (1 << min(CFG.tokens, 32)) - 1
-    hash_at = header["device_hash"][0] + 5
+    hash_at = HEADER.offset("device_hash") + 5
     return [
-        ("bad magic", _corrupt(b, header["magic"][0], magic, 4), Cause.BAD_MAGIC),
-        ("newer major", _corrupt(b, header["major"][0], 2, 2), Cause.BAD_VERSION),
+        ("bad magic", _patch(b, HEADER, 0, "magic", bad_magic), Cause.BAD_MAGIC),
+        ("newer major", _patch(b, HEADER, 0, "major", 2), Cause.BAD_VERSION),
         ("device hash", _corrupt(b, hash_at, b[hash_at] ^ 1), Cause.BAD_DEVICE),
-        ("unknown unit", _corrupt(b, first + task["unit"][0], Unit.CSTL), Cause.BAD_UNIT),
-        ("no such instance", _corrupt(b, first + task["instance"][0], 9), Cause.BAD_UNIT),
-        ("register index", _corrupt(b, first + TASK_HEADER.size + write["index"][0], 200),
+        ("unknown unit", _patch(b, TASK_HEADER, first, "unit", Unit.CSTL), Cause.BAD_UNIT),
+        ("no such instance", _patch(b, TASK_HEADER, first, "instance", 9), Cause.BAD_UNIT),
+        ("register index", _patch(b, WRITE, first + TASK_HEADER.size, "index", 200),
          Cause.BAD_REGISTER),
-        ("stream offset", _corrupt(b, header["stream_offset"][0], first + 1, 4),
-         Cause.BAD_HEADER),
-        ("wait forever", _corrupt(b, first + task["wait"][0], wait_all, 4), Cause.WATCHDOG),
-        ("signal beyond the tokens", _corrupt(b, first + task["signal"][0], 1 << 31, 4),
+        ("stream offset", _patch(b, HEADER, 0, "stream_offset", first + 1), Cause.BAD_HEADER),
+        ("wait forever", _patch(b, TASK_HEADER, first, "wait", wait_all), Cause.WATCHDOG),
+        ("signal beyond the tokens", _patch(b, TASK_HEADER, first, "signal", 1 << 31),
          Cause.BAD_TOKEN),
         ("level", _write(b, first, "SRC_LEVEL", level_code("L1")), Cause.BAD_LEVEL),
         ("count too big", _write(b, first, "COUNT1", 1 << 16), Cause.BAD_VALUE),
@@ -296,49 +304,40 @@ def _malformed(g):
 
 def _task_offsets(binary):
     """Byte offsets of the task records in ``binary``, in stream order."""
-    header = struct_fields(HEADER, HEADER_FIELDS)
-    task = struct_fields(TASK_HEADER, TASK_FIELDS)
-    at = struct.unpack_from("<I", binary, header["stream_offset"][0])[0]
-    end = at + struct.unpack_from("<I", binary, header["stream_bytes"][0])[0]
+    header = HEADER.unpack(binary)
+    at = header["stream_offset"]
+    end = at + header["stream_bytes"]
     out = []
     while at < end:
         out.append(at)
-        at += TASK_HEADER.size + binary[at + task["nwrites"][0]] * WRITE.size
+        at += TASK_HEADER.size + TASK_HEADER.unpack(binary, at)["nwrites"] * WRITE.size
     return out
 
 
 def _malformed_nmu(g):
     """(name, binary, expected cause, expected NMU_CAUSE, expected ERROR_TASK) for broken
     NMU tasks (None: not checked)."""
-    header = struct_fields(HEADER, HEADER_FIELDS)
-    task = struct_fields(TASK_HEADER, TASK_FIELDS)
-    write = struct_fields(WRITE, WRITE_FIELDS)
     b = g.binary
+    header = HEADER.unpack(b)
     index, at = next((k, a) for k, a in enumerate(_task_offsets(b))
-                     if b[a + task["unit"][0]] == Unit.NMU)
+                     if TASK_HEADER.unpack(b, a)["unit"] == Unit.NMU)
     regs = REGISTER_MAPS[Unit.NMU]
-    requant = next(struct.unpack_from("<I", b, w + write["value"][0])[0]
-                   for w in range(at + TASK_HEADER.size,
-                                  at + TASK_HEADER.size + b[at + task["nwrites"][0]] * WRITE.size,
-                                  WRITE.size)
-                   if b[w + write["index"][0]] == regs.index("REQUANT"))
-    stream_end = sum(struct.unpack_from("<I", b, header[f][0])[0]
-                     for f in ("stream_offset", "stream_bytes"))
-    data_at = data_offset(stream_end)
-    data_bytes = struct.unpack_from("<I", b, header["data_bytes"][0])[0]
-    count_at = data_at + requant + 16   # the entry's channel count (REQUANT_ENTRY word 4)
+    requant = next(v for _, i, v in _writes(b, at) if i == regs.index("REQUANT"))
+    entry_at = data_offset(header["stream_offset"] + header["stream_bytes"]) + requant
+    data_bytes = header["data_bytes"]
     return [
-        ("NMU instance", _corrupt(b, at + task["instance"][0], 1), Cause.BAD_UNIT, 0, index),
-        ("NMU register index", _corrupt(b, at + TASK_HEADER.size + write["index"][0],
-                                        len(regs)), Cause.BAD_REGISTER, 0, index),
+        ("NMU instance", _patch(b, TASK_HEADER, at, "instance", 1), Cause.BAD_UNIT, 0, index),
+        ("NMU register index", _patch(b, WRITE, at + TASK_HEADER.size, "index", len(regs)),
+         Cause.BAD_REGISTER, 0, index),
         ("REQUANT misaligned", _write(b, at, "REQUANT", requant + 4), Cause.BAD_ENTRY, 0,
          index),
         ("REQUANT past the data", _write(b, at, "REQUANT", data_bytes), Cause.BAD_ENTRY, 0,
          index),
         # found by the entry fetcher while the task runs: every NMU task shares the entry
-        ("entry channel count", _corrupt(b, count_at, 1 << 20, 4), Cause.BAD_ENTRY, None,
-         index),
-        ("entry longer than the data", _corrupt(b, count_at, data_bytes // 8, 4),
+        ("entry channel count", _patch(b, REQUANT_ENTRY, entry_at, "channels", 1 << 20),
+         Cause.BAD_ENTRY, None, index),
+        ("entry longer than the data",
+         _patch(b, REQUANT_ENTRY, entry_at, "channels", data_bytes // REQUANT_CHANNEL.size),
          Cause.BAD_ENTRY, None, index),
         ("NMU opcode", _write(b, at, "OPCODE", 0x7F), Cause.UNIT_ERROR, NmuCause.OPCODE,
          index),
@@ -349,14 +348,11 @@ def _malformed_nmu(g):
 
 def _write(binary, at, name, value):
     """``binary`` with the value of register ``name`` in the task record at ``at`` changed."""
-    task = struct_fields(TASK_HEADER, TASK_FIELDS)
-    write = struct_fields(WRITE, WRITE_FIELDS)
-    unit = Unit(binary[at + task["unit"][0]])
+    unit = Unit(TASK_HEADER.unpack(binary, at)["unit"])
     index = REGISTER_MAPS[unit].index(name)
-    for k in range(binary[at + task["nwrites"][0]]):
-        w = at + TASK_HEADER.size + k * WRITE.size
-        if binary[w + write["index"][0]] == index:
-            return _corrupt(binary, w + write["value"][0], value, write["value"][1])
+    for w, i, _ in _writes(binary, at):
+        if i == index:
+            return _patch(binary, WRITE, w, "value", value)
     raise AssertionError(f"task at {at} does not write {name}")
 
 
@@ -412,7 +408,7 @@ async def back_to_back_without_reset(dut):
     assert first["CYCLES"] > 0 and second["CYCLES"] > 0
     g = golden(DEVICE, texts["tiled"])
     bad = _corrupt(g.binary, HEADER.size + 1, 0)  # a buffer name byte: harmless
-    bad = _corrupt(bad, struct_fields(HEADER, HEADER_FIELDS)["magic"][0], 0, 4)
+    bad = _patch(bad, HEADER, 0, "magic", bytes(4))
     image = np.array(g.ddr_init)
     image[g.base:] = np.frombuffer(bad, dtype=np.uint8)
     assert await tb.run(image, g.base) == Status.ERROR

@@ -2,7 +2,8 @@
 
 The binary's layout comes from :mod:`nem.taskformat` only (``HEADER``, ``TASK_HEADER``,
 ``WRITE``, ``BUFFER_ENTRY``, ``MAGIC``, ``VERSION``, ``Unit``, ``REGISTER_MAPS``): every
-offset and width below is derived from those structs at elaboration time.
+offset and width below is derived from those record declarations (``nem.records``) at
+elaboration time.
 
 Fetch
 -----
@@ -59,8 +60,6 @@ a run that makes no progress (no byte decoded, no task issued or completed, no u
 from __future__ import annotations
 
 import operator
-import re
-import struct
 from enum import IntEnum
 from functools import reduce
 
@@ -74,15 +73,12 @@ from nem.taskformat import (
     COPY_COUNT_BITS,
     DATA_ALIGN,
     HEADER,
-    HEADER_FIELDS,
     MAGIC,
     REGISTER_MAPS,
     REQUANT_ENTRY,
-    TASK_FIELDS,
     TASK_HEADER,
     VERSION,
     WRITE,
-    WRITE_FIELDS,
     Unit,
 )
 from npu.bus.axi import command_layout
@@ -96,7 +92,6 @@ __all__ = [
     "Sequencer",
     "Status",
     "copy_register_names",
-    "struct_fields",
 ]
 
 
@@ -134,34 +129,14 @@ class Cause(IntEnum):
     BAD_ENTRY = 14      # an NMU task's REQUANT entry is misaligned or outside the data section
 
 
-def struct_fields(st: struct.Struct, names) -> dict[str, tuple[int, int]]:
-    """``{name: (byte offset, byte size)}`` of a little-endian ``struct.Struct``'s items."""
-    if not st.format.startswith("<"):
-        raise ValueError(f"struct format {st.format!r} is not little-endian without padding")
-    sizes = []
-    for count, code in re.findall(r"(\d*)([a-zA-Z?])", st.format[1:]):
-        if code == "s":
-            sizes.append(int(count or 1))
-        else:
-            sizes += [struct.calcsize("<" + code)] * int(count or 1)
-    if len(sizes) != len(names):
-        raise ValueError(f"struct {st.format!r} has {len(sizes)} items, names {len(names)}")
-    out, offset = {}, 0
-    for name, size in zip(names, sizes, strict=True):
-        out[name] = (offset, size)
-        offset += size
-    assert offset == st.size
-    return out
-
-
 def _header_steps():
     """The header in steps of at most 8 bytes: whole fields packed together, a longer
     field (the device hash) in 8-byte pieces. Each step is a list of
     ``(field, piece, offset, size)``."""
     pieces = []
-    for name, (offset, size) in struct_fields(HEADER, HEADER_FIELDS).items():
-        for piece, at in enumerate(range(0, size, HEADER_STEP)):
-            pieces.append((name, piece, offset + at, min(HEADER_STEP, size - at)))
+    for f in HEADER.fields:
+        for piece, at in enumerate(range(0, f.size, HEADER_STEP)):
+            pieces.append((f.name, piece, f.offset + at, min(HEADER_STEP, f.size - at)))
     steps, current = [], []
     for p in pieces:
         if current and sum(q[3] for q in current) + p[3] > HEADER_STEP:
@@ -276,8 +251,8 @@ class Sequencer(wiring.Component):
         self._slot_registers(m, s)
         s.watchdog_fired = self._watchdog(m, s.take, s.issue, s.done_any, s.append)
         # the register writes at the front of the window (WRITES; the NMU's come one by one)
-        s.indices = [s.field(s.write_fields, "index", at=j * WRITE.size) for j in range(s.K)]
-        s.values = [s.field(s.write_fields, "value", at=j * WRITE.size) for j in range(s.K)]
+        s.indices = [s.field(WRITE, "index", at=j * WRITE.size) for j in range(s.K)]
+        s.values = [s.field(WRITE, "value", at=j * WRITE.size) for j in range(s.K)]
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -612,11 +587,11 @@ class Sequencer(wiring.Component):
         with m.Elif(s.stream_left < TASK_HEADER.size):
             self._fail(m, s, Cause.BAD_HEADER)           # stream ends inside a record
         with m.Elif(s.count >= TASK_HEADER.size):
-            unit = s.field(s.task_fields, "unit")
-            inst = s.field(s.task_fields, "instance")
-            eng = s.field(s.task_fields, "engine")
-            wait = s.field(s.task_fields, "wait")
-            signal = s.field(s.task_fields, "signal")
+            unit = s.field(TASK_HEADER, "unit")
+            inst = s.field(TASK_HEADER, "instance")
+            eng = s.field(TASK_HEADER, "engine")
+            wait = s.field(TASK_HEADER, "wait")
+            signal = s.field(TASK_HEADER, "signal")
             is_dma = unit == Unit.DMA
             is_sdma = unit == Unit.SDMA
             is_nmu = Const(0) if self.nmu_index is None else \
@@ -639,7 +614,7 @@ class Sequencer(wiring.Component):
                              s.cur_requant.eq(0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
                              s.cur_signal.eq(signal),
-                             s.writes_left.eq(s.field(s.task_fields, "nwrites")),
+                             s.writes_left.eq(s.field(TASK_HEADER, "nwrites")),
                              s.stream_left.eq(s.stream_left - TASK_HEADER.size)]
                 m.d.sync += [r.eq(0) for r in s.staging]
                 m.next = "WRITES"
@@ -801,15 +776,13 @@ class _Shared:
         self.lw = self.W.bit_length() - 1
         self.aw = cfg.addr_width
         self.T = cfg.tokens
-        self.task_fields = struct_fields(TASK_HEADER, TASK_FIELDS)
-        self.write_fields = struct_fields(WRITE, WRITE_FIELDS)
         self.steps = _header_steps()
         # register writes decoded per cycle: what a bus word brings, at least two
         self.K = max(2, self.W // WRITE.size)
         max_take = max(TASK_HEADER.size, self.K * WRITE.size, 4)   # largest field(s) a cycle
         self.C = max_take + self.W - 1                              # window capacity in bytes
 
-    def field(self, fields, name, at=0):
-        """Bytes of field ``name`` (of a :func:`struct_fields` table) at window offset ``at``."""
-        offset, size = fields[name]
-        return self.buf[8 * (at + offset): 8 * (at + offset + size)]
+    def field(self, record, name, at=0):
+        """Field ``name`` of a ``nem.records.Record`` that starts at window byte ``at``."""
+        f = record[name]
+        return self.buf[8 * at + f.bit_offset: 8 * at + f.bit_offset + f.bits]
