@@ -88,19 +88,9 @@ class TB:
             assert int(dut.commands.value) == model.commands, f"{where}: commands"
             assert requests == model.requests, f"{where}: requests {requests}"
 
+        ticks = StreamSource(dut, "tick", dut.clk, timeout_cycles=5000)
         for t in range(n_ticks):
-            await FallingEdge(dut.clk)
-            dut.tick__payload.value = t
-            dut.tick__valid.value = 1
-            for _ in range(5000):
-                await ReadOnly()
-                if dut.tick__ready.value == 1:
-                    break
-                await FallingEdge(dut.clk)
-            else:
-                raise AssertionError(f"tick {t} not accepted in 5000 cycles")
-            await FallingEdge(dut.clk)
-            dut.tick__valid.value = 0
+            await ticks.send(t)  # returns at the falling edge after the tick was taken
             model.tick(t)
             await compare(f"after tick {t}")
             if model.error != MmapError.NONE:
@@ -129,6 +119,7 @@ class TB:
         await FallingEdge(dut.clk)  # out of the ReadOnly phase: stop() releases the handshakes
         taker.stop()
         source.stop()
+        ticks.stop()
         return model
 
 
