@@ -97,6 +97,13 @@ def _cmd_compile(args):
     from nac.compile import compile_module, lifted_constants
     from nac.weights import write_nac
 
+    if args.target:  # the NPU back-end: a build directory (nem.backend_cli)
+        from nem.backend_cli import USER_ERRORS, compile_cmd
+
+        try:
+            return compile_cmd(args)
+        except USER_ERRORS as exc:
+            raise CompileInputError(str(exc)) from None
     if args.from_format or Path(args.model).is_file():
         _not_applicable(args, ("--shape",), "a 'module:factory' model")
         return _compile_file(args, args.from_format or detect_format(args.model))
@@ -267,6 +274,16 @@ def _cmd_run(args):
     from nac.runtime import run
     from nac.weights import read_nac
 
+    if Path(args.file).is_dir() and (Path(args.file) / "manifest.json").is_file():
+        from nem.backend_cli import USER_ERRORS, run_cmd  # a build directory (--target)
+
+        try:
+            return run_cmd(args)
+        except USER_ERRORS as exc:
+            raise CompileInputError(str(exc)) from None
+    if args.on:
+        raise CompileInputError(f"--on needs a build directory (npu compile --target), not "
+                                f"{args.file}")
     nac = read_nac(args.file)
     inputs = [_load_array_file(path, "input", archive=False) for path in args.inputs]
     extra = _load_array_file(args.constants, "constants", archive=True) if args.constants \
@@ -300,6 +317,13 @@ def register(subparsers):
                    help="MODEL is a file in this format (default: detected when MODEL is a "
                    "file)")
     _add_ckernel_options(p)
+    p.add_argument("--target", help="lower for the NPU: small, sim or a NEM device file; "
+                   "-o is then a build directory (docs/backend.md)")
+    p.add_argument("--calibration", help="with --target: .npz, one array per model input, "
+                   "samples along axis 0")
+    p.add_argument("--calibration-method", choices=("minmax", "percentile"), default="minmax")
+    p.add_argument("--percentile", type=float, default=99.99,
+                   help="upper percentile of --calibration-method percentile")
     p.set_defaults(func=_cmd_compile, parser=p)
     p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
     p.add_argument("format", choices=IMPORT_FORMATS,
@@ -317,5 +341,8 @@ def register(subparsers):
     p.add_argument("--save", help="write outputs as <SAVE>.<k>.npy")
     p.add_argument("--constants", help="lifted constants (<INPUT B=3>) as written by "
                    "npu compile: <stem>.constants.npz")
+    p.add_argument("--on", choices=("float", "executor"),
+                   help="FILE is a build directory: run on the float golden runtime or the NEM "
+                   "executor (default executor)")
     p.set_defaults(func=_cmd_run)
     return (CompileInputError, IRError, ScheduleError, NacRuntimeError, NacFormatError)

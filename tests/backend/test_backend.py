@@ -1,0 +1,259 @@
+"""The NEM back-end: .nac -> quantised, lowered, bound model run on the NEM executor.
+
+* the digits CNN: int8 top-1 accuracy on its held-out split within 1 point of the float
+  model's, top-1 agreement >= 98 %;
+* the same build for ``small`` (many small tiles, activations far larger than its 32 KiB L2)
+  and ``sim`` (few large tiles) gives byte-identical outputs;
+* random conv/linear stacks equal an independent integer reference of the quantised graph
+  (written below from the documented formulas, NCHW, Python/numpy integers) byte for byte;
+* refused operations name the instruction, the operation and the reason.
+"""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from nac import zoo  # noqa: E402
+from nac.compile import compile_module  # noqa: E402
+from nac.weights import write_nac  # noqa: E402
+from nem.build_dir import compile_model, run_build  # noqa: E402
+from nem.lower import LowerError  # noqa: E402
+
+
+def _nac(module, example, path):
+    nac, _, _ = compile_module(module, (torch.from_numpy(example),))
+    write_nac(nac, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    from sklearn.datasets import load_digits
+
+    model, x_test, y_test = zoo.digits_cnn()
+    # the training split, as digits_cnn makes it: calibration data the test never sees
+    d = load_digits()
+    x = (d.images / 16.0).astype(np.float32)[:, None]
+    x_train = x[np.random.default_rng(0).permutation(len(x))][:1400]
+    tmp = tmp_path_factory.mktemp("digits")
+    return model, x_test, y_test, x_train, tmp
+
+
+def test_digits_int8_accuracy(digits):
+    model, x_test, y_test, x_train, tmp = digits
+    path = _nac(model, x_test, tmp / "digits.nac")
+    compile_model(path, "sim", tmp / "build", samples=[x_train[:300]])
+    (q,), run = run_build(tmp / "build", [x_test], on="executor")
+    (f,), _ = run_build(tmp / "build", [x_test], on="float")
+    with torch.no_grad():
+        t = model(torch.from_numpy(x_test)).numpy()
+    np.testing.assert_allclose(f, t, atol=1e-4)  # the float path is the model
+    acc_q = float((q.argmax(1) == y_test).mean())
+    acc_f = float((f.argmax(1) == y_test).mean())
+    agree = float((q.argmax(1) == f.argmax(1)).mean())
+    assert acc_f > 0.9
+    assert acc_q >= acc_f - 0.01, (acc_q, acc_f)
+    assert agree >= 0.98, agree
+    assert run.mac_utilisation()[1] > 0.5
+
+
+def test_small_and_sim_tilings_agree_byte_for_byte(digits):
+    model, x_test, _, x_train, tmp = digits
+    x = x_test[:80]
+    path = _nac(model, x, tmp / "digits80.nac")
+    out = {}
+    for dev in ("small", "sim"):
+        manifest = compile_model(path, dev, tmp / dev, samples=[x_train[:200]])
+        (q,), run = run_build(tmp / dev, [x], on="executor")
+        out[dev] = (q, manifest["report"]["tiles"], run)
+    assert out["small"][1] > out["sim"][1]
+    np.testing.assert_array_equal(out["small"][0], out["sim"][0])
+    # the first convolution's output (80 x 8 x 8 x 8 bytes) is larger than small's L2
+    assert 80 * 8 * 8 * 8 > 32768
+    assert out["small"][2].bytes_moved()["DDR->L2"] > 32768
+
+
+# --- an independent int8 reference of the quantised graph --------------------------------
+
+
+def _multiplier(real):
+    """``real = m * 2**-t`` with m in [2**30, 2**31) (docs/numerics.md), by hand."""
+    frac, exp = math.frexp(real)
+    m = math.floor(frac * 2**31 + 0.5)
+    if m == 2**31:
+        m //= 2
+        exp += 1
+    return m, 31 - exp
+
+
+def _requant(acc, s_x, s_w, s_y, z_y):
+    """int64 accumulators [..., C] (channel axis 1 for NCHW handled by the caller)."""
+    out = np.empty(acc.shape, dtype=np.int64)
+    for c in range(acc.shape[-1]):
+        m, t = _multiplier(s_x * float(s_w[c]) / s_y)
+        a = acc[..., c].astype(object)  # Python integers: no overflow anywhere
+        r = (a * m + (1 << (t - 1))) >> t
+        out[..., c] = np.clip(np.array(r, dtype=np.int64) + z_y, -128, 127)
+    return out
+
+
+def _ref_quant_weights(w, axis):
+    amax = np.abs(w).max(axis=tuple(a for a in range(w.ndim) if a != axis))
+    scale = np.where(amax > 0, amax / 127.0, 1.0)
+    shape = [1] * w.ndim
+    shape[axis] = -1
+    return np.clip(np.rint(w / scale.reshape(shape)), -127, 127).astype(np.int64), scale
+
+
+def _reference(model, x, quant):
+    """The quantised model in integers, NCHW, layer by layer."""
+    acts = quant["activations"]
+    keys = sorted(acts, key=int)
+    first = acts[keys[0]]
+    s_x, z_x = first["scale"], first["zero_point"]
+    q = np.clip(np.rint(x.astype(np.float64) / s_x) + z_x, -128, 127).astype(np.int64)
+    layers = iter(quant["layers"])
+    mods = list(model)
+    i = 0
+    while i < len(mods):
+        m = mods[i]
+        if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear)):
+            info = next(layers)
+            y = acts[str(info["output"])]
+            w = m.weight.detach().numpy().astype(np.float64)
+            b = m.bias.detach().numpy().astype(np.float64)
+            wq, s_w = _ref_quant_weights(w, 0)
+            np.testing.assert_array_equal(s_w, info["weight_scales"])
+            bq = np.rint(b / (s_x * s_w)).astype(np.int64)
+            if isinstance(m, torch.nn.Conv2d):
+                ph, pw = m.padding
+                sh, sw = m.stride
+                n, c, h, wd = q.shape
+                xp = np.full((n, c, h + 2 * ph, wd + 2 * pw), z_x, dtype=np.int64)
+                xp[:, :, ph:ph + h, pw:pw + wd] = q
+                f, _, kh, kw = wq.shape
+                oh = (h + 2 * ph - kh) // sh + 1
+                ow = (wd + 2 * pw - kw) // sw + 1
+                acc = np.zeros((n, oh, ow, f), dtype=np.int64)
+                for a in range(oh):
+                    for bb in range(ow):
+                        win = xp[:, :, a * sh:a * sh + kh, bb * sw:bb * sw + kw] - z_x
+                        acc[:, a, bb, :] = np.einsum("nckl,fckl->nf", win, wq)
+                acc += bq
+                q = _requant(acc, s_x, s_w, y["scale"], y["zero_point"]).transpose(0, 3, 1, 2)
+            else:
+                acc = (q - z_x) @ wq.T + bq
+                q = _requant(acc, s_x, s_w, y["scale"], y["zero_point"])
+            s_x, z_x = y["scale"], y["zero_point"]
+            if i + 1 < len(mods) and isinstance(mods[i + 1], torch.nn.ReLU):
+                # fused: the output range starts at 0, so its zero point is -128 and the
+                # saturation at -128 is the ReLU
+                assert z_x == -128
+                i += 1
+        elif isinstance(m, torch.nn.Flatten):
+            q = q.reshape(q.shape[0], -1)
+        else:
+            raise AssertionError(f"the reference has no {m}")
+        i += 1
+    return q
+
+
+def _stack(rng):
+    """A random small conv/linear stack and an input batch."""
+    cin = int(rng.integers(1, 6))
+    h = int(rng.integers(5, 11))
+    layers, c, size = [], cin, h
+    for _ in range(int(rng.integers(1, 3))):
+        cout = int(rng.integers(1, 20))
+        k = int(rng.integers(1, 4))
+        stride = int(rng.integers(1, 3))
+        pad = int(rng.integers(0, k))
+        if (size + 2 * pad - k) // stride + 1 < 1:
+            continue
+        layers.append(torch.nn.Conv2d(c, cout, k, stride=stride, padding=pad))
+        if rng.random() < 0.7:
+            layers.append(torch.nn.ReLU())
+        c, size = cout, (size + 2 * pad - k) // stride + 1
+    layers.append(torch.nn.Flatten())
+    feat = c * size * size
+    for _ in range(int(rng.integers(1, 3))):
+        out = int(rng.integers(1, 24))
+        layers.append(torch.nn.Linear(feat, out))
+        if rng.random() < 0.5:
+            layers.append(torch.nn.ReLU())
+        feat = out
+    model = torch.nn.Sequential(*layers).eval()
+    batch = int(rng.integers(1, 5))
+    return model, rng.standard_normal((batch, cin, h, h)).astype(np.float32)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_stacks_equal_independent_reference(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    model, x = _stack(rng)
+    path = _nac(model, x, tmp_path / "m.nac")
+    calib = rng.standard_normal((4 * x.shape[0], *x.shape[1:])).astype(np.float32)
+    device = "small" if seed % 2 else "sim"
+    compile_model(path, device, tmp_path / "b", samples=[calib])
+    quant = json.loads((tmp_path / "b" / "quant.json").read_text())
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    _, run = run_build(tmp_path / "b", [x], on="executor")
+    out = manifest["outputs"][0]
+    got = run.memory.buffer(out["buffer"])[: int(np.prod(out["stored_shape"]))].view(np.int8)
+    want = _reference(model, x, quant)
+    np.testing.assert_array_equal(got.reshape(want.shape).astype(np.int64), want)
+
+
+def test_refused_op_names_instruction_and_reason(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)).eval()
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "ln.nac")
+    with pytest.raises(LowerError) as info:
+        compile_model(path, "sim", tmp_path / "b", samples=[x])
+    msg = str(info.value)
+    assert "(aten.layer_norm.default)" in msg and "instruction " in msg
+    assert "no lowering for this operation" in msg
+    np.savez(tmp_path / "cal.npz", x)
+    cli = subprocess.run([sys.executable, "-m", "npu", "compile", str(path), "--target", "sim",
+                          "--calibration", str(tmp_path / "cal.npz"), "-o",
+                          str(tmp_path / "c")], capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert cli.stderr.startswith("npu: error: instruction ") and "Traceback" not in cli.stderr
+
+
+def test_cli_build_directory_is_relocatable(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 3 * 3, 5)).eval()
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 2, 6, 6)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    np.savez(tmp_path / "cal.npz", rng.standard_normal((12, 2, 6, 6)).astype(np.float32))
+    np.save(tmp_path / "x.npy", x)
+    npu = [sys.executable, "-m", "npu"]
+    subprocess.run([*npu, "compile", str(path), "--target", "small", "--calibration",
+                    str(tmp_path / "cal.npz"), "-o", str(tmp_path / "build")], check=True,
+                   capture_output=True)
+    (tmp_path / "build").rename(tmp_path / "moved")
+    chk = subprocess.run([*npu, "nem", "check", "model.nem"], cwd=tmp_path / "moved",
+                         capture_output=True, text=True)
+    assert chk.returncode == 0 and "0 error(s)" in chk.stdout + chk.stderr
+    outs = {}
+    for on in ("executor", "float"):
+        subprocess.run([*npu, "run", str(tmp_path / "moved"), str(tmp_path / "x.npy"), "--on",
+                        on, "--save", str(tmp_path / on)], check=True, capture_output=True,
+                       cwd="/")
+        outs[on] = np.load(tmp_path / f"{on}.0.npy")
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(outs["float"], ref, atol=1e-5)
+    scale = json.loads((tmp_path / "moved" / "manifest.json").read_text())["outputs"][0][
+        "quant"]["scale"]
+    assert np.abs(outs["executor"] - ref).max() < 8 * scale + 0.1 * np.abs(ref).max()
