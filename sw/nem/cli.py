@@ -75,8 +75,20 @@ def _fmt(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.file):
         print(f"npu nem fmt: error: {args.file}: no such file", file=sys.stderr)
         return EXIT_USAGE
-    with open(args.file, encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
+    with open(args.file, "rb") as fh:
+        raw = fh.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Never rewrite what cannot be read back: U+FFFD would replace the bytes for good.
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        print(
+            f"{args.file}:{line}:{col}: error: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} is not UTF-8; not formatted",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     sink = DiagnosticSink()
     doc = parse(text, args.file, sink)
     if sink.errors:

@@ -38,6 +38,11 @@ CODES: dict[str, tuple[str, str, str]] = {
     "E101": ("error", "unexpected character", "Formal Language Definition: Lexical"),
     "E102": ("error", "unterminated string", "Formal Language Definition: Lexical"),
     "E103": ("error", "malformed number", "Formal Language Definition: Lexical (FLOAT)"),
+    "E104": (
+        "error",
+        "number literal too long",
+        "Formal Language Definition: Lexical (toolkit limit: 100 characters)",
+    ),
     "E201": ("error", "syntax error", "Formal Language Definition: Grammar"),
     "E202": (
         "error",
@@ -45,6 +50,11 @@ CODES: dict[str, tuple[str, str, str]] = {
         "Formal Language Definition: FLOAT",
     ),
     "E203": ("error", "document structure", "Formal Language Definition: Document Model"),
+    "E204": (
+        "error",
+        "expression nested too deeply",
+        "Formal Language Definition: Grammar (toolkit limit: depth 256)",
+    ),
     # --- includes and names ---------------------------------------------------------------
     "E301": ("error", "include file not found", "Include Semantics 2"),
     "E302": ("error", "circular include", "Include Semantics 3"),
@@ -185,6 +195,11 @@ CODES: dict[str, tuple[str, str, str]] = {
         "Unit Characteristics: SEQ.max_active_tokens",
     ),
     "E903": ("error", "empty or reversed loop range", "Loops and Bounded Pipelining"),
+    "E904": (
+        "error",
+        "loop nest unrolls to too many task instances",
+        "Loops and Bounded Pipelining (toolkit limit: 32768 task instances)",
+    ),
 }
 
 

@@ -74,6 +74,11 @@ _STMT_KEYWORDS = frozenset(
     }
 )
 _MAX_DEPTH = 100
+#: Toolkit limits (docs/nem-toolkit.md, "Limits"): the height of an expression tree (a chain
+#: ``1 + 1 + ...`` is as deep as it has operators; every tree walker recurses on it) and the
+#: characters of a number literal (no 64-bit value needs more than 20 digits).
+MAX_EXPR_DEPTH = 256
+MAX_LITERAL_CHARS = 100
 # Decorators that apply to tasks and never to regions: after a compute task's last operand
 # they belong to the task ("relu.async in X out Y @resource(CSTL[0])"), not to Y.
 _TASK_DECOS = frozenset({"resource", "seq_engine", "memmove", "deterministic", "max_in_flight"})
@@ -90,6 +95,7 @@ class _Parser:
         self.file = file
         self.sink = sink
         self.depth = 0
+        self.height = 0  # height of the expression tree returned last by expr() and below
 
     # --- token helpers ---------------------------------------------------------------------
 
@@ -668,20 +674,41 @@ class _Parser:
         if self.depth > _MAX_DEPTH:
             raise self.fail(f"nesting deeper than {_MAX_DEPTH} levels")
 
+    def grown(self, left_height: int, right_height: int, op: Token) -> int:
+        """Height of a node over two subtrees; E204 past :data:`MAX_EXPR_DEPTH`."""
+        height = max(left_height, right_height) + 1
+        if height > MAX_EXPR_DEPTH:
+            self.sink.add(
+                "E204",
+                f"expression nested deeper than {MAX_EXPR_DEPTH} levels (a chain of n "
+                "operators is n levels deep); split it into consts",
+                self.span(op),
+            )
+            raise _Abort()
+        return height
+
     def expr(self):
         self.nest()
         left = self.term()
+        height = self.height
         while self.at("+") or self.at("-"):
             op = self.advance()
-            left = BinOp(op.text, left, self.term(), self.span(op))
+            right = self.term()
+            height = self.grown(height, self.height, op)
+            left = BinOp(op.text, left, right, self.span(op))
         self.depth -= 1
+        self.height = height
         return left
 
     def term(self):
         left = self.unary()
+        height = self.height
         while self.at("*") or self.at("/") or self.at_kw("mod"):
             op = self.advance()
-            left = BinOp(op.text, left, self.unary(), self.span(op))
+            right = self.unary()
+            height = self.grown(height, self.height, op)
+            left = BinOp(op.text, left, right, self.span(op))
+        self.height = height
         return left
 
     def unary(self):
@@ -690,11 +717,21 @@ class _Parser:
             self.nest()
             operand = self.unary()
             self.depth -= 1
+            self.height = self.grown(self.height, 0, tok)
             return Neg(operand, self.span(tok))
         return self.primary()
 
     def primary(self):
         tok = self.peek()
+        self.height = 0
+        if tok.kind in ("INT", "FLOAT") and len(tok.text) > MAX_LITERAL_CHARS:
+            self.sink.add(
+                "E104",
+                f"number literal of {len(tok.text)} characters (at most {MAX_LITERAL_CHARS}; "
+                "no 64-bit value needs more)",
+                self.span(tok),
+            )
+            raise _Abort()
         if tok.kind == "INT":
             self.advance()
             return Num(int(tok.text), tok.text, self.span(tok))
