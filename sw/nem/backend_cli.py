@@ -38,7 +38,7 @@ def zoo_calibration(example_inputs, batches=8, seed=0):
 def compile_cmd(args):
     """``npu compile MODEL --target DEV -o DIR``: a ``.nac`` file or a zoo model."""
     model = Path(args.model)
-    samples = None
+    samples, batch = None, None
     with tempfile.TemporaryDirectory() as tmp:
         if model.suffix == ".nac" and model.is_file():
             nac_path = model
@@ -54,6 +54,7 @@ def compile_cmd(args):
             nac, _, _ = compile_module(module, inputs)
             nac_path = Path(tmp) / "model.nac"
             write_nac(nac, nac_path)
+            batch = int(inputs[0].shape[0])
             if args.calibration is None:
                 samples = zoo_calibration([x.numpy() for x in inputs])
         if args.calibration is None and samples is None:
@@ -62,7 +63,7 @@ def compile_cmd(args):
         manifest = compile_model(nac_path, args.target, args.output,
                                  calibration=args.calibration, samples=samples,
                                  method=args.calibration_method,
-                                 percentile=args.percentile)
+                                 percentile=args.percentile, batch=batch)
     r = manifest["report"]
     print(f"wrote {args.output}: {len(manifest['layers'])} layers, {r['tiles']} tiles, "
           f"{r['tasks']} tasks, {r['binary_bytes']} bytes of binary for {manifest['device']} "

@@ -63,7 +63,7 @@ def _from_stored(q, entry):
 
 
 def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=None,
-                  method="minmax", percentile=99.99):
+                  method="minmax", percentile=99.99, batch=None):
     """Lower a ``.nac`` file for a target into a build directory.
 
     Parameters
@@ -81,6 +81,9 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
         compile refuses.
     method : {"minmax", "percentile"}
     percentile : float
+    batch : int, optional
+        The model's batch (the first dimension of its inputs). By default the batch of the
+        first reshape in the model, else the number of calibration samples.
 
     Returns
     -------
@@ -104,7 +107,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     for s in probe:
         if s.ndim == 0:
             raise BuildError("calibration arrays need samples along axis 0")
-    values = _first_values(graph, probe)  # the shapes, at the model's static batch
+    values = _first_values(graph, probe, batch)  # the shapes, at the model's batch
     batch = _model_batch(graph, values)
     ranges = calibrate(graph, probe, batch, method=method, percentile=percentile)
     layers, acts = plan_layers(graph, values, ranges, target)
@@ -167,12 +170,11 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     return manifest
 
 
-def _first_values(graph, samples):
+def _first_values(graph, samples, size=None):
     """Values of one float evaluation at the model's static batch (the shapes)."""
     try:
-        size = None
         for node in graph.nodes:
-            if node.kind == "op" and node.name == "nac.view":
+            if size is None and node.kind == "op" and node.name == "nac.view":
                 size = node.args[1][0] if isinstance(node.args[1], list) else None
                 break
         n = len(samples[0])
