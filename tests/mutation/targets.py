@@ -49,7 +49,9 @@ class Target:
 
 _T = Target
 TARGETS = {t.module: t for t in (
-    _T("nem.numerics", ("tests/nem_numerics/test_numerics.py", "tests/nem_executor/test_ops.py")),
+    _T("nem.numerics", ("tests/nem_numerics/test_numerics.py",
+                        "tests/nem_numerics/test_numerics_edges.py",
+                        "tests/nem_executor/test_ops.py")),
     _T("nem.ops", ("tests/nem_executor/test_ops.py", "tests/nem_executor/test_programs.py")),
     _T("nem.taskformat", ("tests/nem_binder/test_taskformat.py",
                           "tests/nem_binder/test_bind_compute.py",
