@@ -257,3 +257,38 @@ def test_cli_build_directory_is_relocatable(tmp_path):
     scale = json.loads((tmp_path / "moved" / "manifest.json").read_text())["outputs"][0][
         "quant"]["scale"]
     assert np.abs(outs["executor"] - ref).max() < 8 * scale + 0.1 * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("name", ["cnn", "residual", "mlp"])
+def test_zoo_models_compile_check_and_run_on_both_devices(name, tmp_path):
+    from nem.backend_cli import zoo_calibration
+
+    module, inputs = zoo.build(name)
+    x = inputs[0].numpy()
+    nac, _, _ = compile_module(module, inputs)
+    write_nac(nac, tmp_path / "m.nac")
+    with torch.no_grad():
+        ref = module(*inputs).numpy()
+    outs = []
+    for device in ("small", "sim"):
+        compile_model(tmp_path / "m.nac", device, tmp_path / device, batch=len(x),
+                      samples=zoo_calibration([x]), method="percentile", percentile=99.9)
+        (q,), _ = run_build(tmp_path / device, [x], on="executor")
+        outs.append(q)
+        # int8 all the way: within a few output steps plus the error of the int8 layers
+        assert np.abs(q - ref).max() <= 0.25 * np.abs(ref).max() + 1e-3, device
+    np.testing.assert_array_equal(outs[0], outs[1])  # tiling does not change a byte
+
+
+def test_device_without_cstl_refuses_pooling(tmp_path):
+    from nem.target import SHIPPED, _shipped_dir
+
+    device = tmp_path / "plain.nem"
+    device.write_text((_shipped_dir() / SHIPPED["sim"][0]).read_text())
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(),
+                                torch.nn.Sigmoid()).eval()
+    x = np.zeros((1, 1, 5, 5), dtype=np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    with pytest.raises(LowerError, match=r"instruction \d+ \(aten.sigmoid.default\): .* no "
+                       r"CSTL to run sigmoid"):
+        compile_model(path, str(device), tmp_path / "b", samples=[x])
