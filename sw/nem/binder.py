@@ -43,6 +43,7 @@ from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
     ATTR_WORDS,
+    DDR_ADDRESS_BITS,
     ELEM_TYPES,
     LEVELS,
     MAX_COPY_COUNT,
@@ -323,6 +324,12 @@ def bind(result: CheckResult) -> Program:
         placements, _ = allocate(plan.buffers, device)
     except AllocationError as exc:
         raise BindError(str(exc)) from None
+    for p in placements.values():
+        if p.level == "DDR" and p.address + p.size > 1 << DDR_ADDRESS_BITS:
+            raise BindError(
+                f"buffer {p.name}: DDR bytes [{p.address}, {p.address + p.size}) lie past the "
+                f"engine's {DDR_ADDRESS_BITS}-bit address space ({1 << DDR_ADDRESS_BITS} bytes)"
+            )
     # _task_deps already keeps only the dependencies no other one implies
     count = token_count(device)
     try:

@@ -47,6 +47,7 @@ from nem.taskformat import LEVELS, Program, encode
 
 __all__ = [
     "IMAGE_VERSION",
+    "MAX_IMAGE_BYTES",
     "ImageBuffer",
     "MemoryImage",
     "MemoryImageError",
@@ -59,6 +60,9 @@ __all__ = [
 IMAGE_VERSION = "1.0"
 #: The task binary goes to DDR at the end of the DDR buffers rounded up to this.
 PROGRAM_ALIGN = 4096
+#: Bytes of buffers (all memories) a memory image may be built for: building one holds
+#: every memory in numpy arrays.
+MAX_IMAGE_BYTES = 1 << 30
 _FIELDS = {"name": str, "level": str, "engine": (int, type(None)), "address": int, "size": int,
            "load": bool, "result": bool}  # fmt: skip
 
@@ -133,8 +137,16 @@ def build_image(
     Raises
     ------
     MemoryImageError
-        When initial contents name no buffer or do not fit.
+        When initial contents name no buffer or do not fit, or the buffers hold more than
+        :data:`MAX_IMAGE_BYTES`.
     """
+    total = sum(b.size or 0 for b in plan.buffers.values())
+    if total > MAX_IMAGE_BYTES:
+        largest = max(plan.buffers.values(), key=lambda b: b.size or 0)
+        raise MemoryImageError(
+            f"the buffers hold {total} bytes (largest: {largest.name}, {largest.size} bytes); "
+            f"a memory image is built for at most {MAX_IMAGE_BYTES}"
+        )
     use = buffer_use(plan)
     table = {b.name: b for b in program.buffers}
     if set(table) != set(plan.buffers):

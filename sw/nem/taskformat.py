@@ -39,6 +39,7 @@ __all__ = [
     "COMPUTE_UNITS",
     "COPY_COUNT_BITS",
     "DATA_ALIGN",
+    "DDR_ADDRESS_BITS",
     "ELEM_TYPES",
     "HEADER",
     "HEADER_FIELDS",
@@ -137,6 +138,9 @@ LEVELS = ("DDR", "L2", "L1")
 NO_ENGINE = 0xFF
 #: Token masks are 32 bits wide: at most 32 physical tokens.
 MAX_TOKENS = 32
+#: DDR byte addresses the engine reaches: its AXI address is 32 bits wide (4 GiB); the
+#: binder refuses buffers placed past it.
+DDR_ADDRESS_BITS = 32
 #: The copy units count each dimension (COUNT0..3) in 16 bits: the binder folds longer
 #: contiguous runs into rows, and the engine refuses larger counts (``BAD_VALUE``).
 COPY_COUNT_BITS = 16
