@@ -20,6 +20,7 @@ from amaranth.sim import Simulator
 
 from nem.binder import bind
 from nem.checker import check_text
+from nem.elemtypes import BITS, elem_type
 from nem.executor import execute
 from nem.memory import allocate
 from nem.taskformat import REGISTER_MAPS, Unit, decode_requant, encode_requant
@@ -141,18 +142,17 @@ def _build(opcode, ops, attrs, rng, macs, l1, word, aligned=False):
     """ops: list of (name, elem, shape, layout, quant text, values or None)."""
     lines = ['device "nmu_device.nem"']
     offsets, inputs = {}, {}
-    size_of = {"i8": 1, "i16": 2, "i32": 4}
     regions = []
     for name, elem, shape, layout, quant, values in ops:
         off = 0 if aligned else int(rng.integers(0, 8))  # unaligned regions
-        nbytes = math.prod(shape) * size_of[elem]
+        nbytes = math.prod(shape) * BITS[elem] // 8
         align = ", align=64" if aligned else ""
         lines.append(f"buffer {name} : L1 (size={off + nbytes + 8}{align})")
         offsets[name] = off
         regions.append(_region(name, off, elem, shape, layout, quant, nbytes))
         if values is not None:
             raw = rng.integers(0, 256, off + nbytes + 8, dtype=np.uint8)
-            data = np.asarray(values).astype({"i8": np.int8, "i32": "<i4"}[elem])
+            data = np.asarray(values).astype(elem_type(elem).dtype)
             raw[off:off + nbytes] = np.frombuffer(data.tobytes(), np.uint8)
             inputs[name] = raw
     lines += regions
@@ -201,7 +201,7 @@ def _case(opcode, x_shape, w_shape, y_shape, layouts, attrs, *, bias, out_elem, 
     ops.append(("Y", out_elem, y_shape, layouts[2], yq_used, None))
     text, inputs, offsets = _build(opcode, ops, attrs, rng, macs, l1, word, aligned)
     regs, entry, before, after, y_at, _ = _run(text, inputs, macs, l1, word, offsets)
-    size = {"i8": 1, "i16": 2, "i32": 4}[out_elem]
+    size = BITS[out_elem] // 8
     return NmuCase(text, regs, entry, before, after, y_at, math.prod(y_shape) * size,
                    math.prod(y_shape) * k, word)  # MACs: every output element, k products
 

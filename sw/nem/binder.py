@@ -25,9 +25,10 @@ import hashlib
 import json
 from dataclasses import asdict
 
-from nem.checker import BITS, BufferInfo, CheckResult, Plan, Region, TaskInstance
+from nem.checker import BufferInfo, CheckResult, Plan, Region, TaskInstance
 from nem.device import Device
 from nem.diagnostics import Span
+from nem.elemtypes import BITS, FLOAT_TYPES
 from nem.executor import copy_unit, unit_type
 from nem.hazards import Order
 from nem.memory import (
@@ -38,7 +39,8 @@ from nem.memory import (
     copy_walk,
     dense_strides,
 )
-from nem.ops import FLOAT_TYPES, NMU_OPCODES, NotSupported, OpError, nmu_requant, quant_params
+from nem.opcodes import groups
+from nem.ops import NotSupported, OpError, nmu_requant, quant_params
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
@@ -70,6 +72,7 @@ from nem.taskformat import (
 )
 from nem.tokens import TokenError, assign_tokens
 from nem.tree import Num, Quant
+from nem.units import COPY_UNITS, UNIT_CODES, UNIT_NAMES
 
 __all__ = [
     "BindError",
@@ -80,12 +83,6 @@ __all__ = [
     "plan_from_binary",
     "token_count",
 ]
-
-#: Unit type names (as the device and the executor spell them) <-> task format unit codes.
-UNIT_CODES = {"DMA": Unit.DMA, "sDMA": Unit.SDMA, "NMU": Unit.NMU, "CSTL": Unit.CSTL,
-              "VPU": Unit.VPU}  # fmt: skip
-UNIT_NAMES = {code: name for name, code in UNIT_CODES.items()}
-
 
 _BINARY = Span("<binary>", 0, 0)
 
@@ -198,7 +195,7 @@ def _quant_entry(region: Region, consts: dict[str, int], label: str) -> QuantEnt
 def _requant_entry(task: TaskInstance, consts: dict[str, int]) -> RequantEntry | None:
     """The NMU output stage of an integer gemm/matmul/conv2d (``None`` for other tasks)."""
     regions = [*task.ins, *task.outs]
-    if task.opcode not in NMU_OPCODES or any(r.elem in FLOAT_TYPES for r in regions[:2]):
+    if task.opcode not in groups().nmu or any(r.elem in FLOAT_TYPES for r in regions[:2]):
         return None
     try:
         zx, rq = nmu_requant(task.opcode, regions, [quant_params(r, consts) for r in regions])
@@ -358,7 +355,7 @@ def bind(result: CheckResult) -> Program:
             instance = next_instance.get((unit, engine), 0)
             next_instance[(unit, engine)] = (instance + 1) % count_units
         regs = REGISTER_MAPS[unit]
-        if unit in (Unit.DMA, Unit.SDMA):
+        if unit in COPY_UNITS:
             named = copy_registers(task, placements)
         else:
             named = compute_registers(task, placements, data, registry, plan.consts)
@@ -422,7 +419,7 @@ def plan_from_binary(program: Program, device: Device) -> Plan:
         for t in range(MAX_TOKENS):
             if rec.signal >> t & 1:
                 producer[t] = node
-        if rec.unit in (Unit.DMA, Unit.SDMA):
+        if rec.unit in COPY_UNITS:
             tasks.append(_copy_task(k, rec, node, program.buffers, device))
         else:
             tasks.append(_compute_task(k, rec, node, program, device, registry))

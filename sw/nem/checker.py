@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from nem.consteval import EvalError, evaluate
 from nem.device import Device
 from nem.diagnostics import Diagnostic, Span
+from nem.elemtypes import BITS, ELEM_TYPES, INT_TYPES
 from nem.families import OperandFacts
 from nem.hazards import Access, Order, find_races, peak_live_tokens
 from nem.loader import Workspace, load, load_device_file, load_text
-from nem.parser import ELEM_TYPES
 from nem.registry import Opcode, Registry, load_registry
 from nem.tree import (
     Buffer,
@@ -44,9 +44,9 @@ from nem.tree import (
     Transfer,
     Wait,
 )
+from nem.units import RESOURCE_INVALID, RESOURCE_TARGETS
 
 __all__ = [
-    "BITS",
     "BufferInfo",
     "CheckResult",
     "Plan",
@@ -57,19 +57,6 @@ __all__ = [
     "check_workspace",
 ]
 
-BITS = {
-    "i4": 4,
-    "i8": 8,
-    "u8": 8,
-    "i16": 16,
-    "u16": 16,
-    "f16": 16,
-    "bf16": 16,
-    "i32": 32,
-    "u32": 32,
-    "f32": 32,
-}
-INT_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32")
 
 # Decorator name -> the objects it may be attached to.
 DECORATORS: dict[str, frozenset[str]] = {
@@ -85,8 +72,6 @@ DECORATORS: dict[str, frozenset[str]] = {
     "profile": frozenset({"region", "buffer", "transfer", "compute", "wait", "loop"}),
 }
 _NO_ARGS = ("materialized", "readonly", "writeonly", "memmove", "deterministic")
-RESOURCE_TARGETS = ("NMU", "CSTL", "DMA", "VPU")
-RESOURCE_INVALID = ("SEQ", "sDMA", "WDM")
 #: Toolkit limit (E904, docs/nem-toolkit.md "Limits"): task instances, and loop iterations,
 #: one document may unroll to. The happens-before order grows with the square of the
 #: instances (measured: 50,000 -> 1.7 GB, 100,000 -> 6.2 GB peak); 32,768 stays under 1 GB.

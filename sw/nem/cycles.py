@@ -36,7 +36,9 @@ from __future__ import annotations
 import math
 
 from nem.device import Device
-from nem.ops import FLOAT_TYPES, Work
+from nem.elemtypes import FLOAT_TYPES
+from nem.ops import Work
+from nem.units import unit_type
 
 __all__ = ["DEFAULTS", "CycleModel"]
 
@@ -79,7 +81,7 @@ class CycleModel:
         latency = self.value(unit, "latency_cycles")
         if unit == "NMU":
             return latency + math.ceil(work.macs / self.macs_per_cycle(elems))
-        if unit in ("DMA", "sDMA"):
+        if unit_type(unit).role == "copy":
             rows = self.value(unit, "row_cycles") * work.rows
             return latency + math.ceil(nbytes / self.value(unit, "bytes_per_cycle")) + rows
         return latency + math.ceil(max(work.elems, nbytes) / self.value(unit, "elems_per_cycle"))

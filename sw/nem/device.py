@@ -13,18 +13,15 @@ from nem.consteval import EvalError, evaluate
 from nem.diagnostics import DiagnosticSink, Span
 from nem.families import Catalog, baseline_catalog
 from nem.tree import DeviceConfig, Expr, VariantRef
+from nem.units import DEVICE_UNITS, PER_ENGINE_UNITS
 
 __all__ = [
     "BASELINE_NAMES",
-    "DEVICE_UNITS",
-    "PER_ENGINE_UNITS",
     "SPEC_VERSIONS",
     "Device",
     "resolve_device",
 ]
 
-PER_ENGINE_UNITS = ("NMU", "CSTL", "DMA", "VPU", "SEQ")
-DEVICE_UNITS = ("sDMA", "WDM")
 #: Spec revisions this toolkit knows the MUST set of.
 SPEC_VERSIONS = ("NEM-1.0",)
 #: The spec's and the shipped file's spelling of the standard baseline device; both accepted.

@@ -40,7 +40,7 @@ import numpy as np
 
 from nem.checker import Plan, Region, TaskInstance, check_file
 from nem.cycles import CycleModel
-from nem.device import DEVICE_UNITS, Device
+from nem.device import Device
 from nem.diagnostics import NemError
 from nem.memory import (
     AllocationError,
@@ -51,8 +51,11 @@ from nem.memory import (
     copy_walk,
     memory_name,
 )
-from nem.ops import NMU_OPCODES, UNSUPPORTED, NotSupported, OpError, Work, run_compute
+from nem.opcodes import groups
+from nem.ops import UNSUPPORTED, NotSupported, OpError, Work, run_compute
 from nem.registry import Registry, load_registry
+from nem.units import DEVICE_UNITS, RESOURCE_TARGETS
+from nem.units import unit_type as unit_kind
 
 __all__ = [
     "ExecError",
@@ -219,7 +222,7 @@ def unit_type(task: TaskInstance, device: Device, registry: Registry) -> str:
         return copy_unit(src.level, dst.level, device)
     opcode = registry.opcodes.get(task.opcode)
     unit = opcode.execution_unit if opcode is not None else None
-    if unit not in ("NMU", "CSTL", "VPU", "DMA") or not device.units(unit):
+    if unit not in RESOURCE_TARGETS or not device.units(unit):
         unit = "VPU" if device.units("VPU") else unit
     return unit or "VPU"
 
@@ -228,11 +231,11 @@ def _unit_names(device: Device) -> dict[tuple[str, int | None], list[str]]:
     out: dict[tuple[str, int | None], list[str]] = {}
     for k in range(device.num_engines or 1):
         for unit, count in device.per_engine.items():
-            if unit == "SEQ" or unit not in ("NMU", "CSTL", "DMA", "VPU"):
+            if unit not in RESOURCE_TARGETS:
                 continue
             out[(unit, k)] = [f"E{k}.{unit}[{i}]" for i in range(count)]
     for unit in DEVICE_UNITS:
-        if unit == "sDMA" and device.units(unit):
+        if unit_kind(unit).runs_tasks and device.units(unit):
             out[(unit, None)] = [f"{unit}[{i}]" for i in range(device.units(unit))]
     return out
 
@@ -453,7 +456,7 @@ def execute(
             path = None
             if nbytes:
                 path = f"{_level(task.ins[0])}->{_level(task.outs[0])}"
-            rate = model.macs_per_cycle(elems) if task.opcode in NMU_OPCODES else 0
+            rate = model.macs_per_cycle(elems) if task.opcode in groups().nmu else 0
             records[idx] = TaskRecord(
                 idx, task.label, unit, now, now + cycles, work.macs, nbytes, path, rate
             )

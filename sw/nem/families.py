@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from nem.diagnostics import DiagnosticSink
-from nem.parser import ELEM_TYPES, parse
+from nem.elemtypes import ELEM_TYPES
+from nem.parser import parse
 from nem.registry import Opcode
 from nem.tree import TypeFamily
 

@@ -25,15 +25,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-from nem.checker import BITS, BufferInfo, Region
+from nem.checker import BufferInfo, Region
 from nem.device import Device
+from nem.elemtypes import BITS, elem_type
 
 __all__ = [
     "DEFAULT_ALIGN",
-    "DTYPES",
     "AllocationError",
     "Memory",
     "Placement",
@@ -45,20 +44,6 @@ __all__ = [
 #: Alignment of a buffer without ``align=`` (bytes): one 512-bit bus beat.
 DEFAULT_ALIGN = 64
 _DDR_ROUND = 4096
-
-#: NEM element type -> numpy dtype of one element (i4 is unpacked to int8).
-DTYPES: dict[str, np.dtype] = {
-    "i4": np.dtype(np.int8),
-    "i8": np.dtype(np.int8),
-    "u8": np.dtype(np.uint8),
-    "i16": np.dtype("<i2"),
-    "u16": np.dtype("<u2"),
-    "i32": np.dtype("<i4"),
-    "u32": np.dtype("<u4"),
-    "f16": np.dtype("<f2"),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype("<f4"),
-}
 
 
 class AllocationError(ValueError):
@@ -278,7 +263,7 @@ class Memory:
 
 def _typed_view(raw: np.ndarray, region: Region) -> np.ndarray:
     """A strided view of ``raw`` (the region's bytes) as the region's whole-byte elements."""
-    dt = DTYPES[region.elem]
+    dt = elem_type(region.elem).dtype  # i4 is unpacked to int8
     strides = region.strides or dense_strides(region.shape)
     return np.ndarray(
         region.shape, dtype=dt, buffer=raw, strides=tuple(s * dt.itemsize for s in strides)

@@ -27,8 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nem.elemtypes import ELEM_RANGES, elem_type
+
 __all__ = [
     "INT_RANGES",
+    "REQUANT_TYPES",
     "NumericsError",
     "QuantParams",
     "Requant",
@@ -46,26 +49,10 @@ __all__ = [
     "weight_scales",
 ]
 
-INT_RANGES = {"i8": (-128, 127), "i16": (-32768, 32767), "u8": (0, 255)}
-#: Value range of every integer element type (i4 included).
-ELEM_RANGES = {
-    "i4": (-8, 7),
-    "i8": (-128, 127),
-    "u8": (0, 255),
-    "i16": (-32768, 32767),
-    "u16": (0, 65535),
-    "i32": (-(1 << 31), (1 << 31) - 1),
-    "u32": (0, (1 << 32) - 1),
-}
-_INT_DTYPES = {
-    "i4": np.int8,
-    "i8": np.int8,
-    "u8": np.uint8,
-    "i16": np.int16,
-    "u16": np.uint16,
-    "i32": np.int32,
-    "u32": np.uint32,
-}
+#: The requantiser's output types (:func:`requantize`; the RTL's ``npu.cstl.requant``).
+REQUANT_TYPES = ("i8", "u8", "i16")
+#: Value range of every requantiser output type (from ``nem.elemtypes``).
+INT_RANGES = {e: ELEM_RANGES[e] for e in REQUANT_TYPES}
 
 
 class NumericsError(ValueError):
@@ -209,7 +196,7 @@ def requantize(acc, rq, channel_axis=-1):
     # |acc| < 2**31 and m < 2**31: the product fits in int64 exactly.
     scaled = (acc * m + (np.int64(1) << (t - 1))) >> t
     y = np.clip(scaled + rq.zero_point, rq.lo, rq.hi)
-    return y.astype({"i8": np.int8, "u8": np.uint8, "i16": np.int16}[rq.out_dtype])
+    return y.astype(elem_type(rq.out_dtype).dtype)
 
 
 def fold_input_zero_point(bias, w, x_zero_point, reduce_axes, *, keepdims=False):
@@ -393,7 +380,7 @@ def quantize_real(real, elem: str, qp: QuantParams | None):
     scaled = np.where(np.isnan(scaled), 0.0, scaled)
     lo, hi = ELEM_RANGES[elem]
     codes = np.clip(np.rint(np.clip(scaled, -2.0**40, 2.0**40)) + z, lo, hi)
-    return codes.astype(_INT_DTYPES[elem])
+    return codes.astype(elem_type(elem).dtype)
 
 
 def round_float(real, elem: str):
@@ -401,7 +388,7 @@ def round_float(real, elem: str):
     real = np.asarray(real, dtype=np.float64)
     if elem in ("f16", "f32"):
         with np.errstate(over="ignore"):  # beyond the largest finite value: +-inf, as IEEE
-            return real.astype(np.float16 if elem == "f16" else np.float32)
+            return real.astype(elem_type(elem).dtype)
     if elem == "bf16":
         import ml_dtypes
 

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nem import opcodes
 from nem.checker import Region
 from nem.consteval import EvalError, evaluate
+from nem.elemtypes import FLOAT_TYPES
 from nem.numerics import (
     NumericsError,
     QuantParams,
@@ -44,8 +46,8 @@ from nem.shapes import conv_out
 from nem.tree import Quant
 
 __all__ = [
-    "FLOAT_TYPES",
-    "NMU_OPCODES",
+    "BINARY",
+    "UNARY",
     "NotSupported",
     "OpError",
     "Work",
@@ -54,8 +56,6 @@ __all__ = [
     "run_compute",
 ]
 
-FLOAT_TYPES = ("f16", "bf16", "f32")
-NMU_OPCODES = ("gemm", "matmul", "conv2d")
 #: Priority-2 opcodes this executor rejects (with the reason).
 UNSUPPORTED = {
     "conv1d": "conv1d has no hardware support (nem.md: Future); lower it to conv2d",
@@ -310,6 +310,8 @@ def _safe(fn):
     return run
 
 
+#: Kernels of the one-input elementwise opcodes (``groups().unary | groups().other_eltwise``),
+#: on float64 values; ``a`` holds the attributes.
 UNARY: dict[str, Callable] = {
     "relu": lambda x, a: np.maximum(x, 0.0),
     "leaky_relu": lambda x, a: np.where(x >= 0, x, x * float(a.get("alpha", 0.01))),
@@ -326,6 +328,7 @@ UNARY: dict[str, Callable] = {
         x, float(a.get("min_val", -np.inf)), float(a.get("max_val", np.inf))
     ),
 }
+#: Kernels of the two-input elementwise opcodes (``groups().binary``).
 BINARY: dict[str, Callable] = {
     "add": np.add,
     "sub": np.subtract,
@@ -372,7 +375,7 @@ def _pool(name, x, attrs):
 
 def _norm(name, x, extra, attrs):
     axis = attrs.get("axis", -1)
-    axes = tuple(range(axis % x.ndim, x.ndim)) if name in ("layernorm", "rmsnorm") else axis
+    axes = tuple(range(axis % x.ndim, x.ndim)) if name in opcodes.groups().normalization else axis
     eps = float(attrs.get("epsilon", 1e-5) if attrs.get("epsilon") is not None else 1e-5)
     if name == "layernorm":
         mean = x.mean(axis=axes, keepdims=True)
@@ -433,14 +436,15 @@ def _real_op(name, vals, regions, qps, ins_n, attrs):
     reals = [_real(v, r, q) for v, r, q in zip(vals[:ins_n], regions[:ins_n], qps[:ins_n],
                                                 strict=True)]
     x = reals[0]
+    group = opcodes.groups()
     fn = UNARY.get(name)
     if fn is not None:
         return [_safe(fn)(x, attrs)]
     if name in BINARY:
         return [_safe(BINARY[name])(x, reals[1])]
-    if name in ("maxpool", "avgpool"):
+    if name in group.pooling:
         return [_pool(name, x, attrs)]
-    if name in ("layernorm", "rmsnorm", "softmax", "log_softmax"):
+    if name in group.normalization | group.softmax:
         return [_safe(_norm)(name, x, reals[1:], attrs)]
     if name == "transpose":
         return [np.transpose(x, attrs.get("perm"))]
@@ -463,9 +467,9 @@ def _real_op(name, vals, regions, qps, ins_n, attrs):
         if idx.size and (idx.min() < -size or idx.max() >= size):
             raise OpError(f"gather: index outside [-{size}, {size}) on axis {axis}")
         return [np.take(x, idx, axis=axis)]
-    if name in ("cast", "quantize", "dequantize"):
+    if name in group.conversion:
         return [x]
-    if name in ("reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"):
+    if name in group.reduction:
         return [_reduce(name, x, attrs)]
     raise NotSupported(f"{name}: no executor kernel")
 

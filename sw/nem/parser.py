@@ -22,6 +22,7 @@ and can start a statement, so one run reports every independent syntax error.
 from __future__ import annotations
 
 from nem.diagnostics import DiagnosticSink, Span
+from nem.elemtypes import ELEM_TYPES
 from nem.lexer import Token, tokenize
 from nem.tree import (
     BinOp,
@@ -53,9 +54,8 @@ from nem.tree import (
     Wait,
 )
 
-__all__ = ["ELEM_TYPES", "TYPE_KEYS", "parse"]
+__all__ = ["TYPE_KEYS", "parse"]
 
-ELEM_TYPES = ("i4", "i8", "i16", "i32", "u8", "u16", "u32", "f16", "bf16", "f32")
 TYPE_KEYS = ("elem", "shape", "layout", "strides", "quant")
 _STMT_KEYWORDS = frozenset(
     {

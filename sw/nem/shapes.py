@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from nem import opcodes
+
 __all__ = ["ShapeError", "broadcast", "check_shapes", "conv_out", "derive"]
 
 
@@ -60,6 +62,7 @@ def derive(
         When the inputs or attributes are inconsistent.
     """
     layouts = layouts or [None] * len(ins)
+    group = opcodes.groups()
     if opcode in ("gemm", "matmul"):
         a, b = ins[0], ins[1]
         _need(len(a) >= 2 and len(b) >= 2, f"A and B need rank >= 2 (A {list(a)}, B {list(b)})")
@@ -101,7 +104,7 @@ def derive(
         if len(ins) > 2:
             _need(tuple(ins[2]) == (cout,), f"B must have shape [{cout}], has {list(ins[2])}")
         return [(n, ho, wo, cout)]
-    if opcode in ("maxpool", "avgpool"):
+    if opcode in group.pooling:
         x = ins[0]
         _need(len(x) == 4, f"X needs rank 4 (NHWC), has shape {list(x)}")
         _need(layouts[0] in (None, "NHWC"), f"X layout must be NHWC, not {layouts[0]}")
@@ -127,7 +130,7 @@ def derive(
             f"{list(ins[0])} holds {math.prod(ins[0])}",
         )
         return [target]
-    if opcode in ("layernorm", "rmsnorm", "softmax", "log_softmax"):
+    if opcode in group.normalization | group.softmax:
         axis = attrs.get("axis", -1)
         rank = len(ins[0])
         _need(isinstance(axis, int) and -rank <= axis < rank, f"axis {axis} outside rank {rank}")
@@ -137,7 +140,7 @@ def derive(
                 f"{list(extra)} does not broadcast to X {list(ins[0])}",
             )
         return [tuple(ins[0])]
-    if opcode in ("cast", "quantize", "dequantize") or opcode in _ELTWISE:
+    if opcode in group.conversion | group.eltwise:
         for other in ins[1:]:
             _need(
                 tuple(other) == tuple(ins[0]),
@@ -177,7 +180,7 @@ def derive(
         _need(-len(x) <= axis < len(x), f"axis {axis} outside rank {len(x)}")
         axis %= len(x)
         return [(*x[:axis], *idx, *x[axis + 1 :])]
-    if opcode in ("reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin"):
+    if opcode in group.reduction:
         return [_reduce_shape(opcode, ins[0], attrs)]
     return None
 
@@ -220,31 +223,6 @@ def _reduce_shape(opcode: str, x: tuple[int, ...], attrs) -> tuple[int, ...]:
     if keep:
         return tuple(1 if k in axes else d for k, d in enumerate(x))
     return tuple(d for k, d in enumerate(x) if k not in axes)
-
-
-_ELTWISE = frozenset(
-    {
-        "relu",
-        "leaky_relu",
-        "sigmoid",
-        "tanh",
-        "exp",
-        "log",
-        "sqrt",
-        "abs",
-        "neg",
-        "gelu",
-        "silu",
-        "add",
-        "sub",
-        "mul",
-        "div",
-        "min",
-        "max",
-        "pow",
-        "clamp",
-    }
-)
 
 
 def check_shapes(opcode, specs, attrs) -> list[str]:

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
+from nem.elemtypes import ELEM_TYPES
+from nem.opcodes import OPCODES
 from nem.records import Record, RecordError
+from nem.units import COMPUTE_UNITS, COPY_UNITS, Unit
 
 __all__ = [
     "ATTR_PRESENT",
@@ -151,16 +153,6 @@ class TaskFormatError(ValueError):
     """A task binary (or a program to encode) breaks the format; the message says where."""
 
 
-class Unit(IntEnum):
-    """Unit types a task can target."""
-
-    DMA = 0  # L2 <-> L1
-    SDMA = 1  # DDR <-> L2
-    NMU = 2
-    CSTL = 3
-    VPU = 4
-
-
 @dataclass(frozen=True)
 class Register:
     """One 32-bit shadow register of a unit."""
@@ -218,21 +210,9 @@ def _copy_registers() -> list[tuple[str, str]]:
 
 # --- compute units -----------------------------------------------------------------------------
 
-#: Compute opcodes by code (the ``OPCODE`` register). Append only: a code never changes meaning.
-#: The registry's other compute opcodes (conv1d, conv3d, depthwise_conv2d, compute) have no
-#: executable kernel and no code.
-OPCODES = (
-    "gemm", "matmul", "conv2d",
-    "relu", "leaky_relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "gelu",
-    "silu", "clamp",
-    "add", "sub", "mul", "div", "min", "max", "pow",
-    "maxpool", "avgpool", "layernorm", "rmsnorm", "softmax", "log_softmax",
-    "transpose", "reshape", "slice", "concat", "split", "pad", "gather",
-    "cast", "quantize", "dequantize",
-    "reduce_sum", "reduce_max", "reduce_min", "argmax", "argmin",
-)  # fmt: skip
-#: Element types by code (``OPk_ELEM`` and ``elem_type`` attributes).
-ELEM_TYPES = ("i4", "i8", "u8", "i16", "u16", "i32", "u32", "f16", "bf16", "f32")
+# Compute opcodes by code (the ``OPCODE`` register): ``OPCODES``, from ``nem.opcodes``.
+# Element types by code (``OPk_ELEM`` and ``elem_type`` attributes): ``ELEM_TYPES``, from
+# ``nem.elemtypes``. Unit codes (the task header's ``unit``): ``Unit``, from ``nem.units``.
 #: Values of ``id`` attributes by code (pad ``mode``).
 ID_VALUES = ("constant", "reflect", "edge")
 #: Quantisation descriptor kinds by code (the first byte of a quantisation entry).
@@ -312,13 +292,9 @@ def operand_register(k: int, field: str) -> str:
 #: DST + sum(ik * DST_STRIDEk)``. The compute units (NMU, CSTL, VPU) share one map: an
 #: opcode, operand descriptors, and attribute words.
 REGISTER_MAPS: dict[Unit, RegisterMap] = {
-    Unit.DMA: RegisterMap(Unit.DMA, _copy_registers()),
-    Unit.SDMA: RegisterMap(Unit.SDMA, _copy_registers()),
-    Unit.NMU: RegisterMap(Unit.NMU, _compute_registers()),
-    Unit.CSTL: RegisterMap(Unit.CSTL, _compute_registers()),
-    Unit.VPU: RegisterMap(Unit.VPU, _compute_registers()),
+    unit: RegisterMap(unit, _copy_registers() if unit in COPY_UNITS else _compute_registers())
+    for unit in Unit
 }
-COMPUTE_UNITS = (Unit.NMU, Unit.CSTL, Unit.VPU)
 
 
 @dataclass(frozen=True)

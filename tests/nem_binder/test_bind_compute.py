@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nem.binder import BindError, DataSection, bind, compute_registers, plan_from_binary
-from nem.checker import BITS, check_file, check_text
+from nem.checker import check_file, check_text
+from nem.elemtypes import BITS
 from nem.executor import execute
 from nem.memory import allocate
 from nem.ops import UNSUPPORTED

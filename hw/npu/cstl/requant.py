@@ -30,11 +30,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from nem.elemtypes import elem_type
+from nem.numerics import REQUANT_TYPES
+
 __all__ = ["OUT_TYPES", "RequantStage", "param_layout"]
 
-#: Output type -> (bits, signed, lo, hi)
-OUT_TYPES = {"i8": (8, True, -128, 127), "u8": (8, False, 0, 255),
-             "i16": (16, True, -32768, 32767)}
+#: Output type -> (bits, signed, lo, hi), for the requantiser's types (``nem.numerics``).
+OUT_TYPES = {name: (elem_type(name).bits, elem_type(name).signed, *elem_type(name).range)
+             for name in REQUANT_TYPES}
 
 
 def param_layout(lanes):

@@ -25,6 +25,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from nem.elemtypes import BITS
+from nem.numerics import REQUANT_TYPES
+from nem.opcodes import groups
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, read_attr_words
 
 __all__ = [
@@ -49,7 +52,8 @@ REGS = REGISTER_MAPS[Unit.NMU]
 CONV_ATTRS = [("pads", "int_list"), ("strides", "int_list"), ("dilations", "int_list"),
               ("groups", "int"), ("accum_type", "elem_type")]
 GEMM_ATTRS = [("accum_type", "elem_type")]
-OUT_BYTES = {"i8": 1, "u8": 1, "i16": 2, "i32": 4}
+#: Output element type -> bytes: the requantiser's types, and i32 for the raw accumulator.
+OUT_BYTES = {name: BITS[name] // 8 for name in (*REQUANT_TYPES, "i32")}
 
 
 class Cause:
@@ -183,7 +187,7 @@ def decode_task(regs):
     """
     opcode = regs.get(REGS.index("OPCODE"), 0)
     name = OPCODES[opcode] if opcode < len(OPCODES) else None
-    if name not in ("gemm", "matmul", "conv2d"):
+    if name not in groups().nmu:
         raise NmuUnsupported(Cause.OPCODE, f"opcode {opcode} ({name}) is not an NMU opcode")
     nin = regs.get(REGS.index("NIN"), 0)
     nout = regs.get(REGS.index("NOUT"), 0)

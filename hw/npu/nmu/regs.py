@@ -17,13 +17,17 @@ ATTR9-10, groups ATTR12.
 
 from __future__ import annotations
 
+import functools
+import operator
+
 from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from nem.opcodes import groups
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit
 from npu.nmu.agu import task_fields_layout
-from npu.nmu.model import Cause
+from npu.nmu.model import OUT_BYTES, Cause
 
 __all__ = ["NmuRegisters", "kept_registers", "write_layout"]
 
@@ -41,6 +45,15 @@ def kept_registers():
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
     names += [f"ATTR{j}" for j in sorted(ATTRS.values())]
     return sorted(names, key=REGS.index)
+
+
+def nmu_last_code():
+    """The largest NMU opcode code: the NMU's opcodes (``nem.opcodes.groups().nmu``) are
+    codes 0..n-1, so one comparison refuses every other opcode."""
+    codes = sorted(OPCODES.index(name) for name in groups().nmu)
+    if codes != list(range(len(codes))):
+        raise ValueError(f"the NMU's opcode codes {codes} are not 0..{len(codes) - 1}")
+    return codes[-1]
 
 
 def write_layout():
@@ -91,13 +104,12 @@ class NmuRegisters(wiring.Component):
         def out(f):  # the output slot: NIN
             return Mux(three, op(3, f), op(2, f))
 
-        code = {n: ELEM_TYPES.index(n) for n in ("i8", "u8", "i16", "i32")}
+        code = {n: ELEM_TYPES.index(n) for n in ("i8", *OUT_BYTES)}
         out_elem = out("ELEM")
         bad_count = (nout != 1) | ~((nin == 2) | (three & ~is_matmul))
+        out_ok = functools.reduce(operator.or_, [out_elem == code[n] for n in OUT_BYTES])
         bad_elem = (op(0, "ELEM") != code["i8"]) | (op(1, "ELEM") != code["i8"]) | \
-            (three & (op(2, "ELEM") != code["i32"])) | \
-            ~((out_elem == code["i8"]) | (out_elem == code["u8"]) | (out_elem == code["i16"])
-              | (out_elem == code["i32"]))
+            (three & (op(2, "ELEM") != code["i32"])) | ~out_ok
         bad_level = 0
         for k in range(SLOTS):
             used = (k <= 2) | three
@@ -145,7 +157,7 @@ class NmuRegisters(wiring.Component):
             ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout)) | pix_bias
         bad_bias = three & ~bias_ok
 
-        with m.If(opcode > OPCODES.index("conv2d")):
+        with m.If(opcode > nmu_last_code()):
             m.d.comb += t.cause.eq(Cause.OPCODE)
         with m.Elif(bad_count | bad_elem | bad_level):
             m.d.comb += t.cause.eq(Cause.TYPE)
