@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,19 +83,33 @@ def stage(target: Target) -> Path:
     return work
 
 
-def run(target: Target, jobs: int) -> float:
-    """Run mutmut for *target*; return the wall-clock seconds it took."""
+def run(target: Target, jobs: int, budget: float | None = None) -> float:
+    """Run mutmut for *target*; return the wall-clock seconds it took.
+
+    With *budget* (minutes) mutmut is stopped after that long; the verdicts it reached are
+    kept (mutmut saves each as it comes) and the next run goes on with the rest.
+    """
     work = stage(target)
-    print(f"== {target.module}: mutmut in {work.relative_to(ROOT)} ({jobs} processes)",
-          flush=True)
+    print(f"== {target.module}: mutmut in {work.relative_to(ROOT)} ({jobs} processes"
+          f"{f', at most {budget:g} min' if budget else ''})", flush=True)
     start = time.monotonic()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
-                          cwd=work, env=env, check=False)
+    proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
+                            cwd=work, env=env, start_new_session=True)
+    try:
+        returncode = proc.wait(timeout=budget * 60 if budget else None)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # mutmut and the mutants it forked
+        proc.wait()
+        returncode = 0
+        print(f"\n== {target.module}: stopped after {budget:g} min (budget)", flush=True)
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGTERM)
+        raise
     seconds = time.monotonic() - start
-    if proc.returncode:
+    if returncode:
         raise SystemExit(f"mutate: mutmut failed on {target.module} "
-                         f"(exit {proc.returncode}); see the output above")
+                         f"(exit {returncode}); see the output above")
     (work / "last_run_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
@@ -105,6 +120,8 @@ def main(argv=None) -> int:
                         help=f"modules to mutate (default: all of {', '.join(TARGETS)})")
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1,
                         help="mutants run in parallel (default: the number of cores)")
+    parser.add_argument("--budget", type=float, metavar="MINUTES",
+                        help="stop each module's run after this long (go on next time)")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
@@ -114,7 +131,7 @@ def main(argv=None) -> int:
         parser.error(f"--jobs must be at least 1, not {args.jobs}")
     modules = args.modules or list(TARGETS)
     for module in modules:
-        run(TARGETS[module], args.jobs)
+        run(TARGETS[module], args.jobs, args.budget)
     from tests.mutation.report import main as report
 
     return report(modules)

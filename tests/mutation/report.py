@@ -5,11 +5,12 @@ Usage::
     python tests/mutation/report.py [--markdown] [--no-diff] [MODULE ...]
 
 Reads the results mutmut left in ``build/mutate/<module>/mutants/`` (see ``mutate.py``).
-The score of a module is ``killed / (mutants - equivalent)``: killed counts mutants a test
-failed on or that ran past mutmut's timeout; ``equivalent.py`` lists the mutants that cannot
-change behaviour, with the reason. Every other mutant that is not killed is listed: a
-survivor (the tests passed) or one no selected test reaches. Exit status 1 if a module
-is below its target (90 % software, 80 % RTL) or was never run.
+The score of a module is ``killed / (checked - equivalent)``: killed counts mutants a
+test failed on or that ran past mutmut's timeout; checked leaves out the mutants a run
+stopped by ``--budget`` did not reach yet; ``equivalent.py`` lists the mutants that cannot
+change behaviour, with the reason. Every other checked mutant that is not killed is listed:
+a survivor (the tests passed) or one no selected test reaches. Exit status 1 if a module
+is below its target (90 % software, 80 % RTL), was never run or not run to the end.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class ModuleResult:
 
     target: Target
     total: int = 0
+    unchecked: int = 0
     killed: int = 0
     equivalent: int = 0
     seconds: float | None = None
@@ -62,7 +64,7 @@ class ModuleResult:
 
     @property
     def score(self) -> float:
-        counted = self.total - self.equivalent
+        counted = self.total - self.unchecked - self.equivalent
         return self.killed / counted if counted else 1.0
 
 
@@ -127,6 +129,9 @@ def collect(target: Target, *, with_diff: bool = True) -> ModuleResult | None:
             if code in KILLED:
                 result.killed += 1
                 continue
+            if code is None:
+                result.unchecked += 1
+                continue
             if name in equivalent:
                 result.equivalent += 1
                 continue
@@ -176,17 +181,19 @@ def main(argv=None) -> int:
                 print(f"{result.target.source}: equivalent.py lists {name}, which is no "
                       f"longer a surviving mutant: remove or update the entry")
         print()
-    print("| module | mutants | killed | equivalent | not killed | score | target | run time |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| module | mutants | checked | killed | equivalent | not killed | score | target "
+          "| last run |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for module, result in results.items():
         target = TARGETS[module]
         if result is None:
-            print(f"| `{module}` | not run | | | | | {target.target_score:.0%} | |")
+            print(f"| `{module}` | not run | | | | | | {target.target_score:.0%} | |")
             failed = True
             continue
         below = result.score < target.target_score
-        failed |= below
-        print(f"| `{module}` | {result.total} | {result.killed} | {result.equivalent} | "
+        failed |= below or result.unchecked > 0
+        print(f"| `{module}` | {result.total} | {result.total - result.unchecked} | "
+              f"{result.killed} | {result.equivalent} | "
               f"{len(result.open)} | {result.score:.1%}{' (below)' if below else ''} | "
               f"{target.target_score:.0%} | {_fmt_seconds(result.seconds)} |")
     return 1 if failed else 0
