@@ -121,6 +121,12 @@ def test_each_unit_reads_the_register_map_of_its_role():
         assert REGISTER_MAPS[unit].index("OPCODE") == 0
 
 
+def test_cycle_model_has_defaults_for_every_unit_that_runs_tasks():
+    from nem.cycles import DEFAULTS
+
+    assert set(DEFAULTS) == set(units.UNIT_CODES)
+
+
 def test_every_registry_unit_is_in_the_table():
     for name, spec in _raw_registry().items():
         unit = spec.get("execution_unit")
