@@ -344,5 +344,7 @@ def register(subparsers):
     p.add_argument("--on", choices=("float", "executor"),
                    help="FILE is a build directory: run on the float golden runtime or the NEM "
                    "executor (default executor)")
+    p.add_argument("--report", action="store_true",
+                   help="with --on executor: cycles, MACs, utilisation, bytes per layer")
     p.set_defaults(func=_cmd_run)
     return (CompileInputError, IRError, ScheduleError, NacRuntimeError, NacFormatError)

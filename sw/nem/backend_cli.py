@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from nem.binder import BindError
-from nem.build_dir import BuildError, compile_model, run_build
+from nem.build_dir import BuildError, compile_model, layer_report, load_build, run_build
 from nem.lower import LowerError
 from nem.memimage import MemoryImageError
 from nem.modelgraph import GraphError
@@ -92,4 +92,13 @@ def run_cmd(args):
         print(f"executor: {result.total_cycles} cycles, NMU utilisation {overall:.3f} over the "
               f"run ({busy:.3f} while busy); bytes " + ", ".join(
                   f"{p} {n}" for p, n in result.bytes_moved().items()))
+        if getattr(args, "report", False):
+            print(f"{'instr':>6} {'op':<8}{'unit':<5}{'tasks':>6}{'cycles':>9}{'compute':>9}"
+                  f"{'MACs':>11}{'util':>7}  bytes per path")
+            for row in layer_report(load_build(args.file), result):
+                span = row["last"] - (row["first"] or 0)
+                print(f"{row['instruction']:>6} {row['op']:<8}{row['unit']:<5}{row['tasks']:>6}"
+                      f"{span:>9}{row['compute_cycles']:>9}{row['macs']:>11}"
+                      f"{row['utilisation']:>7.3f}  " + ", ".join(
+                          f"{p} {n}" for p, n in sorted(row["bytes"].items())))
     return 0

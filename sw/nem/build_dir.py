@@ -32,7 +32,7 @@ from nem.quantize import calibrate, load_calibration
 from nem.target import resolve_target
 from nem.taskformat import decode, encode
 
-__all__ = ["BuildError", "compile_model", "load_build", "run_build"]
+__all__ = ["BuildError", "compile_model", "layer_report", "load_build", "run_build"]
 
 MANIFEST_VERSION = 1
 
@@ -161,6 +161,10 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
         "layers": [{"instruction": layer.index, "op": layer.op, "unit":
                     "NMU" if layer.kind in ("conv", "gemm") else "CSTL",
                     "macs": layer.macs} for layer in layers],
+        # the layer of every task of the binary, in stream order, and whether it loads the
+        # layer's weights (prefetched during the layer before): the per-layer report
+        "task_layers": [[emitted.task_layer[t.label.split(" ")[0]], t.label.startswith("w")]
+                        for t in checked.plan.tasks],
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     manifest["report"] = {"compile_seconds": time.perf_counter() - started,
@@ -266,3 +270,46 @@ def run_build(build_dir, inputs, *, on="executor"):
         codes = _from_stored(raw.view(np.int8), e)
         outs.append(dequantize_codes(codes, _qp(e)).astype(np.float32))
     return outs, result
+
+
+def layer_report(manifest, result):
+    """Per layer of a build, from an executor run of its binary.
+
+    Parameters
+    ----------
+    manifest : dict
+        :func:`load_build`'s manifest (``task_layers`` maps binary tasks to layers).
+    result : nem.executor.RunResult
+
+    Returns
+    -------
+    list of dict
+        Per layer: ``instruction``, ``op``, ``unit``, ``tasks``, ``first`` and ``last``
+        cycle of its tiles' tasks (weight loads, prefetched during the layer before, count in
+        ``tasks`` and ``bytes`` only), ``compute_cycles`` (its compute tasks), ``macs``,
+        ``utilisation`` (MACs over what the NMU could do from ``first`` to ``last``) and
+        ``bytes`` per path of its copies.
+    """
+    owners = manifest.get("task_layers") or []
+    rows = [dict(layer, tasks=0, first=None, last=0, compute_cycles=0, bytes={}, rate=0)
+            for layer in manifest["layers"]]
+    for record in result.records:
+        if record.index >= len(owners):
+            continue
+        number, weights = owners[record.index]
+        row = rows[number]
+        row["tasks"] += 1
+        if not weights:
+            row["first"] = record.start if row["first"] is None else min(row["first"],
+                                                                          record.start)
+            row["last"] = max(row["last"], record.end)
+        if record.path:
+            row["bytes"][record.path] = row["bytes"].get(record.path, 0) + record.nbytes
+        else:
+            row["compute_cycles"] += record.end - record.start
+            row["rate"] = max(row["rate"], record.macs_per_cycle)
+    for row in rows:
+        span = row["last"] - (row["first"] or 0)
+        rate = row.pop("rate")
+        row["utilisation"] = row["macs"] / (rate * span) if rate and span else 0.0
+    return rows

@@ -92,6 +92,7 @@ class Emitted:
     tiles: int
     groups: int
     slots: dict
+    task_layer: dict = field(default_factory=dict)
 
 
 def _chunk_channels(layer, cap, target):
@@ -218,9 +219,12 @@ class _Tasks:
 
     def __init__(self):
         self.tasks = []  # (key, name, lines, deps)
+        self.layer_of = {}  # task name -> number of the layer it belongs to
+        self.layer = None
 
     def add(self, key, name, lines, deps):
         self.tasks.append((key, name, lines, [d for d in deps if d]))
+        self.layer_of[name] = self.layer
         return name
 
     def ordered(self):
@@ -311,7 +315,8 @@ def emit_program(layers, acts, inputs, outputs, target, name="model"):
     first_comp, first_tile_of = {}, {}  # weight group -> its first compute task / tile
     wl1_of = {}
     tile_names = []  # per tile: dict of task names
-    for layer in layers:
+    for number, layer in enumerate(layers):
+        tasks.layer = number
         layer_tiles = _layer_tiles(layer, by_layer.get(id(layer), []), islot, oslot)
         first_tile = t
         for group, tiles in layer_tiles:
@@ -401,7 +406,7 @@ def emit_program(layers, acts, inputs, outputs, target, name="model"):
     body += [f"wait({e})" for a in outputs for e in producer_done.get(acts[a].buffer, [])]
     initial = {g.buffer: g.data for g in groups}
     return Emitted("\n".join(lines + body) + "\n", initial, t, len(groups),
-                   {"input": islot, "output": oslot, "weights": wslot})
+                   {"input": islot, "output": oslot, "weights": wslot}, tasks.layer_of)
 
 
 def _attr_text(layer, attrs):

@@ -292,3 +292,26 @@ def test_device_without_cstl_refuses_pooling(tmp_path):
     with pytest.raises(LowerError, match=r"instruction \d+ \(aten.sigmoid.default\): .* no "
                        r"CSTL to run sigmoid"):
         compile_model(path, str(device), tmp_path / "b", samples=[x])
+
+
+def test_layer_report_accounts_for_every_task(tmp_path):
+    from nem.build_dir import layer_report, load_build
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 3 * 3, 5)).eval()
+    x = np.random.default_rng(2).standard_normal((3, 2, 6, 6)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    compile_model(path, "small", tmp_path / "b", samples=[x])
+    _, run = run_build(tmp_path / "b", [x], on="executor")
+    rows = layer_report(load_build(tmp_path / "b"), run)
+    assert [r["op"] for r in rows] == ["conv2d", "maxpool", "gemm"]
+    # MACs by hand: 3 images x 6 x 6 pixels x 4 channels x (3 x 3 x 2) taps; 3 x 5 x 36
+    assert [r["macs"] for r in rows] == [3 * 6 * 6 * 4 * 18, 0, 3 * 5 * 36]
+    assert sum(r["tasks"] for r in rows) == len(run.records)
+    total = {}
+    for r in rows:
+        for p, n in r["bytes"].items():
+            total[p] = total.get(p, 0) + n
+    assert total == run.bytes_moved()
+    assert all(0 < r["utilisation"] <= 1 for r in rows if r["unit"] == "NMU")
