@@ -47,8 +47,33 @@ class ArkError(IRError):
     """An ARK model file is malformed or uses something this importer does not support."""
 
 
+#: Deepest JSON nesting read (the shipped format needs 6 levels).
+MAX_NESTING = 64
+
+_KINDS = {list: "a list", dict: "an object", int: "an integer", str: "a string",
+          bool: "true or false"}
+
+
+def _is(value, kind):
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def _dims(value, what, where):
+    """*value* as a tuple of dimensions (non-negative integers)."""
+    if not isinstance(value, list) or not all(_is(d, int) and d >= 0 for d in value):
+        raise ArkError(f"{where}: {what} must be a list of non-negative integers, not "
+                       f"{value!r}")
+    return tuple(value)
+
+
 def _arg(op, name, kind, where, default=None):
-    args = op.get("Args") or {}
+    args = op.get("Args")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ArkError(f"{where}: field 'Args' must be an object, not {args!r}")
     if name not in args:
         if default is not None:
             return default
@@ -56,18 +81,57 @@ def _arg(op, name, kind, where, default=None):
     value = args[name]
     if not isinstance(value, dict) or kind not in value:
         raise ArkError(f"{where}: argument {name!r} must be {{{kind!r}: ...}}, not {value!r}")
-    return value[kind]
+    inner = value[kind]
+    if kind == "DIMS":
+        if not isinstance(inner, list) or not all(_is(d, int) for d in inner):
+            raise ArkError(f"{where}: argument {name!r}: DIMS must be a list of integers, not "
+                           f"{inner!r}")
+    elif kind == "FLOAT" and not (_is(inner, int) or isinstance(inner, float)):
+        raise ArkError(f"{where}: argument {name!r}: FLOAT must be a number, not {inner!r}")
+    elif kind in ("INT", "BOOL") and not _is(inner, int if kind == "INT" else bool):
+        raise ArkError(f"{where}: argument {name!r}: {kind} must be "
+                       f"{_KINDS[int if kind == 'INT' else bool]}, not {inner!r}")
+    return inner
 
 
 def _field(obj, name, kind, where):
-    if not isinstance(obj, dict) or name not in obj:
+    if not isinstance(obj, dict):
+        raise ArkError(f"{where}: expected an object with field {name!r}, not {obj!r}")
+    if name not in obj:
         raise ArkError(f"{where}: missing field {name!r}")
     value = obj[name]
-    if kind is list and not isinstance(value, list):
-        raise ArkError(f"{where}: field {name!r} must be a list, not {value!r}")
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-        raise ArkError(f"{where}: field {name!r} must be an integer, not {value!r}")
+    if not _is(value, kind):
+        raise ArkError(f"{where}: field {name!r} must be {_KINDS[kind]}, not {value!r}")
     return value
+
+
+def _optional_dims(tensor, name, where):
+    value = tensor.get(name)
+    return None if value in (None, []) else _dims(value, f"field {name!r}", where)
+
+
+def _nesting(text, where):
+    """Refuse JSON nested deeper than :data:`MAX_NESTING` (before parsing it)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    raise ArkError(f"{where}: JSON nested deeper than {MAX_NESTING} levels")
+        elif ch in "]}":
+            depth -= 1
 
 
 class _Builder:
@@ -86,11 +150,12 @@ class _Builder:
 
     def read(self, tensor, where):
         tid = _field(tensor, "Id", int, where)
-        shape = tuple(_field(tensor, "Shape", list, where))
+        shape = _dims(_field(tensor, "Shape", list, where), "field 'Shape'", where)
         buffer = _field(tensor, "Buffer", dict, where)
         bid = _field(buffer, "Id", int, where + ".Buffer")
-        offsets = tuple(tensor.get("Offsets") or [0] * len(shape))
-        padded = tuple(tensor.get("PaddedShape") or tensor.get("Strides") or shape)
+        offsets = _optional_dims(tensor, "Offsets", where) or (0,) * len(shape)
+        padded = _optional_dims(tensor, "PaddedShape", where) or \
+            _optional_dims(tensor, "Strides", where) or shape
         if len(offsets) != len(shape) or len(padded) != len(shape):
             raise ArkError(f"{where}: tensor {tid}: Shape, Offsets and Strides differ in rank")
         if any(o + s > p for o, s, p in zip(offsets, shape, padded, strict=True)):
@@ -119,20 +184,22 @@ class _Builder:
 
     def result(self, tensor, node, where):
         tid = _field(tensor, "Id", int, where)
-        shape = tuple(_field(tensor, "Shape", list, where))
+        shape = _dims(_field(tensor, "Shape", list, where), "field 'Shape'", where)
         if tuple(self.nodes[node].shape) != shape:
             raise ArkError(f"{where}: result tensor {tid} has shape {list(shape)}, the op "
                            f"computes {list(self.nodes[node].shape)}")
         buffer = _field(tensor, "Buffer", dict, where)
-        offsets = tensor.get("Offsets") or []
-        padded = tuple(tensor.get("PaddedShape") or tensor.get("Strides") or shape)
+        bid = _field(buffer, "Id", int, where + ".Buffer")
+        offsets = _optional_dims(tensor, "Offsets", where) or ()
+        padded = _optional_dims(tensor, "PaddedShape", where) or \
+            _optional_dims(tensor, "Strides", where) or shape
         if any(offsets) or padded != shape:
             raise ArkError(f"{where}: result tensor {tid} is a partial window of buffer "
-                           f"{buffer.get('Id')}; partial in-place writes are not supported")
+                           f"{bid}; partial in-place writes are not supported")
         self.values[tid] = node
-        self.buffers[buffer["Id"]] = node
+        self.buffers[bid] = node
         if buffer.get("SendTags"):
-            self.cross_rank.append(("send", buffer["Id"], buffer["SendTags"]))
+            self.cross_rank.append(("send", bid, buffer["SendTags"]))
 
 
 def _matmul(b, op, reads, where):
@@ -151,9 +218,23 @@ def _matmul(b, op, reads, where):
     mnk = _arg(op, "ShapeMNK", "DIMS", where, [a[-2], o[-1], a[-1]])
     if list(mnk) != [a[-2], o[-1], a[-1]]:
         raise ArkError(f"{where}: ShapeMNK {mnk} does not match operands {list(a)} x {list(o)}")
-    batch = np.broadcast_shapes(a[:-2], o[:-2])
+    batch = _broadcast(where, a[:-2], o[:-2])
     return b.op("aten.matmul.default", [Ref(a_id), Ref(o_id)], ["self", "other"],
                 (*batch, a[-2], o[-1]))
+
+
+def _broadcast(where, *shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ArkError(f"{where}: shapes {', '.join(str(list(s)) for s in shapes)} do not "
+                       f"broadcast") from None
+
+
+def _one_read(reads, kind, where):
+    if len(reads) != 1:
+        raise ArkError(f"{where}: {kind} reads one tensor, not {len(reads)}")
+    return reads[0]
 
 
 def import_ark(source, path=None):
@@ -174,6 +255,7 @@ def import_ark(source, path=None):
                                         and Path(source).is_file()):
             where_file = str(source)
             text = Path(source).read_text(encoding="utf-8")
+        _nesting(text, where_file)
         try:
             model = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -183,15 +265,20 @@ def import_ark(source, path=None):
     b = _Builder(model)
     read_later = set()
     nodes = _field(model, "Nodes", list, where_file)
-    for node in nodes:
-        for op in _field(node, "Ops", list, f"{where_file}: node {node.get('Id')}"):
-            for t in op.get("ReadTensors", []):
-                read_later.add(t.get("Id"))
+    for j, node in enumerate(nodes):
+        for op in _field(node, "Ops", list, f"{where_file}: Nodes[{j}]"):
+            tensors = op.get("ReadTensors") if isinstance(op, dict) else None
+            for t in tensors if isinstance(tensors, list) else ():
+                if isinstance(t, dict) and _is(t.get("Id"), int):
+                    read_later.add(t["Id"])
     produced = []
-    for node in nodes:
-        nid = _field(node, "Id", int, f"{where_file}: node")
+    for j, node in enumerate(nodes):
+        nid = _field(node, "Id", int, f"{where_file}: Nodes[{j}]")
         for k, op in enumerate(_field(node, "Ops", list, f"{where_file}: node {nid}")):
-            kind = op.get("Type")
+            if not isinstance(op, dict):
+                raise ArkError(f"{where_file}: node {nid} op {k}: must be an object, not "
+                               f"{op!r}")
+            kind = _field(op, "Type", str, f"{where_file}: node {nid} op {k}")
             where = f"{where_file}: node {nid} op {k} ({kind} {op.get('Name', '')!r})"
             reads = [b.read(t, f"{where}.ReadTensors[{j}]")
                      for j, t in enumerate(_field(op, "ReadTensors", list, where))]
@@ -199,6 +286,9 @@ def import_ark(source, path=None):
             if len(results) != 1:
                 raise ArkError(f"{where}: expected one result tensor, found {len(results)}")
             out_shape = tuple(_field(results[0], "Shape", list, where))
+            if op.get("IsVirtual") not in (None, True, False):
+                raise ArkError(f"{where}: field 'IsVirtual' must be true or false, not "
+                               f"{op['IsVirtual']!r}")
             if op.get("IsVirtual"):
                 if len(reads) != 1:
                     raise ArkError(f"{where}: a virtual op must read exactly one tensor")
@@ -213,7 +303,7 @@ def import_ark(source, path=None):
             elif kind in _ELEMENTWISE:
                 if len(reads) != 2:
                     raise ArkError(f"{where}: {kind} reads two tensors, not {len(reads)}")
-                shape = np.broadcast_shapes(*(b.nodes[r].shape for r in reads))
+                shape = _broadcast(where, *(b.nodes[r].shape for r in reads))
                 args = [Ref(reads[0]), Ref(reads[1])]
                 names = ["self", "other"]
                 if kind in ("Add", "Sub"):
@@ -221,15 +311,17 @@ def import_ark(source, path=None):
                     names.append("alpha")
                 value = b.op(_ELEMENTWISE[kind], args, names, shape)
             elif kind in _UNARY:
-                value = b.op(_UNARY[kind], [Ref(reads[0])], ["self"], b.nodes[reads[0]].shape)
+                read = _one_read(reads, kind, where)
+                value = b.op(_UNARY[kind], [Ref(read)], ["self"], b.nodes[read].shape)
             elif kind in ("ScalarAdd", "ScalarMul"):
+                _one_read(reads, kind, where)
                 scalar = float(_arg(op, "Value", "FLOAT", where))
                 name = "aten.add.Tensor" if kind == "ScalarAdd" else "aten.mul.Tensor"
                 args = [Ref(reads[0]), scalar] + ([1] if kind == "ScalarAdd" else [])
                 names = ["self", "other"] + (["alpha"] if kind == "ScalarAdd" else [])
                 value = b.op(name, args, names, b.nodes[reads[0]].shape)
             elif kind in _REDUCE:
-                shape = b.nodes[reads[0]].shape
+                shape = b.nodes[_one_read(reads, kind, where)].shape
                 axis = _arg(op, "Axis", "INT", where)
                 keep = bool(_arg(op, "KeepDim", "BOOL", where, True))
                 if not -len(shape) <= axis < len(shape):
@@ -242,7 +334,7 @@ def import_ark(source, path=None):
                 value = b.op(_REDUCE[kind], args, names, out)
             elif kind == "Transpose":
                 perm = list(_arg(op, "Permutation", "DIMS", where))
-                shape = b.nodes[reads[0]].shape
+                shape = b.nodes[_one_read(reads, kind, where)].shape
                 if sorted(perm) != list(range(len(shape))):
                     raise ArkError(f"{where}: Permutation {perm} is not a permutation of "
                                    f"{len(shape)} dims")
@@ -252,7 +344,7 @@ def import_ark(source, path=None):
             else:
                 raise ArkError(f"{where}: op type {kind!r} is not supported")
             b.result(results[0], value, f"{where}.ResultTensors[0]")
-            produced.append((results[0]["Id"], value))
+            produced.append((results[0]["Id"], value))  # an int: result() checked it
     outputs = []
     for tid, value in produced:
         if tid not in read_later and value not in outputs:
