@@ -58,7 +58,7 @@ TARGETS = {t.module: t for t in (
                           "tests/nem_binder/test_binder.py")),
     _T("nem.binder", ("tests/nem_binder/test_binder.py", "tests/nem_binder/test_bind_compute.py",
                       "tests/nem_binder/test_tokens.py")),
-    _T("nem.hazards", ("tests/nem_toolkit/test_nem_corpus.py",
+    _T("nem.hazards", ("tests/nem_toolkit/test_hazards.py", "tests/nem_toolkit/test_nem_corpus.py",
                        "tests/nem_toolkit/test_examples.py", "tests/nem_binder/test_tokens.py")),
     _T("nac.container", ("tests/nac_container/test_errors.py",
                          "tests/nac_container/test_golden.py",
