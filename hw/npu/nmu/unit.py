@@ -50,6 +50,7 @@ array (its bias once that tile's last vector has left stage 2).
 
 from __future__ import annotations
 
+from functools import partial
 from types import SimpleNamespace
 
 from amaranth import Cat, Const, Module, Mux, Signal, signed
@@ -267,8 +268,55 @@ class Nmu(wiring.Component):
         m.d.comb += self.busy.eq(counting)
         return m
 
-    def _check(self, m, s, ok):
-        """CHECK state body: refusals go to DONE, else ``ok()``."""
+    def _task_fsm(self, m, s, *, start, ok, first, tiles, quiet):
+        """The task FSM of both variants.
+
+        IDLE takes ``start`` (its statements ``start``: the variant's registers), PARAMS
+        waits for the entry's head, CHECK refuses the task or goes to state ``first`` (with
+        the comb statements ``ok``), then the variant's tile states (``tiles()`` adds them),
+        DRAIN until ``quiet`` and the array and output stage are empty, DONE.
+        """
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.start.ready.eq(1)
+                with m.If(self.start.valid):
+                    s.on_start()
+                    m.d.sync += start
+                    m.next = "PARAMS"
+            with m.State("PARAMS"):
+                # the entry's head (zero points, clamp, channel count); the pairs are read
+                # by the entry reader while the first tiles load
+                m.d.comb += s.counting.eq(1)
+                with m.If(s.head_done):
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += s.counting.eq(1)
+                self._check(m, s, ok, first)
+            tiles()
+            with m.State("DRAIN"):
+                m.d.comb += s.counting.eq(1)
+                with m.If(quiet & ~s.out.busy & ~s.array.busy):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                self._done(m, s)
+
+    def _next_tile(self, m, s, n0, tile, mat, first, advance, move):
+        """After a tile's last run: the next tile (state ``first``), else the next product
+        of a batched matmul (``move``: its operands' addresses), else DRAIN. ``advance``:
+        the variant's own statements at every tile."""
+        C, task = s.C, s.task
+        m.d.sync += [*advance, n0.eq(n0 + C), tile.eq(tile + 1)]
+        with m.If(n0 + C < task.cout):
+            m.next = first
+        with m.Elif(mat + 1 < task.mats):
+            m.d.sync += [mat.eq(mat + 1), n0.eq(0), tile.eq(0), *move]
+            m.next = first
+        with m.Else():
+            m.next = "DRAIN"
+
+    def _check(self, m, s, ok, first):
+        """CHECK state body: refusals go to DONE, else the comb statements ``ok`` and
+        state ``first``."""
         g, task = self.geometry, s.task
         with m.If(task.cause != 0):
             m.d.sync += s.cause.eq(task.cause)
@@ -280,7 +328,8 @@ class Nmu(wiring.Component):
             m.d.sync += s.cause.eq(Cause.REQUANT)
             m.next = "DONE"
         with m.Else():
-            ok()
+            m.d.comb += ok
+            m.next = first
 
     def _done(self, m, s):
         """DONE state body: after the whole requantisation entry has been read."""
@@ -295,7 +344,7 @@ class Nmu(wiring.Component):
 
         Returns (array waiting for weights with no vector offered, read stall)."""
         C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
-        counting, vec = s.counting, s.vec
+        vec = s.vec
         n0 = Signal(16)
         mat = Signal(16)
         tile = Signal(range(s.rows + 1))
@@ -326,82 +375,56 @@ class Nmu(wiring.Component):
                 m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
 
         quiet = ~agu.busy & ~reader.busy
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.start.ready.eq(1)
-                with m.If(self.start.valid):
-                    s.on_start()
-                    m.d.sync += [n0.eq(0), tile.eq(0), mat.eq(0)]
-                    m.next = "PARAMS"
-            with m.State("PARAMS"):
-                # the entry's head (zero points, clamp, channel count); the pairs are read
-                # by the entry reader while the first tiles load
-                m.d.comb += counting.eq(1)
-                with m.If(s.head_done):
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.comb += counting.eq(1)
-
-                def ok():
-                    m.next = "W_START"
-                self._check(m, s, ok)
-            for mode, name, nxt in ((NmuAgu.MODE_W, "W", "B_START"),
-                                    (NmuAgu.MODE_B, "B", "A_START"),
-                                    (NmuAgu.MODE_A, "A", None)):
-                with m.State(f"{name}_START"):
-                    m.d.comb += [counting.eq(1), agu.mode.eq(mode), agu.start.eq(1)]
-                    if mode == NmuAgu.MODE_A:
-                        # results of this tile need its row of the channel table
-                        with m.If(~task.raw & (s.rows_done <= tile)):
-                            m.d.comb += agu.start.eq(0)
-                        with m.Else():
-                            m.next = "A_WAIT"
-                    elif mode == NmuAgu.MODE_B:
-                        with m.If(~task.has_bias):
-                            m.d.comb += agu.start.eq(0)
-                            with m.If(~task.pix_bias):  # (a per-pixel bias loads itself)
-                                m.d.sync += [bias[c].eq(0) for c in range(C)]
-                            m.next = "A_START"
-                        with m.Else():
-                            m.next = "B_WAIT"
-                    else:
-                        m.next = f"{name}_WAIT"
-                with m.State(f"{name}_WAIT"):
-                    # the next phase's runs queue behind this one's in the reader
-                    m.d.comb += counting.eq(1)
-                    if nxt is not None:
-                        with m.If(~agu.busy):
-                            m.next = nxt
-                    else:
-                        with m.If(~agu.busy):
-                            m.d.sync += [n0.eq(n0 + C), tile.eq(tile + 1)]
-                            with m.If(n0 + C < task.cout):
-                                m.next = "W_START"
-                            with m.Elif(mat + 1 < task.mats):
-                                # next product of a batched matmul: the operands move on
-                                m.d.sync += [
-                                    mat.eq(mat + 1), n0.eq(0), tile.eq(0),
-                                    task.x_addr.eq(task.x_addr + task.x_mat),
-                                    task.w_addr.eq(task.w_addr + task.w_mat),
-                                    task.y_addr.eq(task.y_addr + task.out_bytes * task.y_mat),
-                                ]
-                                m.next = "W_START"
-                            with m.Else():
-                                m.next = "DRAIN"
-            with m.State("DRAIN"):
-                m.d.comb += counting.eq(1)
-                with m.If(quiet & ~s.out.busy & ~array.busy):
-                    m.next = "DONE"
-            with m.State("DONE"):
-                self._done(m, s)
+        self._task_fsm(m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0)], ok=[], first="W_START",
+                       tiles=partial(self._phases, m, s, n0, tile, mat, bias), quiet=quiet)
         return Const(0, 1), reader.stall
+
+    def _phases(self, m, s, n0, tile, mat, bias):
+        """Tile states of the single-port unit: W, B and A phases of every tile, each
+        phase's runs queued in the reader right behind the previous phase's."""
+        C, task, agu, counting = s.C, s.task, s.agu, s.counting
+        for mode, name, nxt in ((NmuAgu.MODE_W, "W", "B_START"),
+                                (NmuAgu.MODE_B, "B", "A_START"),
+                                (NmuAgu.MODE_A, "A", None)):
+            with m.State(f"{name}_START"):
+                m.d.comb += [counting.eq(1), agu.mode.eq(mode), agu.start.eq(1)]
+                if mode == NmuAgu.MODE_A:
+                    # results of this tile need its row of the channel table
+                    with m.If(~task.raw & (s.rows_done <= tile)):
+                        m.d.comb += agu.start.eq(0)
+                    with m.Else():
+                        m.next = "A_WAIT"
+                elif mode == NmuAgu.MODE_B:
+                    with m.If(~task.has_bias):
+                        m.d.comb += agu.start.eq(0)
+                        with m.If(~task.pix_bias):  # (a per-pixel bias loads itself)
+                            m.d.sync += [bias[c].eq(0) for c in range(C)]
+                        m.next = "A_START"
+                    with m.Else():
+                        m.next = "B_WAIT"
+                else:
+                    m.next = f"{name}_WAIT"
+            with m.State(f"{name}_WAIT"):
+                # the next phase's runs queue behind this one's in the reader
+                m.d.comb += counting.eq(1)
+                if nxt is not None:
+                    with m.If(~agu.busy):
+                        m.next = nxt
+                else:
+                    with m.If(~agu.busy):
+                        # a batched matmul's next product: the operands move on
+                        self._next_tile(m, s, n0, tile, mat, "W_START", [], [
+                            task.x_addr.eq(task.x_addr + task.x_mat),
+                            task.w_addr.eq(task.w_addr + task.w_mat),
+                            task.y_addr.eq(task.y_addr + task.out_bytes * task.y_mat),
+                        ])
 
     def _double_buffered(self, m, s):
         """Weight port: weight/bias nests on their own AGU, reader and port, two banks.
 
         Returns (array waiting for weights with no vector offered, read stall)."""
         C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
-        counting, vec = s.counting, s.vec
+        vec = s.vec
         m.submodules.wagu = wagu = NmuAgu(lanes=s.L, cols=C)
         m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth)
         wiring.connect(m, wagu.cmd, wreader.cmd)
@@ -512,55 +535,38 @@ class Nmu(wiring.Component):
         ready = Signal()  # the activation side's bank is loaded (and not a stale load)
         m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
         waiting_w = Signal()
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.start.ready.eq(1)
-                with m.If(self.start.valid):
-                    s.on_start()
-                    p = self.start.payload
-                    m.d.sync += [n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
-                                 x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
-                                 wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
-                                 full.eq(0), issued.eq(0)]
-                    m.next = "PARAMS"
-            with m.State("PARAMS"):
-                m.d.comb += counting.eq(1)
-                with m.If(s.head_done):
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                m.d.comb += counting.eq(1)
-
-                def ok():
-                    m.d.comb += wgo.eq(1)
-                    m.next = "A_START"
-                self._check(m, s, ok)
-            with m.State("A_START"):
-                m.d.comb += [counting.eq(1), waiting_w.eq(~ready)]
-                # the tile's weights in its bank, its row of the channel table written
-                with m.If(ready & (task.raw | (s.rows_done > tile))):
-                    m.d.comb += agu.start.eq(1)
-                    m.next = "A_WAIT"
-            with m.State("A_WAIT"):
-                m.d.comb += counting.eq(1)
-                with m.If(~agu.busy):
-                    m.d.sync += [issued.bit_select(ab, 1).eq(1), ab.eq(~ab),
-                                 n0.eq(n0 + C), tile.eq(tile + 1)]
-                    with m.If(n0 + C < task.cout):
-                        m.next = "A_START"
-                    with m.Elif(mat + 1 < task.mats):
-                        m.d.sync += [mat.eq(mat + 1), n0.eq(0), tile.eq(0),
-                                     x_addr.eq(x_addr + task.x_mat),
-                                     y_addr.eq(y_addr + task.out_bytes * task.y_mat)]
-                        m.next = "A_START"
-                    with m.Else():
-                        m.next = "DRAIN"
-            with m.State("DRAIN"):
-                m.d.comb += counting.eq(1)
-                with m.If(quiet & ~s.out.busy & ~array.busy):
-                    m.next = "DONE"
-            with m.State("DONE"):
-                self._done(m, s)
+        p = self.start.payload
+        self._task_fsm(
+            m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
+                         x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
+                         wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
+                         full.eq(0), issued.eq(0)],
+            ok=[wgo.eq(1)], first="A_START",
+            tiles=partial(self._activations, m, s, n0, tile, mat, ab, issued, x_addr, y_addr,
+                          ready, waiting_w),
+            quiet=quiet)
         return waiting_w, reader.stall | wreader.stall
+
+    def _activations(self, m, s, n0, tile, mat, ab, issued, x_addr, y_addr, ready, waiting_w):
+        """Tile states of the weight-port unit: the activations of a tile once its bank is
+        loaded (the weight FSM loads the banks)."""
+        task, agu, counting = s.task, s.agu, s.counting
+        with m.State("A_START"):
+            m.d.comb += [counting.eq(1), waiting_w.eq(~ready)]
+            # the tile's weights in its bank, its row of the channel table written
+            with m.If(ready & (task.raw | (s.rows_done > tile))):
+                m.d.comb += agu.start.eq(1)
+                m.next = "A_WAIT"
+        with m.State("A_WAIT"):
+            m.d.comb += counting.eq(1)
+            with m.If(~agu.busy):
+                # the bank's activation runs are all issued; the next tile uses the other
+                self._next_tile(m, s, n0, tile, mat, "A_START",
+                                [issued.bit_select(ab, 1).eq(1), ab.eq(~ab)],
+                                [x_addr.eq(x_addr + task.x_mat),
+                                 y_addr.eq(y_addr + task.out_bytes * task.y_mat)])
+
+
 class NmuUnit(wiring.Component):
     """The NMU as the engine sees it: shadow registers (:class:`npu.nmu.regs.NmuRegisters`)
     in front of :class:`Nmu`.
