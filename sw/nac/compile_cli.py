@@ -324,6 +324,11 @@ def register(subparsers):
     p.add_argument("--calibration-method", choices=("minmax", "percentile"), default="minmax")
     p.add_argument("--percentile", type=float, default=99.99,
                    help="upper percentile of --calibration-method percentile")
+    p.add_argument("--batch", type=lambda t: _count(t, 1),
+                   help="with --target: the model's batch (default: the reshape's or the "
+                   "example's)")
+    p.add_argument("--argmax", action="store_true",
+                   help="with --target: append an argmax head (i32 class indices)")
     p.set_defaults(func=_cmd_compile, parser=p)
     p = subparsers.add_parser("import", help="import a model in another IR format to .nac")
     p.add_argument("format", choices=IMPORT_FORMATS,

@@ -63,7 +63,8 @@ def compile_cmd(args):
         manifest = compile_model(nac_path, args.target, args.output,
                                  calibration=args.calibration, samples=samples,
                                  method=args.calibration_method,
-                                 percentile=args.percentile, batch=batch)
+                                 percentile=args.percentile,
+                                 batch=args.batch or batch, argmax=args.argmax)
     r = manifest["report"]
     print(f"wrote {args.output}: {len(manifest['layers'])} layers, {r['tiles']} tiles, "
           f"{r['tasks']} tasks, {r['binary_bytes']} bytes of binary for {manifest['device']} "

@@ -63,7 +63,7 @@ def _from_stored(q, entry):
 
 
 def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=None,
-                  method="minmax", percentile=99.99, batch=None):
+                  method="minmax", percentile=99.99, batch=None, argmax=False):
     """Lower a ``.nac`` file for a target into a build directory.
 
     Parameters
@@ -84,6 +84,9 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     batch : int, optional
         The model's batch (the first dimension of its inputs). By default the batch of the
         first reshape in the model, else the number of calibration samples.
+    argmax : bool
+        Append an argmax head on the CSTL: the output is the i32 index of the largest value
+        along the last axis (``--on float`` applies the same argmax to the float output).
 
     Returns
     -------
@@ -110,7 +113,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     values = _first_values(graph, probe, batch)  # the shapes, at the model's batch
     batch = _model_batch(graph, values)
     ranges = calibrate(graph, probe, batch, method=method, percentile=percentile)
-    layers, acts = plan_layers(graph, values, ranges, target)
+    layers, acts = plan_layers(graph, values, ranges, target, argmax=argmax)
     emitted = emit_program(layers, acts, graph.inputs, graph.outputs, target)
     for name, text in target.files.items():
         (out / name).write_text(text, encoding="utf-8")
@@ -133,14 +136,15 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     def entry(index):
         a = acts[index]
         return {"instruction": index, "buffer": a.buffer, "shape": list(a.logical),
-                "stored_shape": list(a.shape), "dtype": "i8",
+                "stored_shape": list(a.shape), "dtype": a.elem,
                 "layout": "NHWC" if len(a.shape) == 4 else "row-major",
                 "nhwc_flat": list(a.nhwc_flat) if a.nhwc_flat else None,
-                "quant": {"kind": "per_tensor", "scale": a.quant.scale,
-                          "zero_point": a.quant.zero_point}}
+                "quant": None if a.quant is None else
+                {"kind": "per_tensor", "scale": a.quant.scale,
+                 "zero_point": a.quant.zero_point}}
 
     quant = {"activations": {str(i): dict(a.quant.as_json(), buffer=a.buffer)
-                             for i, a in sorted(acts.items())},
+                             for i, a in sorted(acts.items()) if a.quant is not None},
              "layers": [{"instruction": layer.index, "op": layer.op,
                          "output": layer.out.index,
                          "activation": layer.activation,
@@ -156,6 +160,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
         "files": {"nac": "model.nac", "nem": "model.nem", "binary": "model.bin",
                   "image": "model.image.safetensors", "device": target.device_file,
                   "quant": "quant.json"},
+        "head": "argmax" if argmax else None,
         "inputs": [entry(i) for i in graph.inputs],
         "outputs": [entry(i) for i in graph.outputs],
         "layers": [{"instruction": layer.index, "op": layer.op, "unit":
@@ -248,7 +253,10 @@ def run_build(build_dir, inputs, *, on="executor"):
         from nac.runtime import run
         from nac.weights import read_nac
 
-        return [np.asarray(v) for v in run(read_nac(d / files["nac"]), list(inputs))], None
+        outs = [np.asarray(v) for v in run(read_nac(d / files["nac"]), list(inputs))]
+        if manifest.get("head") == "argmax":
+            outs = [o.argmax(axis=-1).astype(np.int32) for o in outs]
+        return outs, None
     if on != "executor":
         raise BuildError(f"--on must be float or executor, not {on!r}")
     from nem.executor import execute
@@ -266,6 +274,10 @@ def run_build(build_dir, inputs, *, on="executor"):
     result = execute(plan, device, initial, in_order=True)
     outs = []
     for e in manifest["outputs"]:
+        if e["dtype"] == "i32":  # the argmax head's indices
+            raw = result.memory.buffer(e["buffer"])[: 4 * int(np.prod(e["stored_shape"]))]
+            outs.append(raw.view("<i4").reshape(e["shape"]).astype(np.int32))
+            continue
         raw = result.memory.buffer(e["buffer"])[: int(np.prod(e["stored_shape"]))]
         codes = _from_stored(raw.view(np.int8), e)
         outs.append(dequantize_codes(codes, _qp(e)).astype(np.float32))

@@ -201,6 +201,15 @@ def _layer_tiles(layer, groups, islot, oslot):
                              (m0 * n + g.n0, min(mt, m - m0), g.nt, n, (min(mt, m - m0), g.nt)),
                              {}) for m0 in range(0, m, mt)]))
         return out
+    if layer.kind == "argmax":
+        m, c = layer.ins[0].shape
+        mt = min(m, islot // c, oslot // 4)
+        if mt < 1:
+            raise LowerError(layer.index, layer.op, f"one row of {c} values does not fit the "
+                             f"L1 slots ({islot} bytes)")
+        return [(None, [([(layer.ins[0], m0 * c, min(mt, m - m0) * c, (min(mt, m - m0), c))],
+                          (4 * m0, 1, 4 * min(mt, m - m0), 4 * min(mt, m - m0),
+                           (min(mt, m - m0),)), {}) for m0 in range(0, m, mt)])]
     total = layer.out.nbytes
     per = len(layer.ins)
     chunk = min(total, (islot // per) // ALIGN * ALIGN or islot // per, oslot)
@@ -416,6 +425,8 @@ def _attr_text(layer, attrs):
                 f"dilations=[{_dims(a['dilations'])}] groups=1 accum_type=i32")
     if layer.kind == "gemm":
         return " accum_type=i32"
+    if layer.kind == "argmax":
+        return f" axis={layer.attrs['axis']} keepdims=false"
     if layer.kind == "pool":
         a = dict(layer.attrs, **attrs)
         return (f" kernel_shape=[{_dims(a['kernel_shape'])}] pads=[{_dims(a['pads'])}] "
@@ -450,8 +461,12 @@ def _compute(layer, group, g_no, wslot, names, islot_at, oslot_at, l1_regions, o
         lines.append(f"let rb{t} = region(W1, {wslot_at + _up(group.w_bytes)}, {4 * group.nt}) "
                      f"elem=i32, shape=[{group.nt}], layout=C")
         operands += [f"rw{t}", f"rb{t}"]
-    oq = layer.out.quant
-    lines.append(f"let ry{t} = region(O1, {oslot_at}, {osz}) elem=i8, shape=[{_dims(oshape)}], "
-                 f"layout={olayout}, quant={_per_tensor(oq)}")
+    if layer.out.elem == "i32":  # argmax indices: no quantisation
+        lines.append(f"let ry{t} = region(O1, {oslot_at}, {4 * osz}) elem=i32, "
+                     f"shape=[{_dims(oshape)}], layout={olayout}")
+    else:
+        lines.append(f"let ry{t} = region(O1, {oslot_at}, {osz}) elem=i8, "
+                     f"shape=[{_dims(oshape)}], layout={olayout}, "
+                     f"quant={_per_tensor(layer.out.quant)}")
     lines.append(f"{names['c']} = {layer.op}.async in {', '.join(operands)} out ry{t}")
     return lines

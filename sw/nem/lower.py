@@ -54,16 +54,17 @@ class Act:
     quant: object
     buffer: str
     nhwc_flat: tuple | None = None
+    elem: str = "i8"
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the tensor (int8)."""
-        return int(np.prod(self.shape))
+        """Bytes of the tensor (i8, or i32 for the argmax head's indices)."""
+        return int(np.prod(self.shape)) * (4 if self.elem == "i32" else 1)
 
 
 @dataclass
 class Layer:
-    """One unit of work: ``kind`` is ``conv``, ``gemm``, ``pool`` or ``elt``.
+    """One unit of work: ``kind`` is ``conv``, ``gemm``, ``pool``, ``elt`` or ``argmax``.
 
     ``op`` the NEM opcode; ``ins`` / ``out`` the activations; ``attrs`` the NEM attributes
     (conv: pads, strides, dilations; pool: kernel_shape, pads, strides); for conv / gemm
@@ -354,7 +355,7 @@ class _Planner:
         self.acts[node.index] = Act(node.index, out, out, x.quant, x.buffer, flat)
 
 
-def plan_layers(graph, values, ranges, target):
+def plan_layers(graph, values, ranges, target, *, argmax=False):
     """Match the graph to layers, fold batch norms, quantise weights and biases.
 
     Parameters
@@ -365,6 +366,9 @@ def plan_layers(graph, values, ranges, target):
     ranges : dict of int to (float, float)
         Calibrated ranges (:func:`nem.quantize.calibrate`).
     target : nem.target.Target
+    argmax : bool
+        Append an argmax head: the (single) output ``[N, C]`` becomes its i32 indices along
+        the last axis, computed on the CSTL.
 
     Returns
     -------
@@ -381,4 +385,17 @@ def plan_layers(graph, values, ranges, target):
                 len(node.args) and not isinstance(node.args[0], Ref):
             raise LowerError(node.index, node.name, "the input is a constant")
     layers = planner.run()
+    if argmax:
+        if len(graph.outputs) != 1:
+            raise LowerError(graph.outputs[-1], "output", "an argmax head needs exactly one "
+                             "model output")
+        index = graph.outputs[0]
+        x = planner.acts[index]
+        if len(x.shape) != 2 or x.nhwc_flat is not None:
+            raise LowerError(index, "argmax", f"the output {list(x.logical)} is not [N, C]")
+        if not target.has("CSTL"):
+            raise LowerError(index, "argmax", "the target device has no CSTL to run argmax")
+        y = Act(index, (x.shape[0],), (x.shape[0],), None, f"ARGMAX{index}", elem="i32")
+        layers.append(Layer("argmax", "argmax", index, [x], y, {"axis": 1}))
+        planner.acts[index] = y
     return layers, planner.acts

@@ -61,6 +61,13 @@ def test_digits_int8_accuracy(digits):
     assert acc_q >= acc_f - 0.01, (acc_q, acc_f)
     assert agree >= 0.98, agree
     assert run.mac_utilisation()[1] > 0.5
+    # the argmax head on the CSTL gives the classes of the int8 logits (ties: first index)
+    compile_model(path, "sim", tmp / "head", samples=[x_train[:300]], argmax=True)
+    (cls,), _ = run_build(tmp / "head", [x_test], on="executor")
+    assert cls.dtype == np.int32
+    np.testing.assert_array_equal(cls, q.argmax(1))
+    (fcls,), _ = run_build(tmp / "head", [x_test], on="float")
+    np.testing.assert_array_equal(fcls, f.argmax(1))
 
 
 def test_small_and_sim_tilings_agree_byte_for_byte(digits):
