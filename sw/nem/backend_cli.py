@@ -27,7 +27,7 @@ USER_ERRORS = (BuildError, LowerError, GraphError, TargetError, NumericsError, B
                TaskFormatError, MemoryImageError)
 
 
-def zoo_calibration(example_inputs, batches=8, seed=0):
+def zoo_calibration(example_inputs, batches=32, seed=0):
     """Calibration data of a zoo model: its inputs are standard normal (``torch.randn``), so
     ``batches`` batches of standard normal samples of the example shapes."""
     rng = np.random.default_rng(seed)

@@ -9,7 +9,9 @@ matches it to layers the NPU runs:
   ``gemm``;
 * ``max_pool2d``, ``avg_pool2d`` (no padding), ``adaptive_avg_pool2d`` (exact divisions),
   ``mean`` over H and W -> CSTL ``maxpool`` / ``avgpool`` (output quantised like the input);
-* ``add`` of two activations, ``relu``, ``sigmoid``, ``tanh``, ``gelu`` -> CSTL elementwise;
+* ``add`` of two activations [+ ``relu``], ``relu``, ``sigmoid``, ``tanh``, ``gelu`` -> CSTL
+  elementwise (a ReLU after an add, like one after conv / gemm, is the output's saturation:
+  the ReLU's range starts at 0, so its zero point is -128);
 * ``view`` (flatten) -> a view: the bytes stay, a following ``linear`` takes its weight
   columns in NHWC order; ``clone`` / ``pass`` -> the same tensor.
 
@@ -334,9 +336,14 @@ class _Planner:
         if not self.target.has("CSTL"):
             raise LowerError(node.index, node.name, f"the target device has no CSTL to run "
                              f"{op}")
-        y = self.new_act(node.index)
+        end, activation = node.index, "none"
+        if op == "add":  # a ReLU after the add is its output's saturation at zero point -128
+            end, activation = self.fuse_relu(node.index)
+        y = self.new_act(end)
         y.shape, y.nhwc_flat = ins[0].shape, ins[0].nhwc_flat
-        self.layers.append(Layer("elt", op, node.index, ins, y))
+        self.layers.append(Layer("elt", op, node.index, ins, y, activation=activation))
+        if end != node.index:
+            self.acts[node.index] = y
 
     def view(self, node):
         x = self.act_of(node, node.args[0])
