@@ -55,6 +55,7 @@ from nem.taskformat import (
     NO_QUANT,
     OPCODES,
     REGISTER_MAPS,
+    SLOTTED_ATTRS_MINOR,
     BufferEntry,
     Program,
     QuantEntry,
@@ -264,10 +265,10 @@ def compute_registers(
         writes += [(operand_register(k, name), value) for name, value in fields]
     specs = [(a.name, a.type) for a in registry[task.opcode].attributes]
     try:
-        words = attr_words(specs, task.attrs)
+        words = attr_words(task.opcode, specs, task.attrs)
     except TaskFormatError as exc:
         raise BindError(f"{label}: {exc}") from None
-    writes += [(f"ATTR{j}", w) for j, w in enumerate(words)]
+    writes += [(f"ATTR{j}", w) for j, w in words]
     requant = _requant_entry(task, consts)
     if requant is not None:
         writes.append(("REQUANT", data.add(encode_requant(requant))))
@@ -591,7 +592,8 @@ def _compute_task(
     op = registry[opcode]
     words = [values[f"ATTR{j}"] for j in range(ATTR_WORDS)]
     try:
-        attrs = read_attr_words([(a.name, a.type) for a in op.attributes], words)
+        attrs = read_attr_words(opcode, [(a.name, a.type) for a in op.attributes], words,
+                                packed=program.version < (1, SLOTTED_ATTRS_MINOR))
     except TaskFormatError as exc:
         raise TaskFormatError(f"task {k}: {opcode}: {exc}") from None
     # the operand counts and shapes the checker enforces on NEM text

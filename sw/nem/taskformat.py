@@ -25,6 +25,7 @@ offset and the field, never an exception from ``struct`` or an index error.
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -47,6 +48,7 @@ __all__ = [
     "HEADER_FIELDS",
     "ID_VALUES",
     "LEVELS",
+    "LIST_WORDS",
     "MAGIC",
     "MAX_COPY_COUNT",
     "MAX_OPERANDS",
@@ -60,11 +62,13 @@ __all__ = [
     "REGISTER_MAPS",
     "REQUANT_CHANNEL",
     "REQUANT_ENTRY",
+    "SLOTTED_ATTRS_MINOR",
     "TASK_FIELDS",
     "TASK_HEADER",
     "VERSION",
     "WRITE",
     "WRITE_FIELDS",
+    "AttrSlot",
     "BufferEntry",
     "Program",
     "QuantEntry",
@@ -74,6 +78,7 @@ __all__ = [
     "Task",
     "TaskFormatError",
     "Unit",
+    "attr_layout",
     "attr_words",
     "data_offset",
     "decode",
@@ -88,7 +93,7 @@ __all__ = [
 
 MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
-VERSION = (1, 1)
+VERSION = (1, 2)
 
 #: The program header (68 bytes). A 1.0 binary had a reserved 0 where 1.1 has
 #: ``data_bytes``: it reads as one without a data section.
@@ -227,7 +232,7 @@ ATTR_WORDS = 40
 NO_QUANT = 0xFFFFFFFF
 #: Tag word of a present attribute: this bit plus the number of words that follow.
 ATTR_PRESENT = 1 << 31
-#: The head of a quantisation entry (20 bytes); ``count`` f64 scales and ``count`` i64
+#: The head of a quantisation entry (16 bytes); ``count`` f64 scales and ``count`` i64
 #: zero points follow, then padding to a multiple of 8.
 QUANT_ENTRY = Record("quantisation entry", [
     ("kind", "u8", "index into QUANT_KINDS"),
@@ -437,59 +442,196 @@ def _code(name: str, value, table: tuple[str, ...]) -> int:
     return table.index(value)
 
 
-def attr_words(specs: list[tuple[str, str]], values: dict) -> list[int]:
-    """Attribute words of a compute task.
+#: Body words of the int_list attributes that have a fixed length: the spatial attributes of
+#: the convolution and pooling opcodes (a 2-D operation has 4 pads, 2 strides, ...). Any
+#: other int_list holds one item per dimension, at most MAX_RANK (pad's ``pads``: two per
+#: dimension).
+LIST_WORDS = {
+    "conv1d": {"pads": 2, "strides": 1, "dilations": 1},
+    "conv2d": {"pads": 4, "strides": 2, "dilations": 2},
+    "depthwise_conv2d": {"pads": 4, "strides": 2, "dilations": 2},
+    "conv3d": {"pads": 6, "strides": 3, "dilations": 3},
+    "maxpool": {"kernel_shape": 2, "pads": 4, "strides": 2, "dilations": 2},
+    "avgpool": {"kernel_shape": 2, "pads": 4, "strides": 2, "dilations": 2},
+    "pad": {"pads": 2 * MAX_RANK},
+}
+#: Task binary minor version from which attributes sit in fixed slots (attr_layout); 1.0
+#: and 1.1 binaries pack them one after another (read with ``packed=True``).
+SLOTTED_ATTRS_MINOR = 2
+
+
+@dataclass(frozen=True)
+class AttrSlot:
+    """Where one attribute of an opcode lives in the ATTR registers: a tag word at ``tag``
+    (0: absent, else ``ATTR_PRESENT`` plus the body's word count), then up to ``words``
+    body words. Unused body words are not written (they read 0)."""
+
+    name: str
+    type: str
+    tag: int
+    words: int
+
+    @property
+    def body(self) -> int:
+        """ATTR index of the first body word."""
+        return self.tag + 1
+
+
+def _body_words(opcode: str, name: str, typ: str) -> int:
+    if typ == "float":
+        return 2
+    if typ == "int_list":
+        return LIST_WORDS.get(opcode, {}).get(name, MAX_RANK)
+    if typ in ("int", "bool", "elem_type", "id"):
+        return 1
+    raise TaskFormatError(f"{opcode} attribute {name}: {typ} attributes have no encoding")
+
+
+@functools.cache
+def _layout(opcode: str, specs: tuple[tuple[str, str], ...]) -> tuple[AttrSlot, ...]:
+    slots, at = [], 0
+    for name, typ in specs:
+        n = _body_words(opcode, name, typ)
+        slots.append(AttrSlot(name, typ, at, n))
+        at += 1 + n
+    if at > ATTR_WORDS:
+        raise TaskFormatError(f"{opcode}: attributes need {at} words, at most {ATTR_WORDS}")
+    return tuple(slots)
+
+
+def attr_layout(opcode: str, specs) -> tuple[AttrSlot, ...]:
+    """The ATTR register slots of ``opcode``'s attributes, in registry order.
 
     Parameters
     ----------
-    specs : list of (name, type)
+    opcode : str
+        The opcode (its name picks the fixed list lengths of :data:`LIST_WORDS`).
+    specs : iterable of (name, type)
+        The opcode's attributes in registry order (registry attribute types).
+
+    Every attribute has its own slot whether or not a task gives it, so the position of
+    each attribute depends on the opcode alone (the hardware reads them by index).
+    """
+    return _layout(opcode, tuple((str(n), str(t)) for n, t in specs))
+
+
+def _encode_attr(slot: AttrSlot, v) -> list[int]:
+    name, typ = slot.name, slot.type
+    if typ == "int":
+        return [_i32(name, v)]
+    if typ == "bool":
+        return [int(bool(v))]
+    if typ == "elem_type":
+        return [_code(name, v, ELEM_TYPES)]
+    if typ == "id":
+        return [_code(name, v, ID_VALUES)]
+    if typ == "float":
+        lo, hi = struct.unpack("<II", struct.pack("<d", float(v)))
+        return [lo, hi]
+    body = [_i32(name, item) for item in v]
+    if len(body) > slot.words:
+        raise TaskFormatError(f"attribute {name}: {len(body)} items, at most {slot.words}")
+    return body
+
+
+def attr_words(opcode: str, specs, values: dict) -> list[tuple[int, int]]:
+    """Attribute register writes of a compute task.
+
+    Parameters
+    ----------
+    opcode : str
+        The task's opcode.
+    specs : iterable of (name, type)
         The opcode's attributes in registry order (registry attribute types).
     values : dict
         The attributes the task has (absent ones are simply missing).
 
     Returns
     -------
-    list of int
-        Per attribute in ``specs`` order: a tag word, 0 when absent, else ``ATTR_PRESENT``
-        plus the number of words that follow; then the words: an ``int`` as i32, a ``bool``
-        as 0/1, an ``elem_type`` or ``id`` as its code, a ``float`` as the two halves of
-        its f64 (low first), an ``int_list`` as one i32 per item.
+    list of (int, int)
+        ``(ATTR index, word)`` pairs in index order: per attribute of
+        :func:`attr_layout` its tag word (0 when absent, else ``ATTR_PRESENT`` plus the
+        number of body words), then the body: an ``int`` as i32, a ``bool`` as 0/1, an
+        ``elem_type`` or ``id`` as its code, a ``float`` as the two halves of its f64
+        (low first), an ``int_list`` as one i32 per item.
     """
-    words: list[int] = []
-    for name, typ in specs:
-        if name not in values or values[name] is None:
-            words.append(0)
+    writes: list[tuple[int, int]] = []
+    for slot in attr_layout(opcode, specs):
+        v = values.get(slot.name)
+        if v is None:
+            writes.append((slot.tag, 0))
             continue
-        v = values[name]
-        if typ == "int":
-            body = [_i32(name, v)]
-        elif typ == "bool":
-            body = [int(bool(v))]
-        elif typ == "elem_type":
-            body = [_code(name, v, ELEM_TYPES)]
-        elif typ == "id":
-            body = [_code(name, v, ID_VALUES)]
-        elif typ == "float":
-            lo, hi = struct.unpack("<II", struct.pack("<d", float(v)))
-            body = [lo, hi]
-        elif typ == "int_list":
-            body = [_i32(name, item) for item in v]
-        else:
-            raise TaskFormatError(f"attribute {name}: {typ} attributes have no encoding")
-        words += [ATTR_PRESENT | len(body), *body]
-    if len(words) > ATTR_WORDS:
-        raise TaskFormatError(f"attributes need {len(words)} words, at most {ATTR_WORDS}")
-    return words
+        body = _encode_attr(slot, v)
+        writes.append((slot.tag, ATTR_PRESENT | len(body)))
+        writes += [(slot.body + k, w) for k, w in enumerate(body)]
+    return writes
 
 
-def read_attr_words(specs: list[tuple[str, str]], words: list[int]) -> dict:
+def _decode_attr(typ: str, name: str, body: list[int]):
+    if typ == "int":
+        return _signed(body[0])
+    if typ == "bool":
+        return bool(body[0])
+    if typ in ("elem_type", "id"):
+        table = ELEM_TYPES if typ == "elem_type" else ID_VALUES
+        if body[0] >= len(table):
+            raise TaskFormatError(f"attribute {name}: code {body[0]} unknown")
+        return table[body[0]]
+    if typ == "float":
+        return struct.unpack("<d", struct.pack("<II", *body))[0]
+    return tuple(_signed(w) for w in body)
+
+
+def read_attr_words(opcode: str, specs, words: list[int], *, packed: bool = False) -> dict:
     """The attributes :func:`attr_words` encoded (absent ones are left out).
+
+    Parameters
+    ----------
+    opcode : str
+        The task's opcode.
+    specs : iterable of (name, type)
+        The opcode's attributes in registry order.
+    words : list of int
+        The ATTR registers (``ATTR_WORDS`` of them; unwritten ones 0).
+    packed : bool
+        Read the layout of binaries before version 1.2, where each attribute follows the
+        previous one's last word instead of sitting in its slot.
 
     Raises
     ------
     TaskFormatError
-        When a tag or a code is invalid or the words run out.
+        When a tag or a code is invalid, a list is longer than its slot, or a word outside
+        any present attribute's body is set.
     """
+    if packed:
+        return _read_packed(specs, words)
+    out: dict = {}
+    words = list(words) + [0] * (ATTR_WORDS - len(words))
+    used = set()
+    for slot in attr_layout(opcode, specs):
+        tag = words[slot.tag]
+        used.add(slot.tag)
+        if tag == 0:
+            continue
+        n = tag & ~ATTR_PRESENT
+        want = {"float": 2, "int_list": n}.get(slot.type, 1)
+        if not tag & ATTR_PRESENT or n != want or n > slot.words:
+            raise TaskFormatError(
+                f"attribute {slot.name}: ATTR{slot.tag} tag {tag:#x} is not a {slot.type} tag"
+                + (f" of at most {slot.words} items" if slot.type == "int_list" else "")
+            )
+        body = words[slot.body : slot.body + n]
+        used.update(range(slot.body, slot.body + n))
+        out[slot.name] = _decode_attr(slot.type, slot.name, body)
+    stray = [j for j, w in enumerate(words) if w and j not in used]
+    if stray:
+        raise TaskFormatError(
+            f"ATTR{stray[0]} = {words[stray[0]]:#x} belongs to no present attribute of {opcode}"
+        )
+    return out
+
+
+def _read_packed(specs, words: list[int]) -> dict:
     out: dict = {}
     at = 0
     for name, typ in specs:
@@ -505,21 +647,8 @@ def read_attr_words(specs: list[tuple[str, str]], words: list[int]) -> dict:
             raise TaskFormatError(f"attribute {name}: tag {tag:#x} is not a {typ} tag")
         if at + n > len(words):
             raise TaskFormatError(f"attribute {name}: needs ATTR{at}..ATTR{at + n - 1}")
-        body = words[at : at + n]
+        out[name] = _decode_attr(typ, name, words[at : at + n])
         at += n
-        if typ == "int":
-            out[name] = _signed(body[0])
-        elif typ == "bool":
-            out[name] = bool(body[0])
-        elif typ in ("elem_type", "id"):
-            table = ELEM_TYPES if typ == "elem_type" else ID_VALUES
-            if body[0] >= len(table):
-                raise TaskFormatError(f"attribute {name}: code {body[0]} unknown")
-            out[name] = table[body[0]]
-        elif typ == "float":
-            out[name] = struct.unpack("<d", struct.pack("<II", *body))[0]
-        else:
-            out[name] = tuple(_signed(w) for w in body)
     return out
 
 

@@ -4,7 +4,12 @@ and NAC files, each built from inputs inside the repository.
 Each producer returns the exact bytes a user would get from the command line (``npu nem
 bind``, ``npu nem bind --image``, ``npu compile``). ``golden_bytes.json`` holds their
 SHA-256 and length as recorded before the layout refactor (commit b885d95, issue 19); the
-test proves that later refactors leave every encoded byte as it was. Regenerate the file
+test proves that later refactors leave every encoded byte as it was. It was re-recorded
+once, for the one intended encoding change of that work (task binary 1.2, attributes in
+fixed slots): the 37 binaries differ from b885d95's in the header's minor version and,
+for slice, pad and reduce_sum only, in where their attribute words sit (checked by
+decoding both versions: every register, buffer, data byte and decoded attribute equal);
+the 2 memory images in the program sha256 they hold; the NAC files not at all. Regenerate the file
 (``python tests/golden/record.py``) only for an intended change of an encoding, and say so
 in the commit.
 """

@@ -1,8 +1,9 @@
 """Every encoded byte pinned: task binaries, memory images and NAC files.
 
 The expected digests in ``golden_bytes.json`` were recorded from the code at commit
-b885d95, before the layout refactor of issue 19, by ``tests/golden/record.py``: this is a
-characterisation test whose independent path is the earlier implementation. A refactor of
+b885d95, before the layout refactor of issue 19, by ``tests/golden/record.py`` (and
+re-recorded once for task binary 1.2: see ``artifacts.py``): this is a characterisation
+test whose independent path is the earlier implementation. A refactor of
 the record layouts, the element-type / opcode tables or the packages must leave every
 artifact as it was. An intended change of an encoding re-records the file in the same
 commit and says so.

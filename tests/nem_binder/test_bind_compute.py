@@ -32,6 +32,7 @@ from nem.taskformat import (
     Program,
     TaskFormatError,
     Unit,
+    attr_layout,
     attr_words,
     decode,
     encode,
@@ -174,34 +175,86 @@ def attr_sets(draw):
     return specs, values
 
 
+def _registers(writes):
+    regs = [0] * ATTR_WORDS
+    for j, w in writes:
+        regs[j] = w
+    return regs
+
+
 @settings(max_examples=200, deadline=None)
-@given(attr_sets())
-def test_attribute_words_round_trip(case):
+@given(attr_sets(), st.sampled_from(["add", "conv2d", "pad"]))
+def test_attribute_words_round_trip(case, opcode):
     specs, values = case
     try:
-        words = attr_words(specs, values)
+        writes = attr_words(opcode, specs, values)
     except TaskFormatError as exc:
         assert "at most" in str(exc)
         return
-    assert len(words) <= ATTR_WORDS
-    assert read_attr_words(specs, words) == values
+    assert all(0 <= j < ATTR_WORDS for j, _ in writes)
+    assert read_attr_words(opcode, specs, _registers(writes)) == values
+
+
+CONV_SPECS = [("pads", "int_list"), ("strides", "int_list"), ("dilations", "int_list"),
+              ("groups", "int"), ("accum_type", "elem_type")]
 
 
 def test_attribute_words_by_hand_and_bad_ones():
-    specs = [("pads", "int_list"), ("groups", "int"), ("accum_type", "elem_type")]
-    words = attr_words(specs, {"pads": (1, 0, 2, -1), "accum_type": "i32"})
-    # pads: tag, then -1 as 0xFFFFFFFF; groups absent: 0; accum_type: tag, code of i32 (5)
-    assert words == [0x80000004, 1, 0, 2, 0xFFFFFFFF, 0, 0x80000001, 5]
-    with pytest.raises(TaskFormatError, match="groups: tag 0x80000002 is not a int tag"):
-        read_attr_words(specs, [0, 0x80000002, 1, 2])
+    # conv2d slots: pads tag ATTR0 + 4 words, strides tag ATTR5 + 2, dilations tag ATTR8
+    # + 2, groups tag ATTR11 + 1, accum_type tag ATTR13 + 1
+    writes = attr_words("conv2d", CONV_SPECS, {"pads": (1, 0, 2, -1), "accum_type": "i32"})
+    # pads: tag, then -1 as 0xFFFFFFFF; strides, dilations, groups absent: tag 0 in their
+    # slots; accum_type: tag, code of i32 (5) - at ATTR13 whatever was left out before it
+    assert writes == [(0, 0x80000004), (1, 1), (2, 0), (3, 2), (4, 0xFFFFFFFF), (5, 0),
+                      (8, 0), (11, 0), (13, 0x80000001), (14, 5)]
+    regs = [0] * ATTR_WORDS
+    regs[11], regs[12] = 0x80000002, 1
+    with pytest.raises(TaskFormatError, match="groups: ATTR11 tag 0x80000002 is not a int tag"):
+        read_attr_words("conv2d", CONV_SPECS, regs)
+    regs = [0] * ATTR_WORDS
+    regs[13], regs[14] = 0x80000001, 99
     with pytest.raises(TaskFormatError, match="accum_type: code 99 unknown"):
-        read_attr_words(specs, [0, 0, 0x80000001, 99])
-    with pytest.raises(TaskFormatError, match=r"pads: needs ATTR1\.\.ATTR3"):
-        read_attr_words(specs, [0x80000003, 1])
+        read_attr_words("conv2d", CONV_SPECS, regs)
+    regs = [0] * ATTR_WORDS
+    regs[0] = 0x80000005  # five pads: the slot holds four
+    with pytest.raises(TaskFormatError, match="pads: ATTR0 tag 0x80000005 is not a "
+                                              "int_list tag of at most 4 items"):
+        read_attr_words("conv2d", CONV_SPECS, regs)
+    regs = [0] * ATTR_WORDS
+    regs[9] = 3  # a dilation word while dilations is absent
+    with pytest.raises(TaskFormatError, match="ATTR9 = 0x3 belongs to no present attribute"):
+        read_attr_words("conv2d", CONV_SPECS, regs)
     with pytest.raises(TaskFormatError, match="not a 32-bit integer"):
-        attr_words(specs, {"groups": 1 << 40})
+        attr_words("conv2d", CONV_SPECS, {"groups": 1 << 40})
     with pytest.raises(TaskFormatError, match="'wrap' has no code"):
-        attr_words([("mode", "id")], {"mode": "wrap"})
+        attr_words("pad", [("mode", "id")], {"mode": "wrap"})
+    with pytest.raises(TaskFormatError, match="strides: 3 items, at most 2"):
+        attr_words("conv2d", CONV_SPECS, {"strides": (1, 1, 1)})
+
+
+def test_attribute_positions_do_not_depend_on_what_is_given():
+    # The reason for slots: an omitted attribute no longer moves the ones after it.
+    registry = load_registry()
+    for opcode in OPCODES:
+        specs = [(a.name, a.type) for a in registry[opcode].attributes]
+        layout = attr_layout(opcode, specs)
+        assert layout[-1].tag + 1 + layout[-1].words <= ATTR_WORDS if layout else True
+        for k, slot in enumerate(layout):
+            assert slot.tag == sum(1 + s.words for s in layout[:k])  # consecutive slots
+    given = attr_words("conv2d", CONV_SPECS, {"groups": 1})
+    assert dict(given)[11] == 0x80000001 and dict(given)[12] == 1
+    assert attr_words("conv2d", CONV_SPECS, {"pads": (0,) * 4, "strides": (1, 1),
+                                             "dilations": (1, 1), "groups": 1})[-3:-1] == \
+        [(11, 0x80000001), (12, 1)]
+
+
+def test_packed_attributes_of_version_1_1_still_read():
+    # Before 1.2 each attribute followed the previous one: pads absent (one 0 tag), then
+    # groups at ATTR1-2 instead of ATTR11-12.
+    words = [0, 0, 0, 0x80000001, 4] + [0] * (ATTR_WORDS - 5)
+    assert read_attr_words("conv2d", CONV_SPECS, words, packed=True) == {"groups": 4}
+    with pytest.raises(TaskFormatError, match=r"pads: needs ATTR1\.\.ATTR3"):
+        read_attr_words("conv2d", CONV_SPECS, [0x80000003, 1], packed=True)
 
 
 def _broken(program: Program, k: int, **change) -> Program:
@@ -228,7 +281,7 @@ def test_bad_compute_records_name_the_task_and_register():
         ([*writes[:-4], (40, 4), *writes[-3:]], "offset 4: a quantisation entry starts on"),
         ([*writes[:7], (7, 77), *writes[8:]], "operand 0: rank 2 / element code 77"),
         ([*writes[:3], (3, 1 << 30), *writes[4:]], "operand 0 bytes .* not inside one buffer"),
-        ([*writes[:-3], (155, 0x80000001), *writes[-2:]], "leaky_relu: attribute alpha: tag"),
+        ([*writes[:-3], (155, 0x80000001), *writes[-2:]], "leaky_relu: attribute alpha: ATTR0 tag"),
     ]
     # writes[22] is OP1_DIM1 (register 29): 2 instead of 3 gives an output of another shape;
     # writes[9] is OP0_DIM0 (register 9): 3 rows of stride 3 reach 9 bytes, OP0_BYTES is 6

@@ -28,7 +28,15 @@ import numpy as np
 from nem.elemtypes import BITS
 from nem.numerics import REQUANT_TYPES
 from nem.opcodes import groups
-from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, read_attr_words
+from nem.registry import load_registry
+from nem.taskformat import (
+    ATTR_WORDS,
+    ELEM_TYPES,
+    OPCODES,
+    REGISTER_MAPS,
+    Unit,
+    read_attr_words,
+)
 
 __all__ = [
     "OUT_BYTES",
@@ -49,9 +57,6 @@ __all__ = [
 ]
 
 REGS = REGISTER_MAPS[Unit.NMU]
-CONV_ATTRS = [("pads", "int_list"), ("strides", "int_list"), ("dilations", "int_list"),
-              ("groups", "int"), ("accum_type", "elem_type")]
-GEMM_ATTRS = [("accum_type", "elem_type")]
 #: Output element type -> bytes: the requantiser's types, and i32 for the raw accumulator.
 OUT_BYTES = {name: BITS[name] // 8 for name in (*REQUANT_TYPES, "i32")}
 
@@ -209,10 +214,11 @@ def decode_task(regs):
 
     (xd, xs), (wd, wstr), (yd, ys) = dims(0), dims(1), dims(nin)
     addr = [_field(regs, k, "ADDR_LO") for k in range(nin + 1)]
-    attr_words = [regs.get(REGS.index(f"ATTR{j}"), 0) for j in range(40)]
+    attr_words = [regs.get(REGS.index(f"ATTR{j}"), 0) for j in range(ATTR_WORDS)]
     batching = {}
     if name == "conv2d":
-        attrs = read_attr_words(CONV_ATTRS, attr_words)
+        specs = [(a.name, a.type) for a in load_registry()["conv2d"].attributes]
+        attrs = read_attr_words("conv2d", specs, attr_words)
         if len(xd) != 4 or len(wd) != 4 or len(yd) != 4:
             raise NmuUnsupported(Cause.LAYOUT, "conv2d operands must have rank 4")
         if (attrs.get("groups") or 1) != 1:

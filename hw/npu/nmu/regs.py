@@ -10,9 +10,10 @@ and gives the NMU's convolution view (:func:`npu.nmu.agu.task_fields_layout`) wi
 
 Only the registers the NMU reads are kept: OPCODE, NIN, NOUT; ADDR_LO/HI, LEVEL, ELEM,
 RANK, DIM0-3 and STRIDE0-3 of operand slots 0-3 (gemm / matmul operands of rank 3 are a
-batch of products, a batch of 1 broadcast); and the conv2d attribute words, which sit
-at fixed positions (``docs/task-format.md``): pads ATTR1-4, strides ATTR6-7, dilations
-ATTR9-10, groups ATTR12.
+batch of products, a batch of 1 broadcast); and the conv2d attribute words the NMU
+uses, at the positions ``nem.taskformat.attr_layout`` gives conv2d's registry attributes
+(:func:`conv_attr_registers`: pads ATTR1-4, strides ATTR6-7, dilations ATTR9-10, groups
+ATTR12 with the shipped registry).
 """
 
 from __future__ import annotations
@@ -25,25 +26,37 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nem.opcodes import groups
-from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit
+from nem.registry import load_registry
+from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, attr_layout
 from npu.nmu.agu import task_fields_layout
 from npu.nmu.model import OUT_BYTES, Cause
 
-__all__ = ["NmuRegisters", "kept_registers", "write_layout"]
+__all__ = ["NmuRegisters", "conv_attr_registers", "kept_registers", "write_layout"]
 
 REGS = REGISTER_MAPS[Unit.NMU]
 SLOTS = 4
 FIELDS = ("ADDR_LO", "ADDR_HI", "LEVEL", "ELEM", "RANK", *(f"DIM{d}" for d in range(4)),
           *(f"STRIDE{d}" for d in range(4)))
-ATTRS = {"pad_top": 1, "pad_left": 2, "stride_h": 6, "stride_w": 7, "dil_h": 9, "dil_w": 10,
-         "groups": 12}
+
+
+@functools.cache
+def conv_attr_registers() -> dict[str, str]:
+    """The ATTR registers the NMU reads for conv2d, by what they hold: the first two body
+    words of pads (top, left), strides (h, w) and dilations (h, w), and groups."""
+    op = load_registry()["conv2d"]
+    slots = {s.name: s for s in attr_layout("conv2d", [(a.name, a.type) for a in op.attributes])}
+    pads, strides, dils = slots["pads"].body, slots["strides"].body, slots["dilations"].body
+    return {name: f"ATTR{j}" for name, j in (
+        ("pad_top", pads), ("pad_left", pads + 1), ("stride_h", strides),
+        ("stride_w", strides + 1), ("dil_h", dils), ("dil_w", dils + 1),
+        ("groups", slots["groups"].body))}
 
 
 def kept_registers():
     """Names of the registers the NMU keeps, in index order."""
     names = ["OPCODE", "NIN", "NOUT"]
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
-    names += [f"ATTR{j}" for j in sorted(ATTRS.values())]
+    names += list(conv_attr_registers().values())
     return sorted(names, key=REGS.index)
 
 
@@ -136,7 +149,8 @@ class NmuRegisters(wiring.Component):
         mm_rank_ok = (ra >= 2) & (ra <= 3) & (rb >= 2) & (rb <= 3) & \
             (ry == Mux(ra > rb, ra, rb))
         bad_rank = Mux(is_conv, (ra != 4) | (rb != 4) | (ry != 4), ~mm_rank_ok | bad_batch)
-        groups = r["ATTR12"]
+        attr = {name: r[reg] for name, reg in conv_attr_registers().items()}
+        groups = attr["groups"]
         bad_groups = is_conv & (groups != 1)
 
         def stride(k, d):
@@ -185,9 +199,9 @@ class NmuRegisters(wiring.Component):
                 *[t.xs[d].eq(stride(0, d)) for d in range(3)],
                 *[t.ws[d].eq(stride(1, d)) for d in range(3)],
                 *[t.ys[d].eq(ostride(d)) for d in range(3)],
-                t.pad_top.eq(r["ATTR1"]), t.pad_left.eq(r["ATTR2"]),
-                t.stride_h.eq(r["ATTR6"]), t.stride_w.eq(r["ATTR7"]),
-                t.dil_h.eq(r["ATTR9"]), t.dil_w.eq(r["ATTR10"]), t.mats.eq(1),
+                t.pad_top.eq(attr["pad_top"]), t.pad_left.eq(attr["pad_left"]),
+                t.stride_h.eq(attr["stride_h"]), t.stride_w.eq(attr["stride_w"]),
+                t.dil_h.eq(attr["dil_h"]), t.dil_w.eq(attr["dil_w"]), t.mats.eq(1),
             ]
         with m.Else():  # gemm / matmul: M x 1 pixels, K input channels, a 1 x 1 kernel
             m.d.comb += [
