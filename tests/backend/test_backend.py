@@ -278,12 +278,14 @@ def test_zoo_models_compile_check_and_run_on_both_devices(name, tmp_path):
         ref = module(*inputs).numpy()
     outs = []
     for device in ("small", "sim"):
+        method = "percentile" if name == "mlp" else "minmax"
         compile_model(tmp_path / "m.nac", device, tmp_path / device, batch=len(x),
-                      samples=zoo_calibration([x]), method="percentile", percentile=99.9)
+                      samples=zoo_calibration([x]), method=method, percentile=99.9)
         (q,), _ = run_build(tmp_path / device, [x], on="executor")
         outs.append(q)
-        # int8 all the way: within a few output steps plus the error of the int8 layers
-        assert np.abs(q - ref).max() <= 0.25 * np.abs(ref).max() + 1e-3, device
+        # int8 all the way (measured: at most 2 % of the largest output with minmax, 4 %
+        # with the 99.9 percentile, which clips a few of the standard normal inputs)
+        assert np.abs(q - ref).max() <= 0.05 * np.abs(ref).max(), device
     np.testing.assert_array_equal(outs[0], outs[1])  # tiling does not change a byte
 
 
