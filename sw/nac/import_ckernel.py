@@ -297,9 +297,11 @@ class _Buffer:
 
 
 class _Importer:
-    def __init__(self, model, where, tokens, weights, seed, max_elements):
+    def __init__(self, model, where, tokens, weights, seed, max_elements, max_total):
         self.where = where
         self.max_elements = max_elements
+        self.max_total = max_total
+        self.used = {}  # buffer key -> elements, of every buffer a node reads or writes
         self.model = model
         self.nodes, self.tensors = [], {}
         self.values = {}  # buffer key (layer or None, name) -> node id
@@ -406,9 +408,6 @@ class _Importer:
             role = _field(entry, "role", str, where)
             shape = tuple(self._extent(e, f"{where}: shape[{j}]")
                           for j, e in enumerate(_field(entry, "shape", list, where)))
-            if math.prod(shape) > self.max_elements:
-                raise CKernelError(f"{where}: shape {list(shape)} has more than "
-                                   f"{self.max_elements} elements")
             _field(entry, "dtype", str, where, "fp32")
             alias = _field(entry, "alias_of", (str, None), where, None)
             enabled = _condition(_field(entry, "condition", (str, None), where, None),
@@ -512,8 +511,28 @@ class _Importer:
                                f"node (layer -1)")
         return (layer, buf.name), buf
 
+    def use(self, key, root, kernel_arg, where):
+        """Count a buffer a node binds; refuse one, or all together, over the caps."""
+        if key in self.used:
+            return
+        if root.role == "grad":
+            raise CKernelError(f"{where}: binding {kernel_arg!r}: buffer {root.name!r} has role "
+                               f"'grad', so this is a backward (training) plan; backward plans "
+                               f"are not supported (this importer builds inference graphs)")
+        count = math.prod(root.shape)
+        if count > self.max_elements:
+            raise CKernelError(f"{where}: binding {kernel_arg!r}: buffer {root.name!r} "
+                               f"{list(root.shape)} has more than {self.max_elements} elements")
+        self.used[key] = count
+        total = sum(self.used.values())
+        if total > self.max_total:
+            raise CKernelError(f"{where}: binding {kernel_arg!r}: buffer {root.name!r} "
+                               f"{list(root.shape)} brings the buffers the nodes use to {total} "
+                               f"elements, more than {self.max_total}")
+
     def read(self, buf, layer, kernel_arg, where):
         key, root = self.key(buf, layer, where)
+        self.use(key, root, kernel_arg, where)
         if key in self.values:
             node = self.values[key]
         elif root.role == "weight":
@@ -543,6 +562,7 @@ class _Importer:
 
     def write(self, buf, layer, node, kernel_arg, where):
         key, root = self.key(buf, layer, where)
+        self.use(key, root, kernel_arg, where)
         if root.role == "weight":
             raise CKernelError(f"{where}: binding {kernel_arg!r} writes weight buffer "
                                f"{buf.name!r}")
@@ -857,7 +877,7 @@ def _load(source, path):
 
 
 def import_ckernel(source, path=None, *, tokens=None, weights=None, seed=0,
-                   max_elements=1 << 28):
+                   max_elements=1 << 28, max_total_elements=1 << 28):
     """Import a C-Kernel-Engine IR v2 model as a verified :class:`Graph`.
 
     Parameters
@@ -875,7 +895,11 @@ def import_ckernel(source, path=None, *, tokens=None, weights=None, seed=0,
     seed : int
         Seed of the synthesised weights.
     max_elements : int
-        Largest buffer accepted (elements), a guard against corrupt dimensions.
+        Largest buffer a node may bind (elements), a guard against corrupt dimensions.
+    max_total_elements : int
+        Most elements of all the buffers the nodes bind together (each layer's copy of a
+        layer-scope buffer counts): the weights among them are allocated while importing.
+        Buffers no node binds are not counted; the caps see the shapes after ``tokens``.
 
     Returns
     -------
@@ -888,7 +912,7 @@ def import_ckernel(source, path=None, *, tokens=None, weights=None, seed=0,
         For a malformed file or an unsupported kernel, naming the node and the field.
     """
     model, where = _load(source, path)
-    b = _Importer(model, where, tokens, weights, seed, max_elements)
+    b = _Importer(model, where, tokens, weights, seed, max_elements, max_total_elements)
     nodes = _field(model, "nodes", list, where)
     skipped = []
     for i, node in enumerate(nodes):
@@ -907,6 +931,11 @@ def import_ckernel(source, path=None, *, tokens=None, weights=None, seed=0,
                           f"{loc}: field 'condition'"):
             skipped.append((i, op))
             continue
+        kernel_name = node.get("kernel") or ""
+        if "backward" in op or "backward" in kernel_name:
+            raise CKernelError(f"{loc}: kernel {kernel_name or op!r} belongs to a backward "
+                               f"(training) plan; backward plans are not supported (this "
+                               f"importer builds inference graphs)")
         kernel = KERNELS.get(op)
         if kernel is None:
             raise CKernelError(f"{loc}: field 'op': kernel {op!r} is not supported (supported: "

@@ -38,6 +38,69 @@ _DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64",
            "bool": "bool", "f16": "float16"}
 
 
+#: Deepest list literal read (a rank-32 tensor literal).
+_MAX_NESTING = 32
+
+#: Parameters (non-operand arguments) of each opcode, in order: ``ints`` a list of
+#: integers, ``ranges`` slice ranges, ``bool``, ``int``, ``number``, ``literal`` a tensor
+#: literal, ``binop`` the operator word, ``padding`` Valid / Same / Custom(...).
+_PARAMS = {"Input": (), "ConstI64": ("int",), "ConstF32": ("number",),
+           "ConstF64": ("number",), "ConstTensor": ("literal",), "BinOp": ("binop",),
+           "Sum": ("ints", "bool"), "Mean": ("ints", "bool"), "Reshape": ("ints",),
+           "Transpose": ("ints",), "ExpandDims": ("ints",), "Squeeze": ("ints",),
+           "Index": ("ints",), "Slice": ("ranges",), "Gather": (), "Dot": (), "MatMul": (),
+           "Conv2d": ("ints", "padding"), "Relu": (), "Neg": (), "Exp": (), "Log": ()}
+_PARAM_TEXT = {"ints": "a list of integers", "ranges": "a list of start:end[:step] ranges",
+               "bool": "true or false", "int": "an integer", "number": "a number",
+               "literal": "a tensor literal [...]", "binop": "Add, Sub or Mul",
+               "padding": "Valid, Same or Custom([[t, b], [l, r]])"}
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _param_ok(kind, v):
+    if kind == "ints":
+        return isinstance(v, list) and all(_is_int(x) for x in v)
+    if kind == "ranges":
+        return isinstance(v, list) and all(isinstance(x, tuple) for x in v)
+    if kind == "bool":
+        return isinstance(v, bool)
+    if kind == "int":
+        return _is_int(v) and _INT64[0] <= v <= _INT64[1]
+    if kind == "number":
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    if kind == "literal":
+        return isinstance(v, list)
+    if kind == "binop":
+        return v in ("Add", "Sub", "Mul")
+    return v in ("Valid", "Same") or (isinstance(v, tuple) and v[0] == "Custom")
+
+
+def _check_params(line, op, params, col):
+    """The parameters of *op* have the count and kinds of :data:`_PARAMS`."""
+    kinds = _PARAMS[op]
+    if op == "BinOp" and params and params[0] == "Div":
+        line.fail("BinOp operator must be Add, Sub or Mul (Div is not Core v1), not 'Div'", col)
+    if op == "Conv2d" and len(params) == 1:
+        kinds = kinds[:1]  # padding defaults to Valid
+    wanted = ", ".join(_PARAM_TEXT[k] for k in kinds) or "no parameters"
+    if len(params) != len(kinds) or not all(_param_ok(k, v) for k, v in
+                                            zip(kinds, params, strict=True)):
+        got = ", ".join(_describe(v) for v in params) or "none"
+        line.fail(f"{op} takes {wanted}; got {got}", col)
+
+
+def _describe(v):
+    if isinstance(v, tuple) and v and v[0] == "Custom":
+        return "Custom(...)"
+    if isinstance(v, list):
+        return "a list" if len(repr(v)) > 40 else repr(v)
+    return repr(v) if not isinstance(v, bool) else str(v).lower()
+
+
 class MindError(IRError):
     """A MIND Core IR file is malformed or fails verification (``file:line:col: ...``)."""
 
@@ -48,7 +111,7 @@ _TOKEN = re.compile(r"""
   | (?P<string>"(?:[^"\\]|\\.)*")
   | (?P<number>[-+]?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\.\d+|\d+|inf|nan))
   | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<punct>[()\[\]{}:,=<>])
+  | (?P<punct>[()\[\]{}:,=<>?])
 """, re.VERBOSE)
 
 
@@ -86,6 +149,9 @@ class _Line:
         return tok[1]
 
     def number(self, integer=False):
+        if self.peek() == "?":
+            self.fail("dimension '?' (unknown size) is not supported: the importer needs "
+                      "static shapes; give every dimension as an integer")
         tok = self.take("number", what="an integer" if integer else "a number")
         if integer:
             if not re.fullmatch(r"[-+]?\d+", tok):
@@ -104,12 +170,14 @@ class _Line:
         self.take("punct", "]")
         return out
 
-    def nested(self):
+    def nested(self, depth=0):
         if self.peek() == "[":
+            if depth >= _MAX_NESTING:
+                self.fail(f"list literal nested deeper than {_MAX_NESTING} levels")
             self.take("punct", "[")
             out = []
             while self.peek() != "]":
-                out.append(self.nested())
+                out.append(self.nested(depth + 1))
                 if self.peek() == ",":
                     self.take("punct", ",")
             self.take("punct", "]")
@@ -206,6 +274,8 @@ def parse_mind(text, path="<mind>"):
                 line.take("punct", ")")
             elif line.tokens[line.i][0] == "word":
                 params.append(line.take("word"))
+            elif line.tokens[line.i][0] != "number":
+                line.fail(f"expected an operand, a list or a number, found {line.peek()!r}")
             else:
                 params.append(line.number())
             if line.peek() == ",":
@@ -217,8 +287,12 @@ def parse_mind(text, path="<mind>"):
             while line.peek() != "}":
                 key = line.take("word", what="an attribute name")
                 line.take("punct", ":")
-                if line.tokens[line.i][0] == "string":
-                    attrs[key] = json.loads(line.take("string"))
+                if line.i < len(line.tokens) and line.tokens[line.i][0] == "string":
+                    col = line.col()
+                    try:
+                        attrs[key] = json.loads(line.take("string"))
+                    except ValueError as exc:
+                        line.fail(f"bad string escape: {exc.msg}", col)
                 elif line.peek() == "[":
                     attrs[key] = line.nested()
                 else:
@@ -301,17 +375,28 @@ def _verify(ins, operands, line, op_col, type_col):
         line.fail(f"unknown opcode {op!r}", op_col)
     if len(operands) != arity[op]:
         line.fail(f"{op} takes {arity[op]} operand(s), not {len(operands)}", op_col)
+    _check_params(line, op, p, op_col)
     dtype = dtypes[0] if dtypes else None
     if op == "Input":
         dtype, shape = ins["dtype"], ins["shape"]
-        if "name" not in ins["attrs"]:
-            line.fail("Input needs a name attribute", op_col)
+        if not isinstance(ins["attrs"].get("name"), str):
+            line.fail("Input needs a name attribute with a string value, e.g. "
+                      "{name: \"x\"}", op_col)
     elif op == "ConstI64":
         dtype, shape = "int64", ()
     elif op in ("ConstF32", "ConstF64"):
         dtype, shape = ("float32" if op == "ConstF32" else "float64"), ()
     elif op == "ConstTensor":
-        data = np.asarray(p[0] if p else [], dtype=np.float64)
+        try:
+            data = np.asarray(p[0], dtype=np.float64)
+        except (ValueError, TypeError):
+            line.fail("ConstTensor literal is not rectangular (rows of different lengths)",
+                      op_col)
+        if ins["dtype"] not in ("float32", "float64", "float16") and data.size and (
+                not np.all(np.isfinite(data)) or np.any(data != np.round(data)) or
+                data.min() < _INT64[0] or data.max() > _INT64[1]):
+            line.fail(f"ConstTensor of {ins['dtype']} holds values that are not integers of "
+                      f"that type", op_col)
         if data.shape != ins["shape"]:
             line.fail(f"ConstTensor literal has shape {list(data.shape)}, the type says "
                       f"{list(ins['shape'])}", op_col)
