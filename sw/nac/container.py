@@ -850,9 +850,11 @@ def section_body(raw, tag):
         If the section is absent.
     """
     offsets = struct.unpack_from("<9Q", raw, 12)
-    start = offsets[SECTION_TAGS.index(tag)]
+    k = SECTION_TAGS.index(tag)
+    start = offsets[k]
     if not start:
-        raise NacFormatError("section is absent", section=tag, field="offset", offset=12)
+        raise NacFormatError("section is absent", section="header",
+                             field=f"{tag.strip().lower()}_offset", offset=12 + 8 * k, value=0)
     later = [o for o in offsets if o > start]
     return bytes(raw[start + 4:min(later) if later else len(raw)])
 
