@@ -61,6 +61,7 @@ TARGETS = {t.module: t for t in (
     _T("nem.hazards", ("tests/nem_toolkit/test_hazards.py", "tests/nem_toolkit/test_nem_corpus.py",
                        "tests/nem_toolkit/test_examples.py", "tests/nem_binder/test_tokens.py")),
     _T("nac.container", ("tests/nac_container/test_errors.py",
+                         "tests/nac_container/test_container_api.py",
                          "tests/nac_container/test_golden.py",
                          "tests/nac_container/test_roundtrip.py")),
     _T("nac.schedule", ("tests/nac_compiler/test_schedule.py",)),
