@@ -136,3 +136,27 @@ def test_peak_of_one_token_and_of_none():
     body = parse(PROGRAM, "p.nem").body
     assert peak_live_tokens(body[:3], lambda loop: (1, 1)) == (1, Span("p.nem", 4, 1))
     assert peak_live_tokens(body[:2], lambda loop: (1, 1)) == (0, None)
+
+
+def test_races_with_several_ranges_readers_and_in_place_tasks():
+    order = Order()
+    n = [order.node([]) for _ in range(6)]
+    accesses = [
+        # Sorted by start, [0, 2) ends before [5, 6) but [1, 10) after it covers it.
+        _access(n[0], 0, 2, True, 1),
+        _access(n[1], 1, 10, True, 2),
+        _access(n[2], 5, 6, True, 3),
+    ]
+    got = {(x.task, y.task, lo, hi) for x, y, lo, hi in find_races(accesses, order)}
+    assert got == {("t1", "t2", 1, 2), ("t2", "t3", 5, 6)}
+    # Two unordered readers, then a writer: a race with each reader.
+    readers = [_access(n[0], 0, 4, False, 1), _access(n[1], 0, 4, False, 2),
+               _access(n[2], 0, 4, True, 3)]
+    assert {(x.task, y.task) for x, y, _, _ in find_races(readers, order)} == {
+        ("t1", "t3"), ("t2", "t3")}
+    # An in-place task reads then writes [0, 4) (one statement); a later unordered reader
+    # races with its write.
+    in_place = [_access(n[3], 0, 4, False, 4), _access(n[3], 0, 4, True, 4),
+                _access(n[4], 0, 4, False, 5)]
+    assert [(x.task, x.write, y.task) for x, y, _, _ in find_races(in_place, order)] == [
+        ("t4", True, "t5")]
