@@ -196,13 +196,37 @@ class Nmu(wiring.Component):
 
         s.q = q = Signal(16)
         m.d.comb += q.eq((task.cin + (L - 1)) >> lw)
-        s.counting = counting = Signal()
+        s.counting = Signal()
         s.counters = counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
-        # requantisation entry reader: runs from start until the last word is in
+        self._entry_reader(m, s, {"x_zero_point": zx, "y_zero_point": zy, "lo": lo, "hi": hi,
+                                  "channels": nch}, widx, mult, row, row_write, row_at)
+
+        def on_start():
+            """Statements of the cycle that takes ``start``."""
+            m.d.sync += [task.eq(self.start.payload), widx.eq(0), s.cause.eq(0),
+                         s.reading.eq(1), s.rows_done.eq(0)]
+            m.d.sync += [c.eq(0) for c in counters.values()]
+
+        s.on_start = on_start
+        if self.weight_port:
+            waiting_w, read_stall = self._double_buffered(m, s)
+        else:
+            waiting_w, read_stall = self._single_port(m, s)
+
+        self._counters(m, s, waiting_w, read_stall)
+        return m
+
+    def _entry_reader(self, m, s, head, widx, mult, row, row_write, row_at):
+        """The requantisation entry from ``rq``, one word a cycle: the head's fields into
+        ``head`` (field name -> register), the channel records into channel table rows
+        (``row`` written at ``row_at`` when ``row_write``). Runs from ``start`` until the
+        last word is in (``s.reading``)."""
+        C, rows, g = s.C, s.rows, self.geometry
         s.reading = reading = Signal()
         s.rows_done = rows_done = Signal(range(rows + 2))
         s.head_done = head_done = Signal()
+        nch = head["channels"]
         m.d.comb += [head_done.eq(widx >= HEAD_WORDS), self.rq.ready.eq(reading)]
         with m.If(row_write):
             m.d.sync += rows_done.eq(rows_done + 1)
@@ -210,8 +234,7 @@ class Nmu(wiring.Component):
             w = self.rq.payload
             m.d.sync += widx.eq(widx + 1)
             with m.Switch(widx):
-                for name, reg in (("x_zero_point", zx), ("y_zero_point", zy), ("lo", lo),
-                                  ("hi", hi), ("channels", nch)):
+                for name, reg in head.items():
                     with m.Case(HEAD[name]):
                         m.d.sync += reg.eq(w)
                 with m.Case(HEAD_WORDS - 1):  # the head's last word: no channels, done
@@ -237,18 +260,10 @@ class Nmu(wiring.Component):
                         with m.If(ch + 1 == nch):
                             m.d.sync += reading.eq(0)
 
-        def on_start():
-            """Statements of the cycle that takes ``start``."""
-            m.d.sync += [task.eq(self.start.payload), widx.eq(0), s.cause.eq(0),
-                         reading.eq(1), rows_done.eq(0)]
-            m.d.sync += [c.eq(0) for c in counters.values()]
-
-        s.on_start = on_start
-        if self.weight_port:
-            waiting_w, read_stall = self._double_buffered(m, s)
-        else:
-            waiting_w, read_stall = self._single_port(m, s)
-
+    def _counters(self, m, s, waiting_w, read_stall):
+        """The ``cnt_*`` counters (:data:`COUNTERS`), counting while ``s.counting``."""
+        reader, array, out, vec = s.reader, s.array, s.out, s.vec
+        counting, counters = s.counting, s.counters
         offered = reader.o.valid
         is_act = vec.tag.kind == NmuAgu.MODE_A
         with m.If(counting):
@@ -266,7 +281,6 @@ class Nmu(wiring.Component):
             with m.If(~offered & ~waiting_w):
                 m.d.sync += counters["starve"].eq(counters["starve"] + 1)
         m.d.comb += self.busy.eq(counting)
-        return m
 
     def _task_fsm(self, m, s, *, start, ok, first, tiles, quiet):
         """The task FSM of both variants.
@@ -493,7 +507,28 @@ class Nmu(wiring.Component):
             m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready),
                          array.i.payload.bank.eq(vec.tag.bank)]
 
-        # weight side: per tile, wait for the bank, weights, bias, then mark the bank full
+        wgo, widle = self._weight_fsm(m, s, wagu, wreader, full, wb, wn0, wmat, w_addr, bias)
+        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wreader.busy & widle
+        ready = Signal()  # the activation side's bank is loaded (and not a stale load)
+        m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
+        waiting_w = Signal()
+        p = self.start.payload
+        self._task_fsm(
+            m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
+                         x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
+                         wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
+                         full.eq(0), issued.eq(0)],
+            ok=[wgo.eq(1)], first="A_START",
+            tiles=partial(self._activations, m, s, n0, tile, mat, ab, issued, x_addr, y_addr,
+                          ready, waiting_w),
+            quiet=quiet)
+        return waiting_w, reader.stall | wreader.stall
+
+    def _weight_fsm(self, m, s, wagu, wreader, full, wb, wn0, wmat, w_addr, bias):
+        """Weight side of the weight-port unit: per tile, wait for bank ``wb`` to be free,
+        load its weight rows and bias, then mark it full. Started by ``wgo`` (returned with
+        ``widle``, high while it has nothing to load)."""
+        C, task, array = s.C, s.task, s.array
         wgo = Signal()
         widle = Signal()
         with m.FSM(name="wfsm"):
@@ -531,21 +566,7 @@ class Nmu(wiring.Component):
                         with m.Else():
                             m.next = "IDLE"
 
-        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wreader.busy & widle
-        ready = Signal()  # the activation side's bank is loaded (and not a stale load)
-        m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
-        waiting_w = Signal()
-        p = self.start.payload
-        self._task_fsm(
-            m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
-                         x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
-                         wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
-                         full.eq(0), issued.eq(0)],
-            ok=[wgo.eq(1)], first="A_START",
-            tiles=partial(self._activations, m, s, n0, tile, mat, ab, issued, x_addr, y_addr,
-                          ready, waiting_w),
-            quiet=quiet)
-        return waiting_w, reader.stall | wreader.stall
+        return wgo, widle
 
     def _activations(self, m, s, n0, tile, mat, ab, issued, x_addr, y_addr, ready, waiting_w):
         """Tile states of the weight-port unit: the activations of a tile once its bank is
