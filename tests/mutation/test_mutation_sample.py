@@ -75,6 +75,18 @@ SAMPLE = (
             "scaled = (acc * m + (np.int64(1) << (t - 1))) >> t",
             "scaled = (acc * m) >> t",
             ("tests/nem_numerics/test_numerics.py::test_requantize_matches_exact_rational",)),
+    Planted("loop-uses-only-last-statement", "nem.hazards",
+            "            out |= _uses(s)",
+            "            out = _uses(s)",
+            ("tests/nem_toolkit/test_hazards.py::test_tokens_used_inside_a_loop_end_after_it",)),
+    Planted("forward-over-a-regular-input", "nac.schedule",
+            "        between = range(i + 1, user) if user is not None else ()",
+            "        between = range(i + 2, user) if user is not None else ()",
+            ("tests/nac_compiler/test_schedule_rules.py::test_forward_only_over_parameter_loads",)),
+    Planted("ancestor-offset-sign", "nac.container",
+            "    return tuple(Argument(False, index + d) if d else",
+            "    return tuple(Argument(False, index - d) if d else",
+            ("tests/nac_container/test_container_api.py::test_gather_arguments_by_hand",)),
 )
 
 
