@@ -7,7 +7,7 @@ import pytest
 
 from nac import Instruction, MmapRecord
 from nac.encoding import MmapAction
-from nac.schedule import replay, schedule
+from nac.schedule import ScheduleError, replay, schedule
 
 F, S, W, P = MmapAction.FREE, MmapAction.SAVE_RESULT, MmapAction.FORWARD, MmapAction.PRELOAD
 INPUT, PARAM = Instruction(2, 0), Instruction(2, 1, (2, 0))
@@ -59,3 +59,58 @@ def test_default_preload_distance_is_three():
 def test_negative_distance_is_refused():
     with pytest.raises(ValueError, match="preload distance must be >= 0, not -1"):
         schedule((INPUT,), distance=-1)
+
+
+# v0, v1 inputs; v2 = f(v0, v1); v3 = output(v2): the schedule of
+# test_forward_only_over_parameter_loads is S0@0, W2@1, S2@2, F0 F1@3.
+OPS = (INPUT, INPUT, _op(-2, -1), _output())
+GOOD = {0: ((S, 0),), 1: ((W, 2),), 2: ((S, 2),), 3: ((F, 0), (F, 1))}
+
+
+def _records(**changes):
+    ticks = dict(GOOD)
+    for key, commands in changes.items():
+        ticks[int(key[1:])] = commands
+    return tuple(MmapRecord(t, c) for t, c in sorted(ticks.items()) if c)
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"t0": ((F, 0), (S, 0))}, "tick 0: FREE of 0, not an earlier result"),
+    # FREE in the tick of the last read comes before the read: too early.
+    ({"t2": ((F, 0), (S, 2)), "t3": ((F, 1),)}, "tick 2: FREE of 0 before its last use at 2"),
+    ({"t3": ((F, 0), (F, 1), (F, 0))}, "tick 3: FREE of 0, which holds nothing"),
+    ({"t3": ((F, 0), (F, 1), (F, 1))}, "tick 3: FREE of 1, which holds nothing"),
+    ({"t0": ((S, 1),)}, "tick 0: SAVE_RESULT of 1, not this tick"),
+    ({"t1": ((W, 1),)}, "tick 1: FORWARD to 1, not a later instruction"),
+    ({"t1": ((W, 2), (P, 2))}, r"tick 1: PRELOAD of 2, not a later <INPUT B=1>"),
+    ({"t0": ()}, "tick 2: instruction 2 reads result 0, which was neither saved, forwarded "
+                 "here nor preloaded"),
+])
+def test_replay_refusals_name_tick_and_target(changes, message):
+    replay(OPS, _records())
+    with pytest.raises(ScheduleError, match=f"^{message}$"):
+        replay(OPS, _records(**changes))
+
+
+def test_freed_parameter_holds_nothing():
+    # v0 param, v1 = f(v0), v2 = output(v1): PRELOAD 0@0, SAVE 1@1 (a model output), FREE
+    # 0@2; freeing the parameter twice is refused.
+    ops = (PARAM, _op(-1), _output())
+    records = schedule(ops)
+    assert records == (MmapRecord(0, ((P, 0),)), MmapRecord(1, ((S, 1),)),
+                       MmapRecord(2, ((F, 0),)))
+    with pytest.raises(ScheduleError, match="^tick 2: FREE of 0, which holds nothing$"):
+        replay(ops, records[:2] + (MmapRecord(2, ((F, 0), (F, 0))),))
+
+
+@pytest.mark.parametrize("width", [255, 256])
+def test_one_record_holds_at_most_255_commands(width):
+    # `width` inputs all read by one instruction, then the output: the tick after that
+    # instruction frees every input at once.
+    ops = (INPUT,) * width + (_op(*range(-width, 0)), _output())
+    if width == 255:
+        assert len(schedule(ops)[-1].commands) == 255
+    else:
+        with pytest.raises(ScheduleError, match="^tick 257: 256 commands do not fit one "
+                                                "record$"):
+            schedule(ops)
