@@ -99,8 +99,8 @@ def test_freed_parameter_holds_nothing():
     records = schedule(ops)
     assert records == (MmapRecord(0, ((P, 0),)), MmapRecord(1, ((S, 1),)),
                        MmapRecord(2, ((F, 0),)))
-    with pytest.raises(ScheduleError, match="^tick 2: FREE of 0, which holds nothing$"):
-        replay(ops, records[:2] + (MmapRecord(2, ((F, 0), (F, 0))),))
+    with pytest.raises(ScheduleError, match=r"^tick 2: FREE of 0, which holds nothing$"):
+        replay(ops, (*records[:2], MmapRecord(2, ((F, 0), (F, 0)))))
 
 
 @pytest.mark.parametrize("width", [255, 256])
@@ -111,6 +111,6 @@ def test_one_record_holds_at_most_255_commands(width):
     if width == 255:
         assert len(schedule(ops)[-1].commands) == 255
     else:
-        with pytest.raises(ScheduleError, match="^tick 257: 256 commands do not fit one "
-                                                "record$"):
+        with pytest.raises(ScheduleError, match=r"^tick 257: 256 commands do not fit one "
+                                                r"record$"):
             schedule(ops)
