@@ -272,14 +272,24 @@ class _Line:
             self.fail(f"expected {expected!r}, found {w!r}")
         return w
 
-    def int(self, what="an integer"):
+    def int(self, what="an integer", bounds=None):
+        """The next integer; *bounds* ``(low, high, field)`` refuses one the field cannot
+        hold, at its column (the writer would refuse it later without a place)."""
         tok = self.next("number", what)
         try:
-            return int(tok)
+            value = int(tok)
         except ValueError:
             self.i -= 1
             self.fail(f"expected {what}, found {tok!r}")
             raise
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            self.i -= 1
+            self.fail(f"{bounds[2]} {value} is out of range [{bounds[0]}, {bounds[1]}]")
+        return value
+
+    def ints(self, bounds):
+        """A list of integers, each within *bounds*."""
+        return self.list(lambda: self.int(bounds=bounds))
 
     def float(self):
         return float(self.next("number", "a number"))
@@ -349,14 +359,22 @@ def _parse_constant(line):
             line.fail(f"expected true or false, found {w!r}")
         return Constant(ctype, w == "true")
     if ctype == ConstType.INT64:
-        return Constant(ctype, line.int())
+        return Constant(ctype, line.int(bounds=_bounds("int64 constant", "q")))
     if ctype == ConstType.FLOAT64:
         return Constant(ctype, line.float())
     if ctype == ConstType.STRING:
         return Constant(ctype, line.string())
     if ctype == ConstType.LIST_INT32:
-        return Constant(ctype, line.list(line.int))
+        return Constant(ctype, line.ints(_bounds("list_int32 element", "i")))
     return Constant(ctype, line.list(line.float))
+
+
+def _bounds(field, fmt):
+    """``(low, high, field)`` of a struct format letter (the widths of the binary form)."""
+    bits = {"B": 8, "H": 16, "I": 32, "h": 16, "i": 32, "q": 64}[fmt]
+    if fmt.islower():
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1, field)
+    return (0, (1 << bits) - 1, field)
 
 
 _INSTRUCTION = re.compile(r"^v(\d+) = (.*?)   # (A=.*)$")
@@ -391,15 +409,15 @@ def assemble(text, path="<text>"):
             line.tokens = [(k, v, p + col0) for k, v, p in line.tokens]
             line.text = raw
             line.key("A")
-            a = line.int()
+            a = line.int(bounds=_bounds("A", "B"))
             line.key("B")
-            b = line.int()
+            b = line.int(bounds=_bounds("B", "B"))
             c = None
             if line.peek() == "C":
                 line.key("C")
-                c = line.list(line.int)
+                c = line.ints(_bounds("C value", "h"))
             line.key("D")
-            d = line.list(line.int)
+            d = line.ints(_bounds("D offset", "h"))
             line.end()
             tail = _MMAP_TAIL.match(left)
             commands = ()
@@ -416,7 +434,7 @@ def assemble(text, path="<text>"):
         keyword = line.word()
         if keyword == "nac":
             line.key("version")
-            version = line.int()
+            version = line.int(bounds=_bounds("version", "B"))
             line.key("quant")
             quant = line.enum(QuantMethod, "quantisation method")
             line.key("storage")
@@ -427,7 +445,7 @@ def assemble(text, path="<text>"):
             values = []
             for key in ("inputs", "outputs", "d_model"):
                 line.key(key)
-                values.append(line.int())
+                values.append(line.int(bounds=_bounds(key, "H")))
             line.end()
             header = dict(version=version, quant_method=quant,
                           internal_weights=storage == "internal", num_inputs=values[0],
@@ -441,20 +459,20 @@ def assemble(text, path="<text>"):
                     line.fail(f"unknown section {name!r}")
                 sections.add(name)
         elif keyword in ("cmap", "perm", "param", "input"):
-            ident = line.int()
+            ident = line.int(bounds=_bounds(f"{keyword} id", "H"))
             value = line.string()
             line.end()
             {"cmap": cmap, "perm": perm, "param": params, "input": inputs}[keyword].append(
                 (ident, value))
         elif keyword in ("const", "orch_const"):
-            ident = line.int()
+            ident = line.int(bounds=_bounds(f"{keyword} id", "H"))
             const = _parse_constant(line)
             line.end()
             (cnst if keyword == "const" else orch_consts).append((ident, const))
         elif keyword == "tensor":
-            pid = line.int()
+            pid = line.int(bounds=_bounds("tensor id", "H"))
             dtype = line.enum(DType, "dtype")
-            shape = line.list(line.int)
+            shape = line.ints(_bounds("dimension", "I"))
             line.key("quant")
             quant = line.enum(QuantMethod, "quantisation method")
             qp = None
@@ -463,12 +481,12 @@ def assemble(text, path="<text>"):
                 orig = ()
                 if quant == QuantMethod.INT8_CHANNEL:
                     line.key("axis")
-                    axis = line.int()
+                    axis = line.int(bounds=_bounds("axis", "B"))
                 if quant == QuantMethod.BLOCK_FP8:
                     line.key("block")
-                    block = line.int()
+                    block = line.int(bounds=_bounds("block", "H"))
                     line.key("orig")
-                    orig = line.list(line.int)
+                    orig = line.ints(_bounds("dimension", "I"))
                 line.key("scales")
                 qp = QuantParams(line.list(line.float), axis, block, orig)
             line.key("data")

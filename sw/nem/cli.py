@@ -1,9 +1,10 @@
 """``npu nem ...`` subcommands (see :mod:`npu.tools.cli`).
 
 ``npu nem check FILE [--device FILE_OR_NAME]`` prints diagnostics and exits 0 when the
-document is valid (warnings allowed), 1 when it has errors, 2 on a usage problem (bad
-option, unreadable file). ``npu nem fmt FILE`` prints the canonical layout (or rewrites the
-file with ``--in-place``; ``--check`` exits 1 when the file is not canonical).
+document is valid (warnings allowed), 1 when it has errors or cannot be read (as every
+``npu`` command for a missing file), 2 on a usage problem (bad option or combination).
+``npu nem fmt FILE`` prints the canonical layout (or rewrites the file with ``--in-place``;
+``--check`` exits 1 when the file is not canonical).
 ``npu nem run FILE.nem --memory in.npz -o out.npz [--trace trace.json]`` checks and runs a
 program in the executor: the input npz maps buffer names to initial contents (raw
 little-endian bytes of each array, from the buffer's first byte), the output npz holds the
@@ -22,12 +23,21 @@ __all__ = ["register"]
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
+def _missing(path: str, command: str) -> bool:
+    """Report an input file that does not exist or is not a file (exit status 1, as for
+    every unreadable input of ``npu``)."""
+    if os.path.isfile(path):
+        return False
+    why = "is a directory, expected a file" if os.path.isdir(path) else "no such file"
+    print(f"npu nem {command}: error: {path}: {why}", file=sys.stderr)
+    return True
+
+
 def _check(args: argparse.Namespace) -> int:
     from nem.checker import check_file
 
-    if not os.path.isfile(args.file):
-        print(f"npu nem check: error: {args.file}: no such file", file=sys.stderr)
-        return EXIT_USAGE
+    if _missing(args.file, "check"):
+        return EXIT_INVALID
     result = check_file(args.file, device=args.device)
     if args.json:
         json.dump(
@@ -72,9 +82,8 @@ def _fmt(args: argparse.Namespace) -> int:
     from nem.formatter import format_document
     from nem.parser import parse
 
-    if not os.path.isfile(args.file):
-        print(f"npu nem fmt: error: {args.file}: no such file", file=sys.stderr)
-        return EXIT_USAGE
+    if _missing(args.file, "fmt"):
+        return EXIT_INVALID
     with open(args.file, "rb") as fh:
         raw = fh.read()
     try:
@@ -147,9 +156,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from nem.executor import execute, load_npz, run_file
 
-    if not os.path.isfile(args.file):
-        print(f"npu nem run: error: {args.file}: no such file", file=sys.stderr)
-        return EXIT_USAGE
+    if _missing(args.file, "run"):
+        return EXIT_INVALID
     initial = load_npz(args.memory) if args.memory else {}
     if _is_binary(args.file):
         from nem.binder import plan_from_binary
@@ -162,8 +170,14 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        from nem.taskformat import TaskFormatError
+
         device = _device_of(args.device)
-        program = _read_binary(args.file)
+        try:
+            program = _read_binary(args.file)
+        except TaskFormatError as exc:
+            print(f"npu nem run: error: {args.file}: {exc}", file=sys.stderr)
+            return EXIT_INVALID
         plan = plan_from_binary(program, device)
         if args.image:
             if args.memory:
@@ -188,9 +202,8 @@ def _bind(args: argparse.Namespace) -> int:
     from nem.checker import check_file
     from nem.taskformat import encode
 
-    if not os.path.isfile(args.file):
-        print(f"npu nem bind: error: {args.file}: no such file", file=sys.stderr)
-        return EXIT_USAGE
+    if _missing(args.file, "bind"):
+        return EXIT_INVALID
     result = check_file(args.file, device=args.device)
     if not result.ok:
         for diag in result.diagnostics:
@@ -230,12 +243,15 @@ def _bind(args: argparse.Namespace) -> int:
 
 
 def _dis(args: argparse.Namespace) -> int:
-    from nem.taskformat import MAX_TOKENS, REGISTER_MAPS
+    from nem.taskformat import MAX_TOKENS, REGISTER_MAPS, TaskFormatError
 
-    if not os.path.isfile(args.file):
-        print(f"npu nem dis: error: {args.file}: no such file", file=sys.stderr)
-        return EXIT_USAGE
-    program = _read_binary(args.file)
+    if _missing(args.file, "dis"):
+        return EXIT_INVALID
+    try:
+        program = _read_binary(args.file)
+    except TaskFormatError as exc:
+        print(f"npu nem dis: error: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     major, minor = program.version
     print(f"; NEM task binary {major}.{minor}, device sha256 {program.device_hash.hex()}")
     print(f"; {len(program.buffers)} buffer(s), {len(program.tasks)} task(s)")

@@ -72,9 +72,10 @@ def test_check_json(files, capsys):
 
 def test_usage_problems_are_2(files, capsys):
     tmp, _, _ = files
-    assert main(["nem", "check", str(tmp / "missing.nem")]) == 2
+    # A missing input file is exit status 1, as for every npu command (issue 24).
+    assert main(["nem", "check", str(tmp / "missing.nem")]) == 1
     assert "no such file" in capsys.readouterr().err
-    assert main(["nem", "fmt", str(tmp / "missing.nem")]) == 2
+    assert main(["nem", "fmt", str(tmp / "missing.nem")]) == 1
     with pytest.raises(SystemExit) as exc:
         main(["nem", "check"])
     assert exc.value.code == 2

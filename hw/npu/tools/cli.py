@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
@@ -45,12 +46,21 @@ def main(argv: list[str] | None = None) -> int:
     parser, user_errors = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that went away is seen here, not at interpreter exit
+        return status
+    except BrokenPipeError:
+        # The reader went away (``npu dis x.nac | head``): stop quietly, like a C tool on
+        # SIGPIPE; stdout goes to /dev/null so the interpreter's final flush stays silent.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
     except user_errors as exc:
         print(f"npu: error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        # Missing or unreadable files are the user's to fix, not a crash.
+        # Missing or unreadable files are the user's to fix, not a crash: exit status 1
+        # everywhere (npu nem reports its own the same way).
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"npu: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -72,10 +72,19 @@ def _cmd_sim(args) -> int:
     return 1 if failed else 0
 
 
+def _check_only(only, toplevels) -> None:
+    """Refuse ``--only`` names that are no top-level component (nothing would be written)."""
+    unknown = sorted(set(only or ()) - set(toplevels))
+    if unknown:
+        raise SimSetupError(f"--only: no top-level component {', '.join(unknown)}; "
+                            f"known: {', '.join(toplevels)}")
+
+
 def _cmd_verilog(args) -> int:
     from amaranth.back import verilog
 
     from npu.tools.toplevels import TOPLEVELS, instantiate
+    _check_only(args.only, TOPLEVELS)
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -114,6 +123,7 @@ def _cmd_synth(args) -> int:
 
     from npu.tools.synth import SynthError, ecp5_resources
     from npu.tools.toplevels import TOPLEVELS, instantiate
+    _check_only(args.only, TOPLEVELS)
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -152,11 +162,8 @@ def _cmd_pnr(args) -> int:
     from npu.tools.synth import SynthError, ecp5_pnr
     from npu.tools.toplevels import TOPLEVELS, instantiate
 
+    _check_only(args.only, TOPLEVELS)
     names = [name for name in TOPLEVELS if not args.only or name in args.only]
-    unknown = sorted(set(args.only or ()) - set(TOPLEVELS))
-    if unknown:
-        raise SimSetupError(f"no top-level component {', '.join(unknown)}; "
-                            f"known: {', '.join(TOPLEVELS)}")
     out = Path(args.output)
     failed = 0
     print(f"nextpnr-ecp5 --85k --package CABGA381 --speed 6 --out-of-context, "
