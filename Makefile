@@ -5,7 +5,7 @@
 #   make lint      ruff + verilator --lint-only -Wall on the generated Verilog
 #   make bench     benchmark scripts (tests/bench/bench_*.py), numbers on stdout
 #   make fuzz      long fuzzing runs of every reader (tests/fuzz/fuzz_*.py)
-#   make mutate    mutation testing with mutmut (docs/testing.md; MODULES=... for some)
+#   make mutate    mutation testing with mutmut (docs/testing.md; MODULES=..., BUDGET=min)
 #   make clean     remove build/ and caches (keeps .venv; `make distclean` removes it too)
 
 PYTHON ?= python3
@@ -62,8 +62,9 @@ $(MUTATE_STAMP): $(STAMP)
 	@touch $(MUTATE_STAMP)
 
 MODULES ?=
+BUDGET ?=
 mutate: $(MUTATE_STAMP)
-	$(PY) tests/mutation/mutate.py --jobs $(JOBS) $(MODULES)
+	$(PY) tests/mutation/mutate.py --jobs $(JOBS) $(if $(BUDGET),--budget $(BUDGET)) $(MODULES)
 
 clean:
 	rm -rf build sim_build .pytest_cache .ruff_cache .hypothesis
