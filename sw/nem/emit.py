@@ -129,8 +129,9 @@ def _groups(layers, target, cap):
     return groups
 
 
-def _spatial_tiles(layer, nt, islot, oslot, kernel, strides, dils, pads):
-    """Tiles of a conv / pool chunk of ``nt`` output channels over images or rows."""
+def _spatial_tiles(layer, nt, islot, oslot, kernel, strides, dils, pads, n0=0):
+    """Tiles of a conv / pool chunk of output channels ``n0 .. n0 + nt`` over images or
+    rows."""
     x, y = layer.ins[0], layer.out
     n, h, w, c = x.shape
     _, oh, ow, f = y.shape
@@ -145,7 +146,7 @@ def _spatial_tiles(layer, nt, islot, oslot, kernel, strides, dils, pads):
         for b0 in range(0, n, nb):
             b = min(nb, n - b0)
             tiles.append(([(x, b0 * img_in, b * img_in, (b, h, w, c))],
-                          (b0 * oh * ow * f, b * oh * ow, nt, f, (b, oh, ow, nt)),
+                          (b0 * oh * ow * f + n0, b * oh * ow, nt, f, (b, oh, ow, nt)),
                           {"pads": [pt, pl, pb, pr]}))
         return tiles
 
@@ -168,7 +169,8 @@ def _spatial_tiles(layer, nt, islot, oslot, kernel, strides, dils, pads):
             r0, r1 = max(first, 0), min(last, h - 1)
             rows = r1 - r0 + 1
             tiles.append(([(x, (img * h + r0) * w * c, rows * w * c, (1, rows, w, c))],
-                          (((img * oh + o0) * ow) * f, cnt * ow, nt, f, (1, cnt, ow, nt)),
+                          (((img * oh + o0) * ow) * f + n0, cnt * ow, nt, f,
+                           (1, cnt, ow, nt)),
                           {"pads": [top, pl, bottom, pr]}))
     return tiles
 
@@ -181,7 +183,7 @@ def _layer_tiles(layer, groups, islot, oslot):
         for g in groups:
             out.append((g, _spatial_tiles(layer, g.nt, islot, oslot, (kh, kw),
                                           layer.attrs["strides"], layer.attrs["dilations"],
-                                          layer.attrs["pads"])))
+                                          layer.attrs["pads"], g.n0)))
         return out
     if layer.kind == "pool":
         c = layer.out.shape[3]
@@ -220,6 +222,45 @@ def _layer_tiles(layer, groups, islot, oslot):
                      (s, 1, min(chunk, total - s), min(chunk, total - s),
                       (min(chunk, total - s),)), {})
                     for s in range(0, total, chunk)])]
+
+
+#: Candidate splits of L1: the weight slot cap (a fraction of L1) and the input slots' share
+#: of what the two weight slots leave.
+_WEIGHT_CAPS = (1 / 8, 1 / 4, 3 / 8)
+_INPUT_SHARES = (1 / 2, 2 / 3, 3 / 4, 7 / 8)
+
+
+def _partition(layers, target):
+    """Weight groups and slot sizes: of the candidate L1 splits, the one with the fewest
+    tiles over the program (each tile costs a compute task's latency and five copies); when
+    none fits, the error of the split with the most room for weights."""
+    l1 = min(target.l1, target.l2)
+    best, error = None, None
+    for cap in _WEIGHT_CAPS:
+        try:
+            groups = _groups(layers, target, int(l1 * cap) // ALIGN * ALIGN)
+        except LowerError as exc:
+            error = exc
+            continue
+        wslot = max([_up(len(g.data)) for g in groups] or [0])
+        rest = (l1 - 2 * wslot) // 2
+        by_layer = {}
+        for g in groups:
+            by_layer.setdefault(id(g.layer), []).append(g)
+        for share in _INPUT_SHARES:
+            islot = int(rest * share) // ALIGN * ALIGN
+            oslot = (rest - islot) // ALIGN * ALIGN
+            try:
+                tiles = sum(len(t) for layer in layers for _, t in
+                            _layer_tiles(layer, by_layer.get(id(layer), []), islot, oslot))
+            except LowerError as exc:
+                error = exc
+                continue
+            if best is None or tiles < best[0]:
+                best = (tiles, groups, wslot, islot, oslot)
+    if best is None:
+        raise error
+    return best[1:]
 
 
 class _Tasks:
@@ -289,12 +330,7 @@ def emit_program(layers, acts, inputs, outputs, target, name="model"):
     LowerError
         A layer whose smallest tile does not fit the device.
     """
-    l1 = min(target.l1, target.l2)
-    wcap = (l1 // 4) // ALIGN * ALIGN
-    groups = _groups(layers, target, wcap)
-    wslot = max([_up(len(g.data)) for g in groups] or [0])
-    rest = l1 - 2 * wslot
-    islot = oslot = max(0, (rest // 4) // ALIGN * ALIGN)
+    groups, wslot, islot, oslot = _partition(layers, target)
     by_layer = {}
     for g in groups:
         by_layer.setdefault(id(g.layer), []).append(g)

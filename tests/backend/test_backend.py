@@ -171,15 +171,16 @@ def _reference(model, x, quant):
     return q
 
 
-def _stack(rng):
-    """A random small conv/linear stack and an input batch."""
-    cin = int(rng.integers(1, 6))
-    h = int(rng.integers(5, 11))
+def _stack(rng, wide=False):
+    """A random small conv/linear stack and an input batch (``wide``: channel counts that
+    make small's weight groups split the output channels, images that need row bands)."""
+    cin = int(rng.integers(1, 6)) if not wide else int(rng.integers(12, 20))
+    h = int(rng.integers(5, 11)) if not wide else int(rng.integers(14, 20))
     layers, c, size = [], cin, h
     for _ in range(int(rng.integers(1, 3))):
-        cout = int(rng.integers(1, 20))
+        cout = int(rng.integers(1, 20)) if not wide else int(rng.integers(30, 50))
         k = int(rng.integers(1, 4))
-        stride = int(rng.integers(1, 3))
+        stride = int(rng.integers(1, 3)) if not wide else 2
         pad = int(rng.integers(0, k))
         if (size + 2 * pad - k) // stride + 1 < 1:
             continue
@@ -200,14 +201,14 @@ def _stack(rng):
     return model, rng.standard_normal((batch, cin, h, h)).astype(np.float32)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_random_stacks_equal_independent_reference(seed, tmp_path):
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    model, x = _stack(rng)
+    model, x = _stack(rng, wide=seed >= 6)
     path = _nac(model, x, tmp_path / "m.nac")
     calib = rng.standard_normal((4 * x.shape[0], *x.shape[1:])).astype(np.float32)
-    device = "small" if seed % 2 else "sim"
+    device = "small" if seed % 2 or seed >= 6 else "sim"
     compile_model(path, device, tmp_path / "b", samples=[calib])
     quant = json.loads((tmp_path / "b" / "quant.json").read_text())
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
