@@ -14,15 +14,12 @@ bytes per path) go to ``engine_counters.json`` in the run directory for the benc
 from __future__ import annotations
 
 import json
-import logging
 import os
 from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
-from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
+from cocotb.triggers import RisingEdge
 
 from nem.taskformat import (
     BUFFER_ENTRY,
@@ -41,7 +38,6 @@ from npu.engine.copy_units import level_code
 from npu.engine.seq import Cause, Status
 from npu.engine.top import engine_register_map, unit_names
 from npu.nmu.model import Cause as NmuCause
-from sim.cocotb_streams import random_pauses
 from sim.engine_programs import (
     bench_programs,
     contiguous,
@@ -50,6 +46,7 @@ from sim.engine_programs import (
     program_texts,
     programs,
 )
+from sim.engine_tb import EngineTB
 
 P = json.loads(os.environ["NPU_DESIGN_PARAMS"])
 DEVICE = P["device"]
@@ -59,122 +56,11 @@ DDR_SIZE = 1 << 20  # the benchmark programs need about 200 KiB
 ONLY = os.environ.get("NPU_ENGINE_PROGRAMS")  # comma-separated subset, for the benchmark
 
 
-class TB:
+class TB(EngineTB):
+    """The shared harness (``sim.engine_tb``) on this run's device and DDR size."""
+
     def __init__(self, dut, stalls, seed):
-        self.dut = dut
-        cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-        self.ram = AxiRam(AxiBus.from_prefix(dut, "axi_"), dut.clk, dut.rst, size=DDR_SIZE)
-        self.host = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "csr_"), dut.clk, dut.rst)
-        for model in (self.ram, self.host):
-            for side in (model.write_if, model.read_if):
-                side.log.setLevel(logging.WARNING)
-        if stalls:
-            channels = [self.ram.write_if.aw_channel, self.ram.write_if.w_channel,
-                        self.ram.write_if.b_channel, self.ram.read_if.ar_channel,
-                        self.ram.read_if.r_channel, self.host.write_if.aw_channel,
-                        self.host.write_if.w_channel, self.host.write_if.b_channel,
-                        self.host.read_if.ar_channel, self.host.read_if.r_channel]
-            for k, channel in enumerate(channels):
-                channel.set_pause_generator(random_pauses(seed + 10 + k, 0.3))
-        self.issues = 0
-        self.model_tokens = 0
-        self.running = {}
-        cocotb.start_soon(self._watch_tokens())
-
-    async def _watch_tokens(self):
-        """A task never issues before its wait tokens are set.
-
-        Checked in the cycle it issues against the SEQ's own scoreboard and against an
-        independent one kept here from the issues and the units' completions (a
-        completion sets the signal tokens of the task its unit runs; completions of a
-        cycle count before an issue in that cycle; an issue clears its signal tokens).
-        """
-        dut = self.dut
-        mask = (1 << CFG.tokens) - 1
-        done = [getattr(dut, f"unit_done__{k}__valid") for k in range(len(unit_names(CFG)))]
-        while True:
-            await FallingEdge(dut.clk)
-            await ReadOnly()
-            for k, valid in enumerate(done):
-                if valid.value == 1:
-                    self.model_tokens |= self.running.pop(k, 0)
-            if dut.dbg_issue.value == 1:
-                wait = int(dut.dbg_issue_wait.value) & mask
-                tokens = int(dut.dbg_tokens.value)
-                unit = int(dut.dbg_issue_unit.value)
-                assert wait & ~tokens == 0, (
-                    f"task {self.issues} issued with wait mask {wait:#x} while the SEQ's "
-                    f"tokens are {tokens:#x}")
-                assert wait & ~self.model_tokens == 0, (
-                    f"task {self.issues} issued with wait mask {wait:#x}; the tokens set by "
-                    f"completions are {self.model_tokens:#x}")
-                assert unit not in self.running, f"task {self.issues}: unit {unit} is busy"
-                signal = int(dut.dbg_issue_signal.value) & mask
-                self.model_tokens &= ~signal
-                self.running[unit] = signal
-                self.issues += 1
-
-    async def reset(self):
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 2)
-
-    async def read(self, name):
-        data = (await self.host.read(REGS.offset(name), 4)).data
-        return int.from_bytes(data, "little")
-
-    async def write(self, name, value):
-        await self.host.write(REGS.offset(name), value.to_bytes(4, "little"))
-
-    def clear_memories(self):
-        """Zero DDR, L2 and L1 (SRAM contents survive the reset, as in hardware)."""
-        self.ram.write(0, bytes(DDR_SIZE))
-        for name, depth in (("l2", CFG.l2_depth), ("l1", CFG.l1_depth)):
-            mem = getattr(self.dut, name).sram.mem
-            for k in range(depth):
-                mem[k].value = 0
-
-    async def run(self, image, base, *, max_cycles=200_000, watchdog=None):
-        """Clear the memories, load ``image`` at DDR 0, run the program at ``base``; return
-        the final status."""
-        self.clear_memories()
-        self.issues = 0
-        self.model_tokens = 0     # START clears the tokens
-        self.running = {}
-        self.ram.write(0, bytes(image))
-        if watchdog is not None:
-            await self.write("WATCHDOG", watchdog)
-        await self.write("PROG_LO", base)
-        await self.write("PROG_HI", 0)
-        await self.write("START", 1)
-        waited = 0
-        while True:
-            status = await self.read("STATUS")
-            if status in (Status.DONE, Status.ERROR):
-                return status
-            await ClockCycles(self.dut.clk, 50)
-            waited += 50
-            if waited >= max_cycles:
-                raise AssertionError(f"no end after {max_cycles} cycles (status {status}); "
-                                     f"{self.debug_state()}; {await self.counters()}")
-
-    def debug_state(self):
-        """SEQ internals for failure messages."""
-        seq = self.dut.seq
-        return {k: int(getattr(seq, k).value) for k in ("seq_state", "step", "count",
-                                                         "inflight")}
-
-    async def counters(self):
-        return {reg.name: await self.read(reg.name) for reg in REGS.regs
-                if reg.access == "ro"}
-
-    def sram(self, name, depth):
-        mem = getattr(self.dut, name).sram.mem
-        out = bytearray()
-        for k in range(depth):
-            out += int(mem[k].value).to_bytes(CFG.wbytes, "little")
-        return np.frombuffer(bytes(out), dtype=np.uint8)
+        super().__init__(dut, CFG, stalls=stalls, seed=seed, ddr_size=DDR_SIZE)
 
 
 def _first_diff(got, want, what):

@@ -17,7 +17,8 @@ import sys
 __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Modules that contribute subcommands, in help order.
-COMMAND_MODULES = ("npu.tools.hwcli", "nac.cli", "nac.compile_cli", "nem.cli")
+COMMAND_MODULES = ("npu.tools.hwcli", "nac.cli", "nac.compile_cli", "nem.cli",
+                   "npu.tools.nem_sim")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, tuple[type[BaseException], ...]]:
