@@ -4,10 +4,11 @@ import random
 
 import numpy as np
 import pytest
+from amaranth import signed
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params, requantize
-from npu.cstl.requant import RequantStage
+from npu.cstl.requant import RequantStage, param_layout
 from sim.streams import stream_recv, stream_send
 
 
@@ -138,3 +139,67 @@ def test_constructor_errors():
         RequantStage(out_type="i4")
     with pytest.raises(ValueError, match=r"lanes must be an integer in 1\.\.64, not 0"):
         RequantStage(lanes=0)
+    with pytest.raises(ValueError, match=r"lanes must be an integer in 1\.\.64, not 65"):
+        RequantStage(lanes=65)
+    with pytest.raises(ValueError, match=r"rows must be an integer in 1\.\.4096, not 4097"):
+        RequantStage(rows=4097)
+    with pytest.raises(ValueError, match=r"rows must be an integer in 1\.\.4096, not '3'"):
+        RequantStage(rows="3")
+    with pytest.raises(ValueError, match="tag_width must be a non-negative integer, not -1"):
+        RequantStage(tag_width=-1)
+    with pytest.raises(ValueError, match=r"tag_width must be a non-negative integer, not 1\.5"):
+        RequantStage(tag_width=1.5)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_interface_as_documented():
+    # Defaults: 8 lanes, 16 rows, i8, no tag. Limits 1 and 64 lanes, 4096 rows accepted.
+    dut = RequantStage()
+    assert (dut.lanes, dut.rows, dut.out_type, dut.tag_width) == (8, 16, "i8", 0)
+    assert not hasattr(dut, "o_tag")
+    assert RequantStage(lanes=1).lanes == 1 and RequantStage(lanes=64, rows=4096).rows == 4096
+    # zero point and clamp bounds: signed 17 bits (u8 hi 255 and i16 limits fit).
+    for port in (dut.zero_point, dut.lo, dut.hi):
+        assert port.shape() == signed(17)
+    # A table row: per lane a 31-bit multiplier (m < 2**31) and a 6-bit shift (t <= 62).
+    assert param_layout(3).size == 3 * (31 + 6)
+    assert RequantStage(tag_width=5).o_tag.shape().width == 5
+
+
+def test_tag_leaves_with_its_transfer_and_params_always_ready():
+    # Shift t = 31 with m = 2**30 halves: lane values 2k and -2k give k and -k.
+    lanes = 2
+    dut = RequantStage(lanes=lanes, rows=1, tag_width=6)
+    seen = {}
+
+    async def producer(ctx):
+        ctx.set(dut.params.payload, {"row": 0, "data": [{"multiplier": 1 << 30, "shift": 31}]
+                                     * lanes})
+        ctx.set(dut.params.valid, 1)
+        await ctx.tick()
+        seen["ready"] = ctx.get(dut.params.ready)
+        ctx.set(dut.params.valid, 0)
+        ctx.set(dut.lo, -128)
+        ctx.set(dut.hi, 127)
+        await stream_send(ctx, dut.i, [{"acc": [2 * k, -2 * k], "row": 0, "tag": 40 + k}
+                                       for k in range(12)], rng=random.Random(2), idle=0.3)
+
+    async def consumer(ctx):
+        got = []
+        rng = random.Random(3)
+        while len(got) < 12:
+            ready = rng.random() >= 0.3
+            ctx.set(dut.o.ready, ready)
+            *_, valid, payload, tag = await ctx.tick().sample(dut.o.valid, dut.o.payload,
+                                                              dut.o_tag)
+            if valid and ready:
+                got.append(([int(payload[0]), int(payload[1])], int(tag)))
+        seen["got"] = got
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(producer)
+    sim.add_testbench(consumer)
+    sim.run()
+    assert seen["ready"] == 1
+    assert seen["got"] == [([k, -k], 40 + k) for k in range(12)]
