@@ -66,7 +66,9 @@ def compile_cmd(args):
                                  percentile=args.percentile,
                                  batch=args.batch or batch, argmax=args.argmax)
     r = manifest["report"]
-    print(f"wrote {args.output}: {len(manifest['layers'])} layers, {r['tiles']} tiles, "
+    shapes = ", ".join(f"{e['buffer']} {e['shape']}" for e in manifest["inputs"])
+    print(f"wrote {args.output}: inputs {shapes}; {len(manifest['layers'])} layers, "
+          f"{r['tiles']} tiles, "
           f"{r['tasks']} tasks, {r['binary_bytes']} bytes of binary for {manifest['device']} "
           f"in {r['compile_seconds']:.2f} s")
     return 0

@@ -83,7 +83,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     percentile : float
     batch : int, optional
         The model's batch (the first dimension of its inputs). By default the batch of the
-        first reshape in the model, else the number of calibration samples.
+        first reshape in the model, else 1.
     argmax : bool
         Append an argmax head on the CSTL: the output is the i32 index of the largest value
         along the last axis (``--on float`` applies the same argmax to the float output).
@@ -180,24 +180,23 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
 
 
 def _first_values(graph, samples, size=None):
-    """Values of one float evaluation at the model's static batch (the shapes)."""
+    """Values of one float evaluation at the model's batch (they give every shape).
+
+    The batch is ``size`` when given, else the first dimension of the model's first reshape
+    (a static shape in the file), else 1.
+    """
+    for node in graph.nodes:
+        if size is not None:
+            break
+        if node.kind == "op" and node.name == "nac.view" and isinstance(node.args[1], list):
+            size = int(node.args[1][0])
+    size = size or 1
+    take = np.arange(size) % len(samples[0])
     try:
-        for node in graph.nodes:
-            if size is None and node.kind == "op" and node.name == "nac.view":
-                size = node.args[1][0] if isinstance(node.args[1], list) else None
-                break
-        n = len(samples[0])
-        for batch in ([size] if size else []) + [n, 1]:
-            if batch is None or batch < 1:
-                continue
-            take = np.arange(batch) % n
-            try:
-                return evaluate(graph, [s[take] for s in samples])
-            except (ValueError, TypeError, IndexError):
-                continue
-        return evaluate(graph, [s[:1] for s in samples])
+        return evaluate(graph, [s[take] for s in samples])
     except (ValueError, TypeError, IndexError) as exc:
-        raise GraphError(f"the calibration data does not fit the model: {exc}") from None
+        raise GraphError(f"the calibration data (batch {size}) does not fit the model: "
+                         f"{exc}") from None
 
 
 def load_build(build_dir):

@@ -325,3 +325,33 @@ def test_layer_report_accounts_for_every_task(tmp_path):
             total[p] = total.get(p, 0) + n
     assert total == run.bytes_moved()
     assert all(0 < r["utilisation"] <= 1 for r in rows if r["unit"] == "NMU")
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    from npu.tools.cli import main
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3)).eval()
+    x = np.zeros((2, 4), dtype=np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    np.savez(tmp_path / "cal.npz", np.ones((4, 4), dtype=np.float32))
+    np.save(tmp_path / "bad.npy", np.zeros((3, 4), dtype=np.float32))
+
+    def err(*argv):
+        assert main([str(a) for a in argv]) == 1
+        text = capsys.readouterr().err
+        assert text.startswith("npu: error: ") and text.count("\n") == 1, text
+        return text
+
+    assert "target 'nowhere': not small, sim or a device file" in err(
+        "compile", path, "--target", "nowhere", "--calibration", tmp_path / "cal.npz", "-o",
+        tmp_path / "d")
+    assert "give --calibration FILE.npz" in err("compile", path, "--target", "sim", "-o",
+                                                tmp_path / "d")
+    assert main(["compile", str(path), "--target", "sim", "--calibration",
+                 str(tmp_path / "cal.npz"), "--batch", "2", "-o", str(tmp_path / "d")]) == 0
+    assert "input 0: shape [3, 4], the model takes [2, 4]" in err("run", tmp_path / "d",
+                                                                  tmp_path / "bad.npy")
+    assert "--on needs a build directory" in err("run", path, tmp_path / "bad.npy", "--on",
+                                                 "executor")
+    (tmp_path / "d" / "manifest.json").write_text("{\n  oops")
+    assert "manifest.json:2:3: " in err("run", tmp_path / "d", tmp_path / "bad.npy")
