@@ -12,13 +12,15 @@ symlinks to ``tests/`` and ``sim/``, and a ``pyproject.toml`` that is the checko
 copies all of it into ``mutants/`` there, records which test reaches which function, and
 runs each mutant against those tests only (``--max-children`` processes in parallel).
 Results stay in the work directory: a re-run only tries mutants of functions whose source
-changed, and re-checks the mutants that new tests reach. Nothing in the checkout is
-modified. The report (``tests/mutation/report.py``) follows each run.
+changed, and, when the module's test files changed, the mutants that were not killed.
+Nothing in the checkout is modified. The report (``tests/mutation/report.py``) follows each run.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -83,33 +85,71 @@ def stage(target: Target) -> Path:
     return work
 
 
+def _tests_digest(target: Target) -> str:
+    digest = hashlib.sha256()
+    for test in target.tests:
+        digest.update(test.encode() + b"\0" + (ROOT / test).read_bytes())
+    return digest.hexdigest()
+
+
+def _not_killed(work: Path, target: Target) -> list[str]:
+    """Mutants of the last run that survived or that no test reached."""
+    meta = work / "mutants" / ("src/" + target.source.split("/", 1)[1] + ".meta")
+    if not meta.exists():
+        return []
+    codes = json.loads(meta.read_text())["exit_code_by_key"]
+    return sorted(name for name, code in codes.items() if code in (0, 5, 33))
+
+
+def _mutmut(work: Path, args: list[str], deadline: float | None) -> bool:
+    """Run ``mutmut run ARGS`` in *work*; False if the deadline stopped it."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", *args], cwd=work, env=env,
+                            start_new_session=True)
+    try:
+        returncode = proc.wait(timeout=None if deadline is None
+                               else max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)  # mutmut and the mutants it forked
+        proc.wait()
+        return False
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGTERM)
+        raise
+    if returncode:
+        raise SystemExit(f"mutate: mutmut failed in {work} (exit {returncode}); "
+                         "see the output above")
+    return True
+
+
 def run(target: Target, jobs: int, budget: float | None = None) -> float:
     """Run mutmut for *target*; return the wall-clock seconds it took.
 
-    With *budget* (minutes) mutmut is stopped after that long; the verdicts it reached are
-    kept (mutmut saves each as it comes) and the next run goes on with the rest.
+    mutmut itself only tries mutants without a verdict (new, or of changed functions); when
+    the module's test files changed since the last complete run, the mutants that were not
+    killed are tried again as well. With *budget* (minutes) the run is stopped after that
+    long; the verdicts reached are kept (mutmut saves each as it comes) and the next run
+    goes on with the rest.
     """
     work = stage(target)
     print(f"== {target.module}: mutmut in {work.relative_to(ROOT)} ({jobs} processes"
           f"{f', at most {budget:g} min' if budget else ''})", flush=True)
     start = time.monotonic()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
-                            cwd=work, env=env, start_new_session=True)
-    try:
-        returncode = proc.wait(timeout=budget * 60 if budget else None)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGTERM)  # mutmut and the mutants it forked
-        proc.wait()
-        returncode = 0
+    deadline = start + budget * 60 if budget else None
+    jobs_args = ["--max-children", str(jobs)]
+    digest, stamp = _tests_digest(target), work / "tests.sha256"
+    complete = _mutmut(work, jobs_args, deadline)
+    if complete and (not stamp.exists() or stamp.read_text() != digest):
+        again = _not_killed(work, target)
+        if again:
+            print(f"\n== {target.module}: tests changed, trying {len(again)} mutants that "
+                  "were not killed again", flush=True)
+            complete = _mutmut(work, [*jobs_args, *again], deadline)
+        if complete:
+            stamp.write_text(digest)
+    if not complete:
         print(f"\n== {target.module}: stopped after {budget:g} min (budget)", flush=True)
-    except BaseException:
-        os.killpg(proc.pid, signal.SIGTERM)
-        raise
     seconds = time.monotonic() - start
-    if returncode:
-        raise SystemExit(f"mutate: mutmut failed on {target.module} "
-                         f"(exit {returncode}); see the output above")
     (work / "last_run_seconds").write_text(f"{seconds:.1f}\n")
     return seconds
 
