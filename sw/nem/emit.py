@@ -203,6 +203,17 @@ def _layer_tiles(layer, groups, islot, oslot):
                              (m0 * n + g.n0, min(mt, m - m0), g.nt, n, (min(mt, m - m0), g.nt)),
                              {}) for m0 in range(0, m, mt)]))
         return out
+    if layer.kind == "transpose":  # whole images, NHWC -> NCHW
+        n, h, w, c = layer.ins[0].shape
+        img = h * w * c
+        nb = min(n, islot // img, oslot // img)
+        if nb < 1:
+            raise LowerError(layer.index, layer.op, f"one image ({img} bytes) does not fit "
+                             f"the L1 slots ({islot} bytes)")
+        return [(None, [([(layer.ins[0], b0 * img, min(nb, n - b0) * img,
+                           (min(nb, n - b0), h, w, c))],
+                         (b0 * img, 1, min(nb, n - b0) * img, min(nb, n - b0) * img,
+                          (min(nb, n - b0), c, h, w)), {}) for b0 in range(0, n, nb)])]
     if layer.kind == "argmax":
         m, c = layer.ins[0].shape
         mt = min(m, islot // c, oslot // 4)
@@ -463,6 +474,8 @@ def _attr_text(layer, attrs):
         return " accum_type=i32"
     if layer.kind == "argmax":
         return f" axis={layer.attrs['axis']} keepdims=false"
+    if layer.kind == "transpose":
+        return f" perm=[{_dims(layer.attrs['perm'])}]"
     if layer.kind == "pool":
         a = dict(layer.attrs, **attrs)
         return (f" kernel_shape=[{_dims(a['kernel_shape'])}] pads=[{_dims(a['pads'])}] "
@@ -485,6 +498,8 @@ def _compute(layer, group, g_no, wslot, names, islot_at, oslot_at, l1_regions, o
         operands.append(f"rx{t}_{k}")
     oshape = out[4]
     olayout = "MN" if len(oshape) == 2 else _layout(oshape)
+    if layer.kind == "transpose":
+        olayout = "NCHW"
     osz = int(np.prod(oshape))
     if layer.kind in ("conv", "gemm"):
         wslot_at = (g_no % 2) * wslot

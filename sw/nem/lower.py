@@ -13,7 +13,9 @@ matches it to layers the NPU runs:
   elementwise (a ReLU after an add, like one after conv / gemm, is the output's saturation:
   the ReLU's range starts at 0, so its zero point is -128);
 * ``view`` (flatten) -> a view: the bytes stay, a following ``linear`` takes its weight
-  columns in NHWC order; ``clone`` / ``pass`` -> the same tensor.
+  columns in NHWC order; any other reshape of a 4-D tensor to rank 1-3 -> a CSTL
+  ``transpose`` to NCHW (a copy), which the reshape views; ``clone`` / ``pass`` -> the same
+  tensor.
 
 Layouts: 4-D activations are stored NHWC, convolution weights HWIO, linear weights KN.
 Anything else is refused with :class:`LowerError` naming the instruction, the operation and
@@ -66,7 +68,8 @@ class Act:
 
 @dataclass
 class Layer:
-    """One unit of work: ``kind`` is ``conv``, ``gemm``, ``pool``, ``elt`` or ``argmax``.
+    """One unit of work: ``kind`` is ``conv``, ``gemm``, ``pool``, ``elt``, ``transpose`` or
+    ``argmax``.
 
     ``op`` the NEM opcode; ``ins`` / ``out`` the activations; ``attrs`` the NEM attributes
     (conv: pads, strides, dilations; pool: kernel_shape, pads, strides); for conv / gemm
@@ -350,16 +353,34 @@ class _Planner:
         out = tuple(self.values[node.index].shape)
         if len(x.shape) == 4:
             n, h, w, c = x.shape
-            if out != (n, h * w * c):
+            users = [self.nodes[u] for u in self.users[node.index]]
+            if h * w == 1 or c == 1:  # NHWC and NCHW orders agree
+                if len(out) == 4:
+                    raise LowerError(node.index, node.name, "reshape to a 4-D tensor")
+                self.acts[node.index] = Act(node.index, out, out, x.quant, x.buffer)
+                return
+            if out == (n, h * w * c) and all(u.kind == "op" and u.name in _LINEAR
+                                            for u in users):
+                # a view: the bytes stay NHWC, the linear layers (or the host, for a model
+                # output) take them in that order
+                self.acts[node.index] = Act(node.index, out, out, x.quant, x.buffer, (h, w, c))
+                return
+            if len(out) == 4:
                 raise LowerError(node.index, node.name, f"reshape of an NHWC tensor "
-                                 f"{list(x.logical)} to {list(out)} (only a flatten to "
-                                 f"[N, C*H*W] is a view)")
-            flat = None if (h * w == 1 or c == 1) else (h, w, c)
-        elif x.nhwc_flat is None:
-            flat = None
-        else:
+                                 f"{list(x.logical)} to the 4-D {list(out)}")
+            if not self.target.has("CSTL"):
+                raise LowerError(node.index, node.name, "the reshape needs an NHWC -> NCHW "
+                                 "copy and the target device has no CSTL to run transpose")
+            # the model's order is NCHW: a CSTL transpose makes a copy in that order, which
+            # the reshape then views
+            y = Act(node.index, (n, c, h, w), (n, c, h, w), x.quant, f"T{node.index}")
+            self.layers.append(Layer("transpose", "transpose", node.index, [x], y,
+                                     {"perm": [0, 3, 1, 2]}))
+            self.acts[node.index] = Act(node.index, out, out, x.quant, y.buffer)
+            return
+        if x.nhwc_flat is not None:
             raise LowerError(node.index, node.name, "reshape of a flattened NHWC tensor")
-        self.acts[node.index] = Act(node.index, out, out, x.quant, x.buffer, flat)
+        self.acts[node.index] = Act(node.index, out, out, x.quant, x.buffer)
 
 
 def plan_layers(graph, values, ranges, target, *, argmax=False):

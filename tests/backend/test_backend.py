@@ -355,3 +355,23 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
                                                  "executor")
     (tmp_path / "d" / "manifest.json").write_text("{\n  oops")
     assert "manifest.json:2:3: " in err("run", tmp_path / "d", tmp_path / "bad.npy")
+
+
+def test_flatten_feeding_a_non_linear_op_is_an_nchw_copy(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Flatten(), torch.nn.Sigmoid()).eval()
+    x = np.random.default_rng(0).standard_normal((3, 2, 5, 4)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    manifest = compile_model(path, "small", tmp_path / "b", samples=[x])
+    assert [layer["op"] for layer in manifest["layers"]] == ["conv2d", "transpose", "sigmoid"]
+    (q,), run = run_build(tmp_path / "b", [x], on="executor")
+    quant = json.loads((tmp_path / "b" / "quant.json").read_text())
+    conv, copy = quant["layers"][0]["output"], quant["layers"][1]["output"]
+    nhwc = run.memory.buffer(quant["activations"][str(conv)]["buffer"])[:3 * 5 * 4 * 3]
+    nchw = run.memory.buffer(f"T{copy}")[:3 * 5 * 4 * 3]
+    # the copy holds exactly the conv's codes in NCHW order
+    np.testing.assert_array_equal(nchw, nhwc.reshape(3, 5, 4, 3).transpose(0, 3, 1, 2).ravel())
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    assert np.abs(q - ref).max() < 0.01
