@@ -288,7 +288,7 @@ class _Tasks:
         self.layer_of[name] = self.layer
         return name
 
-    def ordered(self):
+    def ordered(self, serial=False):
         index = {name: i for i, (_, name, _, _) in enumerate(self.tasks)}
         waiting = [len(set(d)) for _, _, _, d in self.tasks]
         users = [[] for _ in self.tasks]
@@ -299,6 +299,7 @@ class _Tasks:
         heapq.heapify(heap)
         out = []
         ancestors = {}  # task -> bit set of every task before it in the order (names: index)
+        last = None
         while heap:
             _, i = heapq.heappop(heap)
             deps = sorted({index[d] for d in self.tasks[i][3]})
@@ -307,6 +308,9 @@ class _Tasks:
                 implied |= ancestors[d]
             direct = [d for d in deps if not implied >> d & 1]
             ancestors[i] = implied | sum(1 << d for d in deps)
+            if serial:  # each task after the one before it: one token is enough
+                direct = [last] if out else []
+                last = i
             # a dependency that another one implies is left out: fewer tokens stay live
             text = f", deps=[{', '.join(self.tasks[d][1] for d in direct)}]" if direct else ""
             body = list(self.tasks[i][2])
@@ -321,7 +325,7 @@ class _Tasks:
         return out
 
 
-def emit_program(layers, acts, inputs, outputs, target, name="model"):
+def emit_program(layers, acts, inputs, outputs, target, name="model", *, serial=False):
     """Write the NEM program of ``layers`` for ``target``.
 
     Parameters
@@ -331,6 +335,9 @@ def emit_program(layers, acts, inputs, outputs, target, name="model"):
     inputs, outputs : list of int
         Instruction indices of the model's inputs and outputs (their DDR buffers).
     target : nem.target.Target
+    serial : bool
+        Chain every task to the one before it (no overlap; one live token), for devices with
+        too few tokens for the pipelined order.
 
     Returns
     -------
@@ -458,7 +465,7 @@ def emit_program(layers, acts, inputs, outputs, target, name="model"):
         # every task of the layer precedes its last store (the chains)
         previous_done = [tile_names[t - 1]["e"]]
         producer_done[layer.out.buffer] = previous_done
-    body = tasks.ordered()
+    body = tasks.ordered(serial)
     body += [f"wait({e})" for a in outputs for e in producer_done.get(acts[a].buffer, [])]
     initial = {g.buffer: g.data for g in groups}
     return Emitted("\n".join(lines + body) + "\n", initial, t, len(groups),

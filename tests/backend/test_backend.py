@@ -375,3 +375,26 @@ def test_flatten_feeding_a_non_linear_op_is_an_nchw_copy(tmp_path):
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
     assert np.abs(q - ref).max() < 0.01
+
+
+def test_device_with_few_tokens_gets_a_serial_program(tmp_path):
+    from nem.target import SHIPPED, _shipped_dir
+
+    text = (_shipped_dir() / SHIPPED["small"][0]).read_text()
+    assert "max_active_tokens = 8" in text
+    lines = text.replace("max_active_tokens = 8", "max_active_tokens = 2").splitlines()
+    at = next(i for i, line in enumerate(lines) if "per_engine {" in line)
+    lines.insert(at + 1, "            CSTL = 1")
+    (tmp_path / "two.nem").write_text("\n".join(lines) + "\n")
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                torch.nn.Linear(4 * 4 * 4, 3)).eval()
+    x = np.random.default_rng(3).standard_normal((6, 2, 8, 8)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    out = {}
+    for device in ("small", str(tmp_path / "two.nem")):
+        manifest = compile_model(path, device, tmp_path / str(len(out)), samples=[x])
+        (q,), _ = run_build(tmp_path / str(len(out)), [x], on="executor")
+        out[device] = (q, manifest["report"]["serial"])
+    assert out["small"][1] is False and out[str(tmp_path / "two.nem")][1] is True
+    np.testing.assert_array_equal(out["small"][0], out[str(tmp_path / "two.nem")][0])
