@@ -13,6 +13,7 @@ the issues and the units' completions) and records each task's issue and complet
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 import cocotb
 import numpy as np
@@ -82,6 +83,7 @@ class EngineTB:
         self.spans = []        # TaskSpan of every task issued in this run, in stream order
         self.cycle = 0         # testbench clock cycles since the monitor started
         self.started = None    # cycle the SEQ left IDLE in this run
+        self.states = deque(maxlen=8)  # (cycle, seq_state code) of the SEQ's last changes
         cocotb.start_soon(self._watch_tokens())
 
     async def _watch_tokens(self):
@@ -91,7 +93,8 @@ class EngineTB:
         independent one kept here from the issues and the units' completions (a
         completion sets the signal tokens of the task its unit runs; completions of a
         cycle count before an issue in that cycle; an issue clears its signal tokens).
-        Records every task's issue and completion cycle in :attr:`spans`.
+        Records every task's issue and completion cycle in :attr:`spans` and the SEQ's
+        last state changes in :attr:`states`.
         """
         dut = self.dut
         cfg = self.cfg
@@ -102,7 +105,10 @@ class EngineTB:
             await FallingEdge(dut.clk)
             await ReadOnly()
             self.cycle += 1
-            if self.started is None and int(state.value) != 0:  # 0: IDLE (the init state)
+            code = int(state.value)
+            if not self.states or self.states[-1][1] != code:
+                self.states.append((self.cycle, code))
+            if self.started is None and code != 0:  # 0: IDLE (the init state)
                 self.started = self.cycle
             for k, valid in enumerate(done):
                 if valid.value == 1 and k in self.running:

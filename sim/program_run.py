@@ -203,6 +203,7 @@ class RtlRun:
     seq: dict[str, int]  # SEQ internals: seq_state, step, count, inflight
     units: list[str]  # unit names in SEQ order (DMA0.., SDMA0.., NMU0)
     spans: list[list]  # [task, unit index, issue cycle, completion cycle or None]
+    seq_states: list[list]  # [cycle, seq_state code] of the SEQ's last state changes
     buffers: dict[str, np.ndarray] = field(repr=False)  # final bytes of every buffer
     run_dir: Path = Path()
 
@@ -288,7 +289,7 @@ def simulate(prep: Prepared, *, stalls=False, waves=False, budget=DEFAULT_BUDGET
         with np.load(final, allow_pickle=False) as data:
             buffers = {name: np.array(data[name]) for name in data.files}
     return RtlRun(out["status"], out["budget_hit"], out["counters"], out["seq"], out["units"],
-                  out["spans"], buffers, run_dir)
+                  out["spans"], out["seq_states"], buffers, run_dir)
 
 
 def seq_state_names(device: str) -> dict[int, str]:

@@ -7,8 +7,9 @@ The job comes as a JSON file named by ``NPU_PROGRAM_JOB`` (written by
 cycle budget, watchdog) and the buffer table. The test loads them into the AXI memory
 model and the SRAMs, starts the program, and waits until ``STATUS`` is done or error or
 the cycle budget runs out (never longer). It then writes the result JSON (status, error
-cause and task, the SEQ's state, every CSR counter, each task's issue and completion
-cycle) and an ``.npz`` with the final bytes of every buffer, read from DDR and the SRAMs.
+cause and task, the SEQ's state and its last state changes, every CSR counter, each task's
+issue and completion cycle) and an ``.npz`` with the final bytes of every buffer, read from
+DDR and the SRAMs.
 The test passes whatever the program did: judging is the host's job.
 """
 
@@ -56,6 +57,7 @@ async def run_program(dut):
         "units": unit_names(cfg),
         "spans": spans,
         "testbench_cycles": tb.cycle - start,
+        "seq_states": [[cycle - start, code] for cycle, code in tb.states],
     }
     srams = {"L2": tb.sram("l2"), "L1": tb.sram("l1")}
     final = {}

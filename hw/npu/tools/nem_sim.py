@@ -70,20 +70,25 @@ def _report_end(run, rtl, prep) -> bool:
     except Exception:  # the state's name is a courtesy; the code is printed anyway
         names = {}
     code = rtl.seq["seq_state"]
-    state = f"SEQ state {names.get(code, '?')} ({code}), " + ", ".join(
+    state = f"SEQ state {names.get(code, code)}, " + ", ".join(
         f"{k} {v}" for k, v in rtl.seq.items() if k != "seq_state")
+    history = " -> ".join(f"{names.get(c, c)}@{t}" for t, c in rtl.seq_states)
     if rtl.budget_hit:
         print(f"RTL: no end within the cycle budget ({c['CYCLES']} cycles, STATUS "
               f"{rtl.status}); {state}; tasks {tasks}; tokens {c['TOKENS']:#x}")
     else:
-        print(f"RTL: STATUS {rtl.status}, cause {rtl.cause} at task {c['ERROR_TASK']} "
-              f"({_label(prep, c['ERROR_TASK'])}) after {c['CYCLES']} cycles; {state}; "
+        print(f"RTL: STATUS {rtl.status}, cause {rtl.cause} at task {c['ERROR_TASK']}"
+              f"{_label(prep, c['ERROR_TASK'])} after {c['CYCLES']} cycles; {state}; "
               f"tasks {tasks}; tokens {c['TOKENS']:#x}")
+    print(f"SEQ states (last changes, @cycle of the run): {history}")
     return False
 
 
 def _label(prep, k) -> str:
-    return prep.labels[k] if 0 <= k < len(prep.labels) else "past the last task"
+    """`` (source label)`` of task ``k`` when it has one."""
+    if not 0 <= k < len(prep.labels):
+        return " (past the last task)"
+    return "" if prep.labels[k] == f"task {k}" else f" ({prep.labels[k]})"
 
 
 def _cmd_sim(args) -> int:
@@ -136,11 +141,15 @@ def _sim(args, run) -> int:
         print(f"trace: {args.trace} (RTL and executor timelines; open in ui.perfetto.dev)")
     done = _report_end(run, rtl, prep)
     cycles = rtl.counters["CYCLES"]
-    line = f"RTL: {rtl.status.lower()} in {cycles} cycles"
-    if want is not None:
-        ratio = cycles / want.total_cycles if want.total_cycles else float("nan")
-        line += f"; executor {want.total_cycles} cycles; RTL / executor {ratio:.2f}"
-    print(line + (" (AXI stalls on)" if args.stalls else ""))
+    stalls = " (AXI stalls on)" if args.stalls else ""
+    if done:
+        line = f"RTL: done in {cycles} cycles"
+        if want is not None:
+            ratio = cycles / want.total_cycles if want.total_cycles else float("nan")
+            line += f"; executor {want.total_cycles} cycles; RTL / executor {ratio:.2f}"
+        print(line + stalls)
+    else:
+        print(f"counters when the run stopped{stalls}:")
     _print_counters(cfg, rtl, want)
     if args.output:
         import numpy as np
