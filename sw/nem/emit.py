@@ -435,7 +435,7 @@ def emit_program(layers, acts, inputs, outputs, target, name="model", *, serial=
                     f"{names['b']} = transfer.async(dst=region(I1, {islot_at}, {span}), "
                     f"src=region(I2, {islot_at}, {span}){{DEPS}})"], deps1)
                 comp_lines = _compute(layer, group, g_no, wslot, names, islot_at, oslot_at,
-                                      l1_regions, out)
+                                      l1_regions, out, g_no not in first_comp)
                 depsc = [names["b"]] + ([tile_names[t - 1]["c"]] if t >= 1 else []) + \
                     ([tile_names[t - 2]["d"]] if t >= 2 else []) + \
                     ([wl1_of[g_no]] if g_no is not None and g_no not in first_comp else [])
@@ -494,7 +494,8 @@ def _layout(shape):
     return {4: "NHWC", 2: "MK", 1: "C"}.get(len(shape))
 
 
-def _compute(layer, group, g_no, wslot, names, islot_at, oslot_at, l1_regions, out):
+def _compute(layer, group, g_no, wslot, names, islot_at, oslot_at, l1_regions, out,
+             first_in_group):
     t = names["c"][1:]
     lines = []
     operands = []
@@ -513,12 +514,13 @@ def _compute(layer, group, g_no, wslot, names, islot_at, oslot_at, l1_regions, o
         wshape = [*list(layer.weights.shape[:-1]), group.nt]
         axis = len(wshape) - 1
         scales = layer.w_scales[group.n0:group.n0 + group.nt]
-        lines.append(f"let rw{t} = region(W1, {wslot_at}, {group.w_bytes}) elem=i8, "
-                     f"shape=[{_dims(wshape)}], layout={'HWIO' if axis == 3 else 'KN'}, "
-                     f"quant={_per_channel(scales, axis)}")
-        lines.append(f"let rb{t} = region(W1, {wslot_at + _up(group.w_bytes)}, {4 * group.nt}) "
-                     f"elem=i32, shape=[{group.nt}], layout=C")
-        operands += [f"rw{t}", f"rb{t}"]
+        if first_in_group:  # the group's weight and bias regions, named once for its tiles
+            lines.append(f"let rw_{g_no} = region(W1, {wslot_at}, {group.w_bytes}) elem=i8, "
+                         f"shape=[{_dims(wshape)}], layout={'HWIO' if axis == 3 else 'KN'}, "
+                         f"quant={_per_channel(scales, axis)}")
+            lines.append(f"let rb_{g_no} = region(W1, {wslot_at + _up(group.w_bytes)}, "
+                         f"{4 * group.nt}) elem=i32, shape=[{group.nt}], layout=C")
+        operands += [f"rw_{g_no}", f"rb_{g_no}"]
     if layer.out.elem == "i32":  # argmax indices: no quantisation
         lines.append(f"let ry{t} = region(O1, {oslot_at}, {4 * osz}) elem=i32, "
                      f"shape=[{_dims(oshape)}], layout={olayout}")
