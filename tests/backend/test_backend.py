@@ -141,16 +141,18 @@ def _reference(model, x, quant):
             if isinstance(m, torch.nn.Conv2d):
                 ph, pw = m.padding
                 sh, sw = m.stride
+                dh, dw = m.dilation
                 n, c, h, wd = q.shape
                 xp = np.full((n, c, h + 2 * ph, wd + 2 * pw), z_x, dtype=np.int64)
                 xp[:, :, ph:ph + h, pw:pw + wd] = q
                 f, _, kh, kw = wq.shape
-                oh = (h + 2 * ph - kh) // sh + 1
-                ow = (wd + 2 * pw - kw) // sw + 1
+                oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+                ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
                 acc = np.zeros((n, oh, ow, f), dtype=np.int64)
                 for a in range(oh):
                     for bb in range(ow):
-                        win = xp[:, :, a * sh:a * sh + kh, bb * sw:bb * sw + kw] - z_x
+                        win = xp[:, :, a * sh:a * sh + dh * (kh - 1) + 1:dh,
+                                 bb * sw:bb * sw + dw * (kw - 1) + 1:dw] - z_x
                         acc[:, a, bb, :] = np.einsum("nckl,fckl->nf", win, wq)
                 acc += bq
                 q = _requant(acc, s_x, s_w, y["scale"], y["zero_point"]).transpose(0, 3, 1, 2)
@@ -182,12 +184,14 @@ def _stack(rng, wide=False):
         k = int(rng.integers(1, 4))
         stride = int(rng.integers(1, 3)) if not wide else 2
         pad = int(rng.integers(0, k))
-        if (size + 2 * pad - k) // stride + 1 < 1:
+        dil = int(rng.integers(1, 3))
+        out = (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        if out < 1:
             continue
-        layers.append(torch.nn.Conv2d(c, cout, k, stride=stride, padding=pad))
+        layers.append(torch.nn.Conv2d(c, cout, k, stride=stride, padding=pad, dilation=dil))
         if rng.random() < 0.7:
             layers.append(torch.nn.ReLU())
-        c, size = cout, (size + 2 * pad - k) // stride + 1
+        c, size = cout, out
     layers.append(torch.nn.Flatten())
     feat = c * size * size
     for _ in range(int(rng.integers(1, 3))):
