@@ -95,6 +95,10 @@ def find_races(
         writers = [0] * len(ranges)
         readers = [0] * len(ranges)
         by_node: list[dict[int, list[Access]]] = [{} for _ in ranges]
+        # per range, the nodes of each source statement: a statement pair already reported
+        # is skipped as a whole (a racy loop repeats the same pair in every iteration, and
+        # visiting each instance made a racy 10,000-task loop take minutes)
+        by_span: list[dict[Span, int]] = [{} for _ in ranges]
         for acc in group:
             # ranges with lo in (acc.lo - longest, acc.hi) may overlap [acc.lo, acc.hi)
             first = bisect_right(los, acc.lo - longest)
@@ -106,20 +110,25 @@ def find_races(
                     continue
                 clash = writers[k] | readers[k] if acc.write else writers[k]
                 clash &= unordered
-                while clash:
-                    bit = clash & -clash
-                    clash ^= bit
-                    for other in by_node[k][bit.bit_length() - 1]:
-                        if not (other.write or acc.write):
+                if not clash:
+                    continue
+                for span, nodes in by_span[k].items():
+                    mine = clash & nodes
+                    if not mine or (span, acc.span) in seen:
+                        continue
+                    while mine:
+                        bit = mine & -mine
+                        mine ^= bit
+                        other = next((o for o in by_node[k][bit.bit_length() - 1]
+                                      if o.span == span and (o.write or acc.write)), None)
+                        if other is None:
                             continue
-                        key = (other.span, acc.span)
-                        if key in seen:
-                            continue
-                        seen.add(key)
+                        seen.add((span, acc.span))
                         yield other, acc, max(acc.lo, lo), min(acc.hi, hi)
                         found += 1
                         if found >= limit:
                             return
+                        break
             k = index[(acc.lo, acc.hi)]
             bit = 1 << acc.node
             if acc.write:
@@ -127,6 +136,7 @@ def find_races(
             else:
                 readers[k] |= bit
             by_node[k].setdefault(acc.node, []).append(acc)
+            by_span[k][acc.span] = by_span[k].get(acc.span, 0) | bit
 
 
 def _uses(stmt) -> set[str]:
