@@ -115,6 +115,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     ranges = calibrate(graph, probe, batch, method=method, percentile=percentile)
     layers, acts = plan_layers(graph, values, ranges, target, argmax=argmax)
     for name, text in target.files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text, encoding="utf-8")
     shutil.copyfile(nac_path, out / "model.nac")
     ext = nac_path.with_suffix(".safetensors")

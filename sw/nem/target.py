@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,7 @@ def _shipped_dir():
 def _resolve(files, device_file):
     with tempfile.TemporaryDirectory() as tmp:
         for name, text in files.items():
+            Path(tmp, name).parent.mkdir(parents=True, exist_ok=True)
             Path(tmp, name).write_text(text, encoding="utf-8")
         result = check_text(f'device "{device_file}"\nprogram probe:\nbuffer P : DDR (size=1)\n',
                             file="<target>", base_dir=tmp)
@@ -142,8 +144,34 @@ def resolve_target(spec):
     path = Path(spec)
     if not path.is_file():
         raise TargetError(f"target {spec!r}: not small, sim or a device file")
-    text = path.read_text(encoding="utf-8")
     name = os.path.basename(spec)
     if name == "model.nem":
         raise TargetError(f"target {spec!r}: a device file may not be called model.nem")
-    return Target(spec, {name: text}, name, _resolve({name: text}, name))
+    files = _with_includes(path)
+    return Target(spec, files, name, _resolve(files, name))
+
+
+_INCLUDE = re.compile(r'^\s*include\s+"([^"]+)"', re.M)
+
+
+def _with_includes(path):
+    """The device file and the files it includes from its own directory (recursively), by
+    their names relative to it; includes found nowhere there are left to the loader (the
+    copy shipped in ``nem/data``)."""
+    base = path.parent
+    files, todo = {}, [path.name]
+    while todo:
+        rel = todo.pop()
+        if rel in files:
+            continue
+        source = base / rel
+        if not source.is_file():
+            continue
+        if os.path.isabs(rel) or ".." in Path(rel).parts:
+            raise TargetError(f"{path}: include {rel!r} is outside the device's directory; "
+                              f"the build directory could not carry it")
+        text = source.read_text(encoding="utf-8")
+        files[rel] = text
+        todo += [os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+                 for inc in _INCLUDE.findall(text)]
+    return files

@@ -402,3 +402,26 @@ def test_device_with_few_tokens_gets_a_serial_program(tmp_path):
         out[device] = (q, manifest["report"]["serial"])
     assert out["small"][1] is False and out[str(tmp_path / "two.nem")][1] is True
     np.testing.assert_array_equal(out["small"][0], out[str(tmp_path / "two.nem")][0])
+
+
+def test_device_file_with_includes_travels_with_the_build(tmp_path):
+    from nem.checker import check_file
+    from nem.target import SHIPPED, _shipped_dir
+
+    devs = tmp_path / "devs"
+    devs.mkdir()
+    (devs / "base.nem").write_text((_shipped_dir() / SHIPPED["small"][0]).read_text())
+    (devs / "mine.nem").write_text('include "base.nem"\n\ndevice mine extends nem_engine_small {\n'
+                                   "    unit_characteristics {\n        SEQ {\n"
+                                   "            max_active_tokens = 12\n        }\n    }\n}\n")
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3)).eval()
+    x = np.random.default_rng(4).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    compile_model(path, str(devs / "mine.nem"), tmp_path / "b", samples=[x])
+    (tmp_path / "b").rename(tmp_path / "moved")
+    assert sorted(p.name for p in (tmp_path / "moved").glob("*.nem")) == [
+        "base.nem", "mine.nem", "model.nem"]
+    result = check_file(tmp_path / "moved" / "model.nem")
+    assert result.ok and result.device.name == "mine"
+    (q,), _ = run_build(tmp_path / "moved", [x], on="executor")
+    assert q.shape == (2, 3)
