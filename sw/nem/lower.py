@@ -183,6 +183,9 @@ class _Planner:
                 self.view(node)
             elif name in _IDENTITY:
                 self.acts[node.index] = self.act_of(node, node.args[0])
+            elif name == "aten.batch_norm.default":
+                raise LowerError(node.index, name, "a batch norm is folded into the "
+                                 "convolution it follows (as its only user); this one is not")
             else:
                 raise LowerError(node.index, name, "no lowering for this operation")
         for index in self.graph.outputs:
