@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from nem.binder import bind
-from nem.checker import check_file
+from nem.checker import Region, check_file
 from nem.taskformat import BUFFER_ENTRY, HEADER, MAGIC, TASK_HEADER, encode
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig
 from npu.tools.cli import main
 from sim.engine_programs import TILED, nmu_programs
-from sim.program_run import chrome_trace, compare, expected, prepare, simulate
+from sim.program_run import chrome_trace, compare, expected, prepare, region_bytes, simulate
 
-pytestmark = pytest.mark.cocotb
+needs_rtl = pytest.mark.cocotb  # the tests that run the engine in Verilator
 
 T, TB = 6, 256  # the tiled program's tiles and tile bytes (sim/engine_programs.TILED)
 
@@ -37,6 +37,7 @@ def tiled(tmp_path_factory):
     return prep, expected(prep), simulate(prep)
 
 
+@needs_rtl
 def test_tiled_matches_the_executor_and_the_hand_result(tiled):
     prep, want, rtl = tiled
     assert rtl.status == "DONE" and not rtl.budget_hit
@@ -50,6 +51,7 @@ def test_tiled_matches_the_executor_and_the_hand_result(tiled):
     assert 0 < want.total_cycles < c["CYCLES"] < 2 * want.total_cycles
 
 
+@needs_rtl
 def test_trace_holds_both_timelines(tiled):
     prep, want, rtl = tiled
     trace = chrome_trace(prep, rtl, want)
@@ -69,6 +71,7 @@ def test_trace_holds_both_timelines(tiled):
     assert rtl_spans[0]["name"].startswith("t0 ")  # source labels
 
 
+@needs_rtl
 def test_mismatch_names_the_first_wrong_task(tiled):
     """The comparison gets a deliberately wrong executor result: one byte flipped.
 
@@ -101,6 +104,7 @@ def _bind(tmp_path, text, name):
     return path, result
 
 
+@needs_rtl
 def test_gemm_from_binary_and_image_via_cli(tmp_path, capsys):
     text, inputs = nmu_programs("small")["gemm"]
     path, _ = _bind(tmp_path, text, "gemm")
@@ -124,6 +128,7 @@ def test_gemm_from_binary_and_image_via_cli(tmp_path, capsys):
     assert json.loads(trace.read_text())["otherData"]["rtl_cycles"] > 0
 
 
+@needs_rtl
 def test_hang_ends_by_the_watchdog(tmp_path, capsys):
     """The first task waits on every token; START clears them and nobody signals before it
     runs. The executor refuses the binary (it would wait forever); the RTL must stop with
@@ -143,6 +148,7 @@ def test_hang_ends_by_the_watchdog(tmp_path, capsys):
     assert "cause WATCHDOG at task 0" in out and "SEQ state" in out
 
 
+@needs_rtl
 def test_cycle_budget_stops_a_run(tmp_path, capsys):
     path, _ = _bind(tmp_path, TILED, "tiled")
     status = main(["nem", "sim", str(path), "--device", "small", "--budget", "200",
@@ -169,3 +175,15 @@ def test_cli_errors(tmp_path, capsys):
     truncated.write_bytes(MAGIC + bytes(10))
     assert main(["nem", "sim", str(truncated), "--device", "small"]) == 1
     assert "cut.bin" in capsys.readouterr().err
+
+
+def test_region_bytes_by_hand():
+    """The bytes a strided region covers, worked out by hand: i16 [2, 3] with element
+    strides [4, 1] covers elements 0, 1, 2, 4, 5, 6, i.e. bytes 0-5 and 8-13, plus the
+    offset 8; i4 [2, 2] with strides [3, 1] covers nibbles 0, 1, 3, 4, i.e. bytes 0, 1, 2."""
+    r = Region(None, "B", "L1", 0, 8, 14, elem="i16", shape=(2, 3), strides=(4, 1))
+    assert region_bytes(r).tolist() == [8, 9, 10, 11, 12, 13, 16, 17, 18, 19, 20, 21]
+    r = Region(None, "B", "L1", 0, 5, 3, elem="i4", shape=(2, 2), strides=(3, 1))
+    assert region_bytes(r).tolist() == [5, 6, 7]
+    r = Region(None, "B", "DDR", None, 3, 4)  # untyped: its byte range
+    assert region_bytes(r).tolist() == [3, 4, 5, 6]

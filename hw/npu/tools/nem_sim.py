@@ -64,7 +64,10 @@ def _report_end(run, rtl, prep) -> bool:
     c = rtl.counters
     tasks = f"{c['TASKS_ISSUED']} issued, {c['TASKS_DONE']} done of {len(prep.program.tasks)}"
     if rtl.status == "DONE" and not rtl.budget_hit:
-        return True
+        if c["TASKS_ISSUED"] == c["TASKS_DONE"] == len(prep.program.tasks):
+            return True
+        print(f"RTL: STATUS DONE but tasks {tasks}")
+        return False
     try:
         names = run.seq_state_names(prep.device)
     except Exception:  # the state's name is a courtesy; the code is printed anyway
@@ -94,15 +97,21 @@ def _label(prep, k) -> str:
 def _cmd_sim(args) -> int:
     from npu.tools.hwcli import SimSetupError, _import_sim
 
-    sim = _import_sim()
+    _import_sim()
     import sim.program_run as run
+    from sim.runner import SimulationFailed
+    from sim.toolchain import ToolchainError
 
     try:
         return _sim(args, run)
     except run.SimError as exc:
         print(f"npu: error: {exc}", file=sys.stderr)
         return EXIT_FAIL
-    except sim.toolchain.ToolchainError as exc:
+    except SimulationFailed as exc:
+        # a failed build, or the testbench's own checks (the token monitor) failed
+        print(f"npu nem sim: the simulation failed: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except ToolchainError as exc:
         raise SimSetupError(str(exc)) from None
 
 
@@ -132,7 +141,8 @@ def _sim(args, run) -> int:
     rtl = run.simulate(prep, stalls=args.stalls, waves=args.waves, budget=args.budget,
                        watchdog=args.watchdog, seed=args.seed if args.seed is not None else 1)
     if args.waves:
-        print(f"waveform: {rtl.run_dir} (dump.fst or dump.vcd)")
+        dumps = sorted(p for p in rtl.run_dir.glob("dump.*") if p.suffix in (".fst", ".vcd"))
+        print(f"waveform: {dumps[0] if dumps else f'none written in {rtl.run_dir}'}")
     if args.trace:
         import json
 
