@@ -48,6 +48,11 @@ class Target:
 
 
 _T = Target
+#: The fast tests of the NAC container package, run against the mutants of each of its modules.
+_CONTAINER_TESTS = ("tests/nac_container/test_errors.py",
+                    "tests/nac_container/test_container_api.py",
+                    "tests/nac_container/test_golden.py",
+                    "tests/nac_container/test_roundtrip.py")
 TARGETS = {t.module: t for t in (
     _T("nem.numerics", ("tests/nem_numerics/test_numerics.py",
                         "tests/nem_numerics/test_numerics_edges.py",
@@ -60,10 +65,9 @@ TARGETS = {t.module: t for t in (
                       "tests/nem_binder/test_tokens.py")),
     _T("nem.hazards", ("tests/nem_toolkit/test_hazards.py", "tests/nem_toolkit/test_nem_corpus.py",
                        "tests/nem_toolkit/test_examples.py", "tests/nem_binder/test_tokens.py")),
-    _T("nac.container", ("tests/nac_container/test_errors.py",
-                         "tests/nac_container/test_container_api.py",
-                         "tests/nac_container/test_golden.py",
-                         "tests/nac_container/test_roundtrip.py")),
+    *(_T(f"nac.container.{part}", _CONTAINER_TESTS)
+      for part in ("model", "arguments", "cursor", "read_tables", "read_data", "read_ops",
+                   "validate", "reader", "writer")),
     _T("nac.schedule", ("tests/nac_compiler/test_schedule.py",
                         "tests/nac_compiler/test_schedule_rules.py")),
     _T("nac.runtime", ("tests/nac_compiler/test_frontend.py",)),

@@ -49,7 +49,7 @@ SAMPLE = (
             "    if False:",
             ("tests/nem_binder/test_taskformat.py"
              "::test_decode_requant_truncated_entry_is_a_format_error",)),
-    Planted("d-offset-no-lower-bound", "nac.container",
+    Planted("d-offset-no-lower-bound", "nac.container.arguments",
             "        elif not 0 <= index + d < index:",
             "        elif not index + d < index:",
             ("tests/nac_container/test_errors.py::test_offset_before_the_first_instruction",)),
@@ -83,7 +83,7 @@ SAMPLE = (
             "        between = range(i + 1, user) if user is not None else ()",
             "        between = range(i + 2, user) if user is not None else ()",
             ("tests/nac_compiler/test_schedule_rules.py::test_forward_only_over_parameter_loads",)),
-    Planted("ancestor-offset-sign", "nac.container",
+    Planted("ancestor-offset-sign", "nac.container.arguments",
             "    return tuple(Argument(False, index + d) if d else",
             "    return tuple(Argument(False, index - d) if d else",
             ("tests/nac_container/test_container_api.py::test_gather_arguments_by_hand",)),
