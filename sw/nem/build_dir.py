@@ -218,10 +218,54 @@ def load_build(build_dir):
         raise BuildError(f"{path}:{exc.lineno}:{exc.colno}: {exc.msg}") from None
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
         raise BuildError(f"{path}: field 'version': expected {MANIFEST_VERSION}")
-    for key in ("files", "inputs", "outputs"):
+    for key in ("files", "inputs", "outputs", "layers"):
         if key not in manifest:
             raise BuildError(f"{path}: missing field {key!r}")
+    files = manifest["files"]
+    if not isinstance(files, dict):
+        raise BuildError(f"{path}: field 'files': an object, not {files!r}")
+    for key in ("nac", "binary", "image"):
+        name = files.get(key)
+        if not isinstance(name, str) or Path(name).is_absolute() or ".." in Path(name).parts:
+            raise BuildError(f"{path}: field 'files.{key}': a file name inside the build "
+                             f"directory, not {name!r}")
+    for side in ("inputs", "outputs"):
+        if not isinstance(manifest[side], list):
+            raise BuildError(f"{path}: field {side!r}: a list")
+        for k, e in enumerate(manifest[side]):
+            _check_entry(path, f"{side}[{k}]", e)
     return manifest
+
+
+def _check_entry(path, where, e):
+    def bad(field, want):
+        value = e.get(field) if isinstance(e, dict) else e
+        raise BuildError(f"{path}: field '{where}.{field}': {want}, not {value!r}")
+
+    if not isinstance(e, dict):
+        bad("", "an object")
+    if not isinstance(e.get("buffer"), str):
+        bad("buffer", "a buffer name")
+    for field in ("shape", "stored_shape"):
+        dims = e.get(field)
+        if not (isinstance(dims, list) and dims and all(isinstance(v, int) and v > 0
+                                                        for v in dims)):
+            bad(field, "a list of positive integers")
+    if int(np.prod(e["shape"])) != int(np.prod(e["stored_shape"])):
+        bad("stored_shape", f"as many elements as shape {e['shape']}")
+    if e.get("dtype") not in ("i8", "i32"):
+        bad("dtype", "i8 or i32")
+    q = e.get("quant")
+    if e["dtype"] == "i8":
+        if not (isinstance(q, dict) and isinstance(q.get("scale"), (int, float)) and
+                q["scale"] > 0 and isinstance(q.get("zero_point"), int) and
+                -128 <= q["zero_point"] <= 127):
+            bad("quant", "{'scale': > 0, 'zero_point': -128..127}")
+    flat = e.get("nhwc_flat")
+    if flat is not None and not (isinstance(flat, list) and len(flat) == 3 and
+                                 int(np.prod(flat)) * e["stored_shape"][0] ==
+                                 int(np.prod(e["stored_shape"]))):
+        bad("nhwc_flat", "null or [H, W, C] of the stored elements")
 
 
 def _qp(entry):
@@ -271,7 +315,11 @@ def run_build(build_dir, inputs, *, on="executor"):
         program = decode((d / files["binary"]).read_bytes())
     except OSError as exc:
         raise BuildError(f"{d / files['binary']}: {exc.strerror or exc}") from None
-    device = check_file(d / "model.nem").device
+    checked = check_file(d / "model.nem")
+    if not checked.ok or checked.device is None:
+        first = next((str(x) for x in checked.diagnostics), "no device")
+        raise BuildError(f"{d / 'model.nem'}: {first}")
+    device = checked.device
     plan = plan_from_binary(program, device)
     initial = read_image(d / files["image"], program).initial()
     for x, e in zip(inputs, manifest["inputs"], strict=True):

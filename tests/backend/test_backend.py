@@ -11,6 +11,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -425,3 +426,30 @@ def test_device_file_with_includes_travels_with_the_build(tmp_path):
     assert result.ok and result.device.name == "mine"
     (q,), _ = run_build(tmp_path / "moved", [x], on="executor")
     assert q.shape == (2, 3)
+
+
+def test_damaged_manifest_fields_are_named(tmp_path):
+    from nem.build_dir import BuildError
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3)).eval()
+    x = np.random.default_rng(4).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    compile_model(path, "sim", tmp_path / "b", samples=[x])
+    good = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    cases = [
+        (("files", "binary"), "../elsewhere.bin", "field 'files.binary'"),
+        (("inputs", 0, "shape"), [2, -12], "field 'inputs[0].shape'"),
+        (("outputs", 0, "dtype"), "f32", "field 'outputs[0].dtype'"),
+        (("outputs", 0, "quant"), {"scale": 0, "zero_point": 3}, "field 'outputs[0].quant'"),
+        (("inputs", 0, "stored_shape"), [5], "field 'inputs[0].stored_shape'"),
+        (("inputs",), "x", "field 'inputs'"),
+    ]
+    for keys, value, message in cases:
+        broken = json.loads(json.dumps(good))
+        where = broken
+        for k in keys[:-1]:
+            where = where[k]
+        where[keys[-1]] = value
+        (tmp_path / "b" / "manifest.json").write_text(json.dumps(broken))
+        with pytest.raises(BuildError, match=re.escape(message)):
+            run_build(tmp_path / "b", [x], on="executor")
