@@ -1,0 +1,118 @@
+"""The CSTL's store: vectors of result bytes at any byte address -> L1 word writes.
+
+A vector (:func:`vector_layout`) is ``count`` bytes (lanes 0..count-1) for L1 bytes
+``addr .. addr + count - 1``. Shifted to its address it covers part of one word (``lo``)
+and possibly the start of the next (``hi``). The store keeps one *pending* word (address,
+bytes, byte enables) so that the vectors of a run that is not word-aligned merge into
+whole words: a vector whose ``lo`` word is the pending word merges into it; a merged word
+that is complete, or that the vector leaves behind (it has a ``hi`` part), is written and
+``hi`` becomes the pending word. A vector for another word first writes the pending one
+(it is taken in the same cycle when it has no ``hi`` part, else offered again next cycle,
+when its ``lo`` merges into the new pending word: merging the same bytes twice is
+harmless). So a run streams at one word per cycle at any alignment. ``flush`` writes the
+pending word once no vector is offered (the end of a task); ``busy`` while one is held.
+
+Writes use byte enables (``npu.bus.ports.write_client_signature``); a write waits for its
+grant and holds everything meanwhile (``stall``).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.bus.ports import write_client_signature
+
+__all__ = ["VectorStore", "vector_layout"]
+
+
+def vector_layout(lanes):
+    """A vector to store: ``count`` bytes from lane 0 at byte address ``addr``."""
+    return data.StructLayout({"data": 8 * lanes, "count": range(lanes + 1), "addr": 32})
+
+
+class VectorStore(wiring.Component):
+    """Vectors -> L1 writes with byte enables (see the module).
+
+    Parameters
+    ----------
+    lanes : int
+        Bytes per L1 word (a power of two).
+    depth : int
+        L1 words.
+    """
+
+    def __init__(self, *, lanes, depth):
+        if lanes < 1 or lanes & (lanes - 1):
+            raise ValueError(f"lanes must be a power of two, not {lanes!r}")
+        self.lanes, self.depth = lanes, depth
+        super().__init__({
+            "i": In(stream.Signature(vector_layout(lanes))),
+            "wr": Out(write_client_signature(depth, 8 * lanes)),
+            "flush": In(1),
+            "busy": Out(1),
+            "stall": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L = self.lanes
+        lw = L.bit_length() - 1
+        v = self.i.payload
+
+        off = Signal(range(L))
+        waddr = Signal(32 - lw)
+        m.d.comb += [off.eq(v.addr[:lw] if lw else 0), waddr.eq(v.addr[lw:])]
+        wide = Signal(16 * L)
+        wen = Signal(2 * L)
+        m.d.comb += [wide.eq(v.data << (off * 8)),
+                     wen.eq((((Const(1, L + 1) << v.count) - 1)[:L]) << off)]
+        lo, hi = wide[:8 * L], wide[8 * L:]
+        lo_en, hi_en = wen[:L], wen[L:]
+        has_hi = Signal()
+        m.d.comb += has_hi.eq(hi_en != 0)
+
+        p_valid = Signal()
+        p_addr = Signal(32 - lw)
+        p_data = Signal(8 * L)
+        p_en = Signal(L)
+        same = Signal()
+        m.d.comb += same.eq(p_valid & (p_addr == waddr))
+        merged = Signal(8 * L)
+        merged_en = Signal(L)
+        m.d.comb += merged_en.eq(lo_en | Mux(same, p_en, 0))
+        m.d.comb += merged.eq(Cat(*[Mux(lo_en[k], lo[8 * k:8 * k + 8],
+                                        p_data[8 * k:8 * k + 8]) for k in range(L)]))
+
+        w_data = Signal(8 * L)
+        w_en = Signal(L)
+        w_addr = Signal(32 - lw)
+        req = Signal()
+        m.d.comb += [self.wr.req.eq(req), self.wr.addr.eq(w_addr), self.wr.data.eq(w_data),
+                     self.wr.en.eq(w_en), self.wr.go.eq(req & self.wr.gnt),
+                     self.stall.eq(req & ~self.wr.gnt), self.busy.eq(p_valid)]
+        go = self.wr.go
+
+        with m.If(self.i.valid):
+            with m.If(p_valid & ~same):
+                # another word: write the pending one; lo becomes pending
+                m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
+                with m.If(go):
+                    m.d.sync += [p_addr.eq(waddr), p_data.eq(lo), p_en.eq(lo_en)]
+                    m.d.comb += self.i.ready.eq(~has_hi)
+            with m.Elif(has_hi | (merged_en == (1 << L) - 1)):
+                m.d.comb += [req.eq(1), w_addr.eq(waddr), w_data.eq(merged), w_en.eq(merged_en)]
+                with m.If(go):
+                    m.d.comb += self.i.ready.eq(1)
+                    m.d.sync += [p_valid.eq(has_hi), p_addr.eq(waddr + 1), p_data.eq(hi),
+                                 p_en.eq(hi_en)]
+            with m.Else():
+                m.d.comb += self.i.ready.eq(1)
+                m.d.sync += [p_valid.eq(1), p_addr.eq(waddr), p_data.eq(merged),
+                             p_en.eq(merged_en)]
+        with m.Elif(self.flush & p_valid):
+            m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
+            with m.If(go):
+                m.d.sync += p_valid.eq(0)
+        return m

@@ -1,0 +1,219 @@
+"""The CSTL: int8 elementwise unit of the engine (``docs/cstl.md``).
+
+Blocks: :class:`npu.cstl.regs.CstlRegisters` decodes the shadow registers;
+:class:`npu.cstl.walk.RegionWalk` walks the operand and result regions (rank <= 4,
+element strides) as runs; :class:`npu.nmu.agu.RunReader` reads the runs from L1 as
+vectors of one L1 word, realigned to each run's start; every lane looks its byte up in its
+own copy of the task's 256-entry table; :class:`npu.cstl.store.VectorStore` writes the
+results into L1 with byte enables, merging unaligned vectors into whole words.
+
+Interface (:class:`Cstl`)
+-------------------------
+* ``start`` (stream of :func:`npu.cstl.regs.task_layout`): the decoded task.
+* ``table`` (stream of 32-bit words): the task's table from the data section, word ``k``
+  holding entries ``4k .. 4k+3``, lowest byte first (:data:`TABLE_WORDS` words), read
+  right after ``start`` when ``task.table`` (also for a refused task, as the NMU reads its
+  requantisation entry).
+* ``done`` (stream of ``{error, cause}``, :class:`npu.nmu.model.Cause`): one per task.
+* ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1.
+* ``busy`` and the counters ``cnt_<name>`` of :data:`COUNTERS`, cleared at ``start``.
+
+Sequence of a task: the table words into the lane tables (one word per cycle); then the
+walk, one run per cycle, the reader one L1 word per cycle, the lookups combinational
+between reader and store; ``done`` once the last result byte is written.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from nem.elemtypes import elem_type
+from npu.bus.ports import read_client_signature, write_client_signature
+from npu.cstl.regs import CstlRegisters, task_layout, write_layout
+from npu.cstl.store import VectorStore
+from npu.cstl.walk import RegionWalk
+from npu.nmu.agu import RunReader
+
+__all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_layout"]
+
+#: Entries of a unary table: one per i8 code.
+TABLE_BYTES = 1 << elem_type("i8").bits
+#: 32-bit words of the table on the ``table`` stream.
+TABLE_WORDS = TABLE_BYTES // 4
+
+#: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
+COUNTERS = {
+    "busy": "cycles busy (start to done)",
+    "elems": "result elements written",
+    "table": "cycles loading the table",
+    "stall_read": "cycles an L1 read was requested and not granted",
+    "stall_write": "cycles an L1 write was requested and not granted",
+}
+
+
+def done_layout():
+    return data.StructLayout({"error": 1, "cause": 4})
+
+
+def _signature(depth, width):
+    return {
+        "table": In(stream.Signature(32)),
+        "done": Out(stream.Signature(done_layout())),
+        "l1_rd": Out(read_client_signature(depth, width)),
+        "l1_wr": Out(write_client_signature(depth, width)),
+        "busy": Out(1),
+        **{f"cnt_{name}": Out(32) for name in COUNTERS},
+    }
+
+
+class Cstl(wiring.Component):
+    """The CSTL of one engine (see the module).
+
+    Parameters
+    ----------
+    lanes : int
+        Bytes per L1 word (a power of two).
+    depth : int
+        L1 words.
+    """
+
+    def __init__(self, *, lanes, depth):
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be a positive integer, not {depth!r}")
+        if not isinstance(lanes, int) or lanes < 4 or lanes & (lanes - 1):
+            raise ValueError(f"lanes must be a power of two of at least 4, not {lanes!r}")
+        self.lanes, self.depth = lanes, depth
+        super().__init__({"start": In(stream.Signature(task_layout())),
+                          **_signature(depth, 8 * lanes)})
+
+    def elaborate(self, platform):
+        m = Module()
+        L = self.lanes
+        m.submodules.walk = walk = RegionWalk()
+        m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
+        m.submodules.store = store = VectorStore(lanes=L, depth=self.depth)
+        wiring.connect(m, walk.cmd, reader.cmd)
+        wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
+        wiring.connect(m, store.wr, wiring.flipped(self.l1_wr))
+
+        task = Signal(task_layout())
+        cause = Signal(4)
+        widx = Signal(range(TABLE_WORDS))
+
+        # one table copy per lane: 64 words of 4 entries, written together, read
+        # combinationally by the lane's byte
+        vec = reader.o.payload
+        looked = []
+        for k in range(L):
+            mem = Memory(shape=32, depth=TABLE_WORDS, init=[])
+            m.submodules[f"lut{k}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(domain="comb")
+            code = vec.data[k]
+            m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
+                         wp.en.eq(self.table.valid & self.table.ready), rp.addr.eq(code[2:])]
+            byte = Signal(8, name=f"y{k}")
+            m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
+            looked.append(byte)
+
+        m.d.comb += [
+            store.i.valid.eq(reader.o.valid), reader.o.ready.eq(store.i.ready),
+            store.i.payload.data.eq(Cat(*looked)), store.i.payload.count.eq(vec.count),
+            store.i.payload.addr.eq(vec.tag.yaddr + vec.index * L),
+        ]
+        last_in = reader.o.valid & reader.o.ready & vec.tag.last & vec.last
+
+        counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
+        m.d.comb += self.busy.eq(0)
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.start.ready.eq(1)
+                with m.If(self.start.valid):
+                    p = self.start.payload
+                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0)]
+                    m.d.sync += [c.eq(0) for c in counters.values()]
+                    with m.If(p.table):
+                        m.next = "TABLE"
+                    with m.Else():
+                        m.next = "CHECK"
+            with m.State("TABLE"):
+                m.d.comb += [self.busy.eq(1), self.table.ready.eq(1)]
+                m.d.sync += counters["table"].eq(counters["table"] + 1)
+                with m.If(self.table.valid):
+                    m.d.sync += widx.eq(widx + 1)
+                    with m.If(widx == TABLE_WORDS - 1):
+                        m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.comb += self.busy.eq(1)
+                empty = 0
+                for j in range(len(task.dims)):
+                    empty = empty | (task.dims[j] == 0)
+                with m.If((cause != 0) | empty):
+                    m.next = "DONE"
+                with m.Else():
+                    m.d.comb += [walk.start.valid.eq(1), walk.start.payload.eq(task)]
+                    m.next = "WALK"
+            with m.State("WALK"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(last_in):
+                    m.next = "DRAIN"
+            with m.State("DRAIN"):
+                m.d.comb += [self.busy.eq(1), store.flush.eq(1)]
+                with m.If(~store.busy):
+                    m.next = "DONE"
+            with m.State("DONE"):
+                m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
+                             self.done.payload.cause.eq(cause)]
+                with m.If(self.done.ready):
+                    m.next = "IDLE"
+
+        with m.If(self.busy):
+            m.d.sync += counters["busy"].eq(counters["busy"] + 1)
+        with m.If(store.i.valid & store.i.ready):
+            m.d.sync += counters["elems"].eq(counters["elems"] + store.i.payload.count)
+        with m.If(reader.stall):
+            m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
+        with m.If(store.stall):
+            m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
+        return m
+
+
+class CstlUnit(wiring.Component):
+    """The CSTL as the engine sees it: shadow registers
+    (:class:`npu.cstl.regs.CstlRegisters`) in front of :class:`Cstl`.
+
+    The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
+    ready), then a transfer on ``start``; the table follows on ``table`` (when the decode
+    says ``task.table``) and the result comes on ``done``. Ports and counters as for
+    :class:`Cstl`.
+    """
+
+    def __init__(self, *, lanes, depth):
+        self.core = Cstl(lanes=lanes, depth=depth)
+        self.regs = CstlRegisters()
+        self.lanes, self.depth = lanes, depth
+        super().__init__({
+            "clear": In(1),
+            "write": In(stream.Signature(write_layout())),
+            "start": In(stream.Signature(1)),
+            **_signature(depth, 8 * lanes),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.regs = regs = self.regs
+        m.submodules.core = core = self.core
+        m.d.comb += regs.clear.eq(self.clear)
+        wiring.connect(m, wiring.flipped(self.write), regs.write)
+        m.d.comb += [core.start.valid.eq(self.start.valid), self.start.ready.eq(core.start.ready),
+                     core.start.payload.eq(regs.task)]
+        wiring.connect(m, wiring.flipped(self.table), core.table)
+        wiring.connect(m, core.done, wiring.flipped(self.done))
+        wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
+        wiring.connect(m, core.l1_wr, wiring.flipped(self.l1_wr))
+        m.d.comb += self.busy.eq(core.busy)
+        m.d.comb += [getattr(self, f"cnt_{n}").eq(getattr(core, f"cnt_{n}")) for n in COUNTERS]
+        return m

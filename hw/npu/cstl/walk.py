@@ -1,0 +1,117 @@
+"""The CSTL's operand AGU: a strided region of up to four levels -> runs of L1 bytes.
+
+A task (:func:`npu.cstl.regs.task_layout`) walks ``dims[0] x .. x dims[3]`` elements,
+outermost first; element ``(i0, i1, i2, i3)`` is read at ``x_addr + sum(ik * xs[k])`` and
+written at ``y_addr + sum(ik * ys[k])`` (i8: element strides are byte strides). When both
+innermost strides are 1 (``run``) the innermost level is one run of ``dims[3]`` bytes,
+else every element is a run of one byte. :class:`RegionWalk` issues one run per cycle as
+:func:`npu.nmu.agu.run_layout` commands for :class:`npu.nmu.agu.RunReader`, the output
+address of the run in ``tag.yaddr`` and the task's last run marked by ``tag.last``.
+
+Addresses are kept per level (the address where the current index of that level
+started), so a step is one addition per level and no multiplication. The Python model is
+:func:`runs`.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.cstl.regs import LEVELS_WALKED, task_layout
+from npu.nmu.agu import run_layout
+
+__all__ = ["RegionWalk", "runs"]
+
+MASK = 0xFFFFFFFF
+
+
+def runs(task):
+    """The runs of a decoded task (:class:`npu.cstl.regs.CstlTask`), in order:
+    ``(x_addr, length, y_addr)`` (addresses modulo 2**32)."""
+    dims = list(task.dims)
+    length = dims[-1] if task.run else 1
+    if task.run:
+        dims[-1] = 1
+    out = []
+
+    def walk(level, xa, ya):
+        if level == LEVELS_WALKED:
+            out.append((xa & MASK, length, ya & MASK))
+            return
+        for i in range(dims[level]):
+            walk(level + 1, xa + i * task.xs[level], ya + i * task.ys[level])
+
+    if all(task.dims):
+        walk(0, task.x_addr, task.y_addr)
+    return out
+
+
+class RegionWalk(wiring.Component):
+    """Runs of a task's region, one per cycle.
+
+    Attributes
+    ----------
+    start : stream of :func:`npu.cstl.regs.task_layout`, in
+        Taken when idle; a task with a dimension 0 issues nothing.
+    cmd : stream of :func:`npu.nmu.agu.run_layout`, out
+        The runs (``tag.yaddr``: the run's output address, ``tag.last``: the last run).
+    busy : Signal, out
+    """
+
+    def __init__(self):
+        super().__init__({
+            "start": In(stream.Signature(task_layout())),
+            "cmd": Out(stream.Signature(run_layout())),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = LEVELS_WALKED
+        task = Signal(task_layout())
+        act = Signal()
+        idx = [Signal(16, name=f"i{j}") for j in range(n)]
+        xb = [Signal(32, name=f"xb{j}") for j in range(n)]
+        yb = [Signal(32, name=f"yb{j}") for j in range(n)]
+        lim = [Signal(16, name=f"lim{j}") for j in range(n)]
+        m.d.comb += [lim[j].eq(task.dims[j]) for j in range(n - 1)]
+        m.d.comb += lim[-1].eq(Mux(task.run, 1, task.dims[-1]))
+        wraps = [Signal(name=f"wrap{j}") for j in range(n)]
+        m.d.comb += [wraps[j].eq(idx[j] + 1 >= lim[j]) for j in range(n)]
+
+        m.d.comb += [
+            self.busy.eq(act),
+            self.start.ready.eq(~act),
+            self.cmd.valid.eq(act),
+            self.cmd.payload.addr.eq(xb[-1]),
+            self.cmd.payload.length.eq(Mux(task.run, task.dims[-1], 1)),
+            self.cmd.payload.tag.yaddr.eq(yb[-1]),
+            self.cmd.payload.tag.last.eq(sum(wraps) == n if n > 1 else wraps[0]),
+        ]
+        with m.If(self.start.valid & self.start.ready):
+            p = self.start.payload
+            empty = 0
+            for j in range(n):
+                empty = empty | (p.dims[j] == 0)
+            m.d.sync += [task.eq(p), act.eq(~empty)]
+            m.d.sync += [s.eq(0) for s in idx]
+            m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.y_addr) for s in yb]
+
+        with m.If(self.cmd.valid & self.cmd.ready):
+            # the innermost level that does not wrap steps; the ones inside it restart
+            with m.If(self.cmd.payload.tag.last):
+                m.d.sync += act.eq(0)
+            for j in reversed(range(n)):
+                inner_wrap = 1
+                for k in range(j + 1, n):
+                    inner_wrap = inner_wrap & wraps[k]
+                with m.If(inner_wrap & ~wraps[j]):
+                    nx, ny = xb[j] + task.xs[j], yb[j] + task.ys[j]
+                    m.d.sync += idx[j].eq(idx[j] + 1)
+                    for k in range(j, n):
+                        m.d.sync += [xb[k].eq(nx), yb[k].eq(ny)]
+                    for k in range(j + 1, n):
+                        m.d.sync += idx[k].eq(0)
+        return m
