@@ -25,6 +25,8 @@ TOPLEVELS: dict[str, tuple[str, dict]] = {
     "dma_region_copy": ("npu.bus.dma:RegionCopy",
                         {"data_width": 64, "src_depth": 4096, "dst_depth": 512}),
     "requant": ("npu.cstl.requant:RequantStage", {"lanes": 8, "rows": 16, "out_type": "i8"}),
+    # The CSTL of the small device (64-bit L1 word, 8 KiB L1).
+    "cstl": ("npu.cstl.unit:CstlUnit", {"lanes": 8, "depth": 1024}),
     # The NEM engine of the small shipped device (hw/npu/devices/engine_small.nem).
     "nem_engine": ("npu.engine.top:NemEngine", {"device": "small"}),
 }
