@@ -6,8 +6,8 @@ found (far over the limits) and the formatter's refusal of non-UTF-8 text."""
 import pytest
 from nem_corpus import CORPUS
 
-from nem import checker
 from nem.checker import check_text
+from nem.checker import loops as checker_loops
 from nem.parser import MAX_LITERAL_CHARS
 
 DEVICE = 'device "test_device.nem"\nprogram t:\n'
@@ -39,7 +39,7 @@ def test_hundred_thousand_digit_literal():
 
 def test_task_instances_are_capped(monkeypatch):
     # The real limit (32,768) takes seconds to reach; the check is the same at 50.
-    monkeypatch.setattr(checker, "MAX_TASK_INSTANCES", 50)
+    monkeypatch.setattr(checker_loops, "MAX_TASK_INSTANCES", 50)
     body = "".join(f"    t{k} = transfer.async(dst=region(A1, {64 * k}, 64), "
                    f"src=region(A2, i * 64, 64){f', deps=[t{k - 1}]' if k else ''})\n"
                    for k in range(10))
@@ -54,7 +54,7 @@ def test_task_instances_are_capped(monkeypatch):
 
 
 def test_iterations_are_capped_once(monkeypatch):
-    monkeypatch.setattr(checker, "MAX_TASK_INSTANCES", 50)
+    monkeypatch.setattr(checker_loops, "MAX_TASK_INSTANCES", 50)
     source = DEVICE + ("buffer A1 : L1 (size=16384)\nloop i in [0..99]:\n"
                        "    loop j in [0..99]:\n        let X = region(A1, 0, 64)\n"
                        "    endloop\nendloop\n")
