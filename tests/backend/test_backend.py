@@ -12,8 +12,6 @@
 import json
 import math
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -224,7 +222,9 @@ def test_random_stacks_equal_independent_reference(seed, tmp_path):
     np.testing.assert_array_equal(got.reshape(want.shape).astype(np.int64), want)
 
 
-def test_refused_op_names_instruction_and_reason(tmp_path):
+def test_refused_op_names_instruction_and_reason(tmp_path, capsys):
+    from npu.tools.cli import main
+
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8)).eval()
     x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
     path = _nac(model, x, tmp_path / "ln.nac")
@@ -234,14 +234,15 @@ def test_refused_op_names_instruction_and_reason(tmp_path):
     assert "(aten.layer_norm.default)" in msg and "instruction " in msg
     assert "no lowering for this operation" in msg
     np.savez(tmp_path / "cal.npz", x)
-    cli = subprocess.run([sys.executable, "-m", "npu", "compile", str(path), "--target", "sim",
-                          "--calibration", str(tmp_path / "cal.npz"), "-o",
-                          str(tmp_path / "c")], capture_output=True, text=True)
-    assert cli.returncode == 1
-    assert cli.stderr.startswith("npu: error: instruction ") and "Traceback" not in cli.stderr
+    assert main(["compile", str(path), "--target", "sim", "--calibration",
+                 str(tmp_path / "cal.npz"), "-o", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("npu: error: instruction ") and "Traceback" not in err
 
 
-def test_cli_build_directory_is_relocatable(tmp_path):
+def test_cli_build_directory_is_relocatable(tmp_path, monkeypatch, capsys):
+    from npu.tools.cli import main
+
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.MaxPool2d(2), torch.nn.Flatten(),
                                 torch.nn.Linear(4 * 3 * 3, 5)).eval()
@@ -250,19 +251,18 @@ def test_cli_build_directory_is_relocatable(tmp_path):
     path = _nac(model, x, tmp_path / "m.nac")
     np.savez(tmp_path / "cal.npz", rng.standard_normal((12, 2, 6, 6)).astype(np.float32))
     np.save(tmp_path / "x.npy", x)
-    npu = [sys.executable, "-m", "npu"]
-    subprocess.run([*npu, "compile", str(path), "--target", "small", "--calibration",
-                    str(tmp_path / "cal.npz"), "-o", str(tmp_path / "build")], check=True,
-                   capture_output=True)
+    assert main(["compile", str(path), "--target", "small", "--calibration",
+                 str(tmp_path / "cal.npz"), "-o", str(tmp_path / "build")]) == 0
     (tmp_path / "build").rename(tmp_path / "moved")
-    chk = subprocess.run([*npu, "nem", "check", "model.nem"], cwd=tmp_path / "moved",
-                         capture_output=True, text=True)
-    assert chk.returncode == 0 and "0 error(s)" in chk.stdout + chk.stderr
+    monkeypatch.chdir(tmp_path / "moved")
+    capsys.readouterr()
+    assert main(["nem", "check", "model.nem"]) == 0
+    assert "0 error(s)" in "".join(capsys.readouterr())
+    monkeypatch.chdir("/")
     outs = {}
     for on in ("executor", "float"):
-        subprocess.run([*npu, "run", str(tmp_path / "moved"), str(tmp_path / "x.npy"), "--on",
-                        on, "--save", str(tmp_path / on)], check=True, capture_output=True,
-                       cwd="/")
+        assert main(["run", str(tmp_path / "moved"), str(tmp_path / "x.npy"), "--on", on,
+                     "--save", str(tmp_path / on)]) == 0
         outs[on] = np.load(tmp_path / f"{on}.0.npy")
     with torch.no_grad():
         ref = model(torch.from_numpy(x)).numpy()
