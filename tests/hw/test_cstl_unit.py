@@ -17,6 +17,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
+from nem.elemtypes import elem_type
 from nem.opcodes import OPCODES, groups
 from nem.taskformat import ELEM_TYPES, LEVELS, REGISTER_MAPS, Unit
 from npu.cstl.regs import CstlRegisters, decode, kept_registers
@@ -82,8 +83,10 @@ def _region(rng, dims, run):
     return strides, sum(s * (n - 1) for s, n in zip(strides, dims, strict=True)) + 1
 
 
-def _task(rng):
-    """Registers of a random unary task (x in L1's lower half, y in the upper)."""
+def _task(rng, cast_to=None):
+    """Registers of a random unary task, or a cast to ``cast_to`` (x in L1's lower half,
+    y in the upper)."""
+    ob = 1 if cast_to is None else elem_type(cast_to).bits // 8
     while True:
         rank = rng.randint(0, 4)
         dims = [rng.choice([1, 2, 3, rng.randint(1, 9), rng.randint(8, 40)])
@@ -96,6 +99,7 @@ def _task(rng):
         run = rng.random() < 0.6
         xs, xspan = _region(rng, dims, run)
         ys, yspan = _region(rng, dims, run)
+        yspan *= ob
         if rng.random() < 0.3 and rank:
             xs[rng.randrange(rank)] = 0     # a broadcast read
         if xspan > HALF or yspan > HALF:
@@ -103,21 +107,28 @@ def _task(rng):
         x = rng.randint(0, HALF - xspan)
         y = HALF + rng.randint(0, HALF - yspan)
         unary = sorted(groups().unary)
-        regs = {"OPCODE": OPCODES.index(rng.choice(unary)), "NIN": 1, "NOUT": 1}
+        opcode = rng.choice(unary) if cast_to is None else "cast"
+        regs = {"OPCODE": OPCODES.index(opcode), "NIN": 1, "NOUT": 1}
         for k, (addr, strides) in enumerate(((x, xs), (y, ys))):
-            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": I8,
+            elem = ELEM_TYPES.index("i8" if k == 0 or cast_to is None else cast_to)
+            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": elem,
                      f"OP{k}_RANK": rank,
                      **{f"OP{k}_DIM{d}": dims[d] for d in range(rank)},
                      **{f"OP{k}_STRIDE{d}": strides[d] for d in range(rank)}}
         return regs, dims, x, xs, y, ys
 
 
-def _reference(mem, table, dims, x, xs, y, ys):
+def _reference(mem, table, dims, x, xs, y, ys, ob=None):
+    """Unary through ``table``; or (``ob`` given) a cast: the i8 value as ``ob`` bytes."""
     out = bytearray(mem)
     for index in itertools.product(*[range(d) for d in dims]):
         src = x + sum(i * s for i, s in zip(index, xs, strict=True))
-        dst = y + sum(i * s for i, s in zip(index, ys, strict=True))
-        out[dst] = table[mem[src]]
+        dst = y + sum(i * s for i, s in zip(index, ys, strict=True)) * (ob or 1)
+        if ob is None:
+            out[dst] = table[mem[src]]
+        else:
+            value = mem[src] - 256 if mem[src] >= 128 else mem[src]
+            out[dst:dst + ob] = value.to_bytes(ob, "little", signed=True)
     return out
 
 
@@ -203,6 +214,29 @@ def test_unary_tasks_equal_the_reference():
     assert stalls > 50
 
 
+def test_casts_equal_the_reference():
+    """i8 -> i8 / i16 / i32: each byte sign-extended, one output word per cycle; no table
+    is read."""
+    rng = random.Random(35)
+    tasks, wants = [], []
+    for k in range(18):
+        to = ("i8", "i16", "i32")[k % 3]
+        regs, dims, x, xs, y, ys = _task(rng, to)
+        mem = bytearray(rng.randbytes(LANES * DEPTH))
+        wants.append((_reference(mem, b"", dims, x, xs, y, ys, elem_type(to).bits // 8),
+                      dims, to))
+        tasks.append((regs, b"", mem))
+    for (got, done, words, cnt), (want, dims, to) in zip(_run(tasks, rng), wants,
+                                                         strict=True):
+        assert done == (0, Cause.NONE) and words == 0 and cnt["table"] == 0
+        n = 1
+        for d in dims:
+            n *= d
+        assert cnt["elems"] == n
+        bad = [a for a in range(len(want)) if got[a] != want[a]]
+        assert not bad, f"cast to {to}: {len(bad)} wrong bytes, first at {bad[0]} (dims {dims})"
+
+
 def test_contiguous_run_streams_one_word_per_cycle():
     """A contiguous 1-D task with no stalls: ``elems / (busy - table)`` approaches the
     word width (8 bytes a cycle) once the table is in."""
@@ -230,6 +264,8 @@ def test_contiguous_run_streams_one_word_per_cycle():
 @pytest.mark.parametrize(("change", "cause"), [
     ({"OPCODE": OPCODES.index("conv2d")}, Cause.OPCODE),
     ({"NIN": 2}, Cause.TYPE),
+    ({"OP1_ELEM": ELEM_TYPES.index("i16")}, Cause.TYPE),     # only a cast widens
+    ({"OPCODE": OPCODES.index("cast"), "OP1_ELEM": ELEM_TYPES.index("u8")}, Cause.TYPE),
     ({"OP0_ELEM": ELEM_TYPES.index("i16")}, Cause.TYPE),
     ({"OP1_LEVEL": LEVELS.index("L2")}, Cause.TYPE),
     ({"OP0_ADDR_HI": 1}, Cause.TYPE),
@@ -254,7 +290,7 @@ def test_refusals_end_in_error_after_the_table(change, cause):
 
 def test_decode_equals_the_model():
     rng = random.Random(11)
-    cases = [_task(rng)[0] for _ in range(40)]
+    cases = [_task(rng, rng.choice([None, "i8", "i16", "i32"]))[0] for _ in range(40)]
     for regs in cases[:20]:   # random corruptions of valid tasks
         name = rng.choice(kept_registers())
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])

@@ -9,13 +9,20 @@ the decode is combinational from the shadow registers and gives the CSTL's walk 
 Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT and
 ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 and 1.
 
-What runs (:func:`decode`, the Python model of the decode): a unary elementwise opcode
-(``nem.opcodes.groups().unary``) with one i8 input and one i8 output of the same shape,
-rank 0..4, both in L1. Every such op is ``out = table[in]`` through the task's 256-byte
-table (read on the unit's ``table`` stream), so the opcode selects nothing else. A shape is
-right-aligned onto four levels (outer levels of size 1, stride 0); dimensions must fit 16
-bits. Refusals: another opcode (``OPCODE``), other operand counts, types or memories
-(``TYPE``), rank above 4, shapes that differ or a dimension of 65536 or more (``LAYOUT``).
+What runs (:func:`decode`, the Python model of the decode), one input and one output of
+the same shape, rank 0..4, both in L1:
+
+* a unary elementwise opcode (``nem.opcodes.groups().unary``), i8 -> i8: every such op is
+  ``out = table[in]`` through the task's 256-byte table (read on the unit's ``table``
+  stream), so the opcode selects nothing else (``table`` set);
+* ``cast`` from i8 to i8, i16 or i32: the code sign-extended (a value conversion, as the
+  executor's cast: quantisation descriptors play no part), no table.
+
+A shape is right-aligned onto four levels (outer levels of size 1, stride 0); dimensions
+must fit 16 bits. The output's element strides become byte strides (``out_shift``: log2 of
+its element bytes). Refusals: another opcode (``OPCODE``), other operand counts, types or
+memories (``TYPE``), rank above 4, shapes that differ or a dimension of 65536 or more
+(``LAYOUT``).
 """
 
 from __future__ import annotations
@@ -23,10 +30,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from nem.elemtypes import elem_type
 from nem.opcodes import groups
 from nem.taskformat import ELEM_TYPES, LEVELS, OPCODES, REGISTER_MAPS, Unit
 from npu.nmu.model import Cause
@@ -45,6 +53,10 @@ FIELDS = ("ADDR_LO", "ADDR_HI", "LEVEL", "ELEM", "RANK",
           *(f"STRIDE{d}" for d in range(LEVELS_WALKED)))
 L1_LEVEL = LEVELS.index("L1")
 I8 = ELEM_TYPES.index("i8")
+CAST = OPCODES.index("cast")
+#: Output element type code of a cast -> log2 of its bytes (the input is i8).
+OUT_SHIFT = {ELEM_TYPES.index(name): (elem_type(name).bits // 8).bit_length() - 1
+             for name in ("i8", "i16", "i32")}
 
 
 @functools.cache
@@ -65,14 +77,16 @@ def write_layout():
 
 
 def task_layout():
-    """The CSTL's task: four loop levels (outermost first), byte addresses and element
-    strides of the input ``x`` and the output ``y``; ``run``: both innermost strides are 1
-    (the innermost level is read and written as one run of bytes)."""
+    """The CSTL's task: four loop levels (outermost first), byte addresses of the input
+    ``x`` and the output ``y``, their byte strides; ``run``: both innermost element strides
+    are 1 (the innermost level is read and written as one run of bytes); ``table``: the
+    task reads a table and looks every byte up; ``out_shift``: log2 of the output's element
+    bytes (the input byte sign-extended)."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
         "y_addr": 32, "ys": data.ArrayLayout(32, LEVELS_WALKED),
-        "run": 1, "table": 1, "cause": 4,
+        "run": 1, "table": 1, "out_shift": 2, "cause": 4,
     })
 
 
@@ -87,6 +101,7 @@ class CstlTask:
     ys: tuple[int, ...]
     run: bool
     table: bool
+    out_shift: int
     cause: int
 
 
@@ -103,27 +118,29 @@ def decode(regs: dict[str, int]) -> CstlTask:
         return r[f"OP{k}_{f}"]
 
     is_unary = r["OPCODE"] in unary_codes()
+    is_cast = r["OPCODE"] == CAST
+    out_ok = op(1, "ELEM") in (OUT_SHIFT if is_cast else (I8,))
     cause = Cause.NONE
     rank = op(0, "RANK")
-    if not is_unary:
+    if not (is_unary or is_cast):
         cause = Cause.OPCODE
-    elif (r["NIN"], r["NOUT"]) != (1, 1) or any(
-            op(k, "ELEM") != I8 or op(k, "LEVEL") != L1_LEVEL or op(k, "ADDR_HI") != 0
-            for k in range(SLOTS)):
+    elif (r["NIN"], r["NOUT"]) != (1, 1) or op(0, "ELEM") != I8 or not out_ok or any(
+            op(k, "LEVEL") != L1_LEVEL or op(k, "ADDR_HI") != 0 for k in range(SLOTS)):
         cause = Cause.TYPE
     elif rank > LEVELS_WALKED or op(1, "RANK") != rank or any(
             op(0, f"DIM{d}") != op(1, f"DIM{d}") or op(0, f"DIM{d}") >> DIM_BITS
             for d in range(rank)):
         cause = Cause.LAYOUT
+    zeros = (0,) * LEVELS_WALKED
     if cause:
-        return CstlTask((0,) * LEVELS_WALKED, 0, (0,) * LEVELS_WALKED, 0,
-                        (0,) * LEVELS_WALKED, False, is_unary, cause)
-    rank = min(rank, LEVELS_WALKED)
+        return CstlTask(zeros, 0, zeros, 0, zeros, False, is_unary, 0, cause)
+    shift = OUT_SHIFT[op(1, "ELEM")] if is_cast else 0
     dims = _levels(rank, [op(0, f"DIM{d}") for d in range(LEVELS_WALKED)], 1)
     xs = _levels(rank, [op(0, f"STRIDE{d}") for d in range(LEVELS_WALKED)], 0)
     ys = _levels(rank, [op(1, f"STRIDE{d}") for d in range(LEVELS_WALKED)], 0)
+    ys = tuple((v << shift) & 0xFFFFFFFF for v in ys)
     return CstlTask(dims, op(0, "ADDR_LO"), xs, op(1, "ADDR_LO"), ys,
-                    xs[-1] == 1 and ys[-1] == 1, is_unary, Cause.NONE)
+                    xs[-1] == 1 and ys[-1] == 1 << shift, is_unary, shift, Cause.NONE)
 
 
 class CstlRegisters(wiring.Component):
@@ -168,17 +185,23 @@ class CstlRegisters(wiring.Component):
         with m.Switch(r["OPCODE"]):
             with m.Case(*unary_codes()):
                 m.d.comb += is_unary.eq(1)
-        bad_type = (r["NIN"] != 1) | (r["NOUT"] != 1)
+        is_cast = r["OPCODE"] == CAST
+        shift = Signal(2)
+        out_ok = Signal()
+        with m.Switch(op(1, "ELEM")):
+            for code, sh in OUT_SHIFT.items():
+                with m.Case(code):
+                    m.d.comb += [shift.eq(Mux(is_cast, sh, 0)), out_ok.eq(is_cast | (code == I8))]
+        bad_type = (r["NIN"] != 1) | (r["NOUT"] != 1) | (op(0, "ELEM") != I8) | ~out_ok
         for k in range(SLOTS):
-            bad_type = bad_type | (op(k, "ELEM") != I8) | (op(k, "LEVEL") != L1_LEVEL) | \
-                (op(k, "ADDR_HI") != 0)
+            bad_type = bad_type | (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
         rank = op(0, "RANK")
         bad_layout = (rank > LEVELS_WALKED) | (op(1, "RANK") != rank)
         for d in range(LEVELS_WALKED):
             bad_layout = bad_layout | ((rank > d) & (
                 (op(0, f"DIM{d}") != op(1, f"DIM{d}")) | (op(0, f"DIM{d}")[DIM_BITS:] != 0)))
         m.d.comb += t.table.eq(is_unary)
-        with m.If(~is_unary):
+        with m.If(~is_unary & ~is_cast):
             m.d.comb += t.cause.eq(Cause.OPCODE)
         with m.Elif(bad_type):
             m.d.comb += t.cause.eq(Cause.TYPE)
@@ -186,7 +209,8 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Else():
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
-                         t.run.eq((t.xs[-1] == 1) & (t.ys[-1] == 1))]
+                         t.out_shift.eq(shift),
+                         t.run.eq((t.xs[-1] == 1) & (t.ys[-1] == (1 << shift)))]
             # level j of the walk is dimension j - (4 - rank) of the operands
             with m.Switch(rank):
                 for rk in range(LEVELS_WALKED + 1):
@@ -198,5 +222,5 @@ class CstlRegisters(wiring.Component):
                             else:
                                 m.d.comb += [t.dims[j].eq(op(0, f"DIM{d}")),
                                              t.xs[j].eq(op(0, f"STRIDE{d}")),
-                                             t.ys[j].eq(op(1, f"STRIDE{d}"))]
+                                             t.ys[j].eq(op(1, f"STRIDE{d}") << shift)]
         return m

@@ -25,7 +25,7 @@ between reader and store; ``done`` once the last result byte is written.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -119,11 +119,39 @@ class Cstl(wiring.Component):
             m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
             looked.append(byte)
 
+        # output vectors: the looked-up bytes (or, without a table, the codes) as they
+        # are, or sign-extended to 2 or 4 bytes, one L1 word of them per part
+        codes = [Signal(8, name=f"c{k}") for k in range(L)]
+        for k in range(L):
+            m.d.comb += codes[k].eq(Mux(task.table, looked[k], vec.data[k]))
+        part = Signal(2)
+        per = Signal(range(L + 1))
+        m.d.comb += per.eq(L >> task.out_shift)
+        first = Signal(range(L + 1))            # the part's first lane
+        m.d.comb += first.eq(part * per)
+        left = Signal(range(L + 1))             # the vector's lanes from ``first`` on
+        m.d.comb += left.eq(Mux(vec.count > first, vec.count - first, 0))
+        n_part = Signal(range(L + 1))
+        m.d.comb += n_part.eq(Mux(left < per, left, per))
+        last_part = Signal()
+        m.d.comb += last_part.eq(left <= per)
+        out = Signal(8 * L)
+        with m.Switch(Cat(part, task.out_shift)):
+            for sh in range(3):
+                ob, n = 1 << sh, L >> sh
+                for pt in range(ob):
+                    with m.Case(pt | sh << 2):
+                        lanes = [codes[pt * n + i] for i in range(n)]
+                        m.d.comb += out.eq(Cat(*[Cat(c, c[7].replicate(8 * ob - 8))
+                                                 for c in lanes]))
         m.d.comb += [
-            store.i.valid.eq(reader.o.valid), reader.o.ready.eq(store.i.ready),
-            store.i.payload.data.eq(Cat(*looked)), store.i.payload.count.eq(vec.count),
-            store.i.payload.addr.eq(vec.tag.yaddr + vec.index * L),
+            store.i.valid.eq(reader.o.valid), store.i.payload.data.eq(out),
+            store.i.payload.count.eq(n_part << task.out_shift),
+            store.i.payload.addr.eq(vec.tag.yaddr + ((vec.index * L + first) << task.out_shift)),
+            reader.o.ready.eq(store.i.ready & last_part),
         ]
+        with m.If(store.i.valid & store.i.ready):
+            m.d.sync += part.eq(Mux(last_part, 0, part + 1))
         last_in = reader.o.valid & reader.o.ready & vec.tag.last & vec.last
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
@@ -173,7 +201,7 @@ class Cstl(wiring.Component):
         with m.If(self.busy):
             m.d.sync += counters["busy"].eq(counters["busy"] + 1)
         with m.If(store.i.valid & store.i.ready):
-            m.d.sync += counters["elems"].eq(counters["elems"] + store.i.payload.count)
+            m.d.sync += counters["elems"].eq(counters["elems"] + n_part)
         with m.If(reader.stall):
             m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
         with m.If(store.stall):
