@@ -56,11 +56,39 @@ def lifted_constants(nac, weights):
     return out
 
 
+def _check_kernels(nac, graph):
+    """Refuse a file the float runtime could not run: name each op without a kernel and
+    the graph nodes that use it (canonisation keeps ATen names it does not map, so the
+    instruction's name is the node's)."""
+    from nac.encoding import REGULAR_OP_MIN
+    from nac.ir import IRError
+    from nac.runtime import KERNELS
+
+    missing = sorted({nac.op_name(ins.a) or f"A={ins.a}" for ins in nac.ops
+                      if ins.a >= REGULAR_OP_MIN and nac.op_name(ins.a) not in KERNELS})
+    if missing:
+        parts = []
+        for name in missing:
+            nodes = [i for i, n in enumerate(graph.nodes) if n.kind == "op" and n.op == name]
+            where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(map(str, nodes))}" \
+                if nodes else "no graph node"
+            parts.append(f"{name} ({where})")
+        raise IRError(f"the float runtime has no kernel for {'; '.join(parts)}: the model "
+                      f"would compile but not run, so it is refused")
+
+
 def compile_graph(graph, *, run_passes=True, preload_distance=3, internal_weights=True):
-    """Optimise, canonise and schedule a graph; return ``(nac, weights, report)``."""
+    """Optimise, canonise and schedule a graph; return ``(nac, weights, report)``.
+
+    Raises
+    ------
+    nac.ir.IRError
+        An operation the float runtime has no kernel for, named with its graph nodes.
+    """
     if run_passes:
         graph = optimise(graph)
     nac, weights = canonise(graph, internal_weights=internal_weights)
+    _check_kernels(nac, graph)
     records = schedule(nac.ops, distance=preload_distance)
     report = replay(nac.ops, records, param_bytes=param_bytes(nac, weights))
     return replace(nac, mmap=records), weights, report

@@ -282,6 +282,100 @@ def _reshape(x, shape):
     return np.reshape(x, shape)
 
 
+def _f(x, value):
+    """*value* as a float32 scalar (a kernel's numeric argument)."""
+    return np.float32(value)
+
+
+def _softplus(x, beta=1, threshold=20):
+    bx = x * _f(x, beta)
+    return np.where(bx > threshold, x, np.log1p(np.exp(np.minimum(bx, threshold))) / _f(x, beta))
+
+
+def _log_softmax(x, dim, *_):
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    neg = _f(x, alpha) * np.expm1(np.minimum(x, 0) * _f(x, input_scale))
+    return _f(x, scale) * np.where(x > 0, x, neg)
+
+
+def _glu(x, dim=-1):
+    a, b = np.split(x, 2, axis=dim)
+    return a / (1 + np.exp(-b))
+
+
+def _prelu(x, w):
+    shape = [1] * x.ndim
+    if x.ndim > 1:
+        shape[1] = -1
+    return np.where(x > 0, x, x * np.reshape(w, shape if w.size > 1 else ()))
+
+
+def _clamp(x, low=None, high=None):
+    if low is not None:
+        x = np.maximum(x, _f(x, low))
+    if high is not None:
+        x = np.minimum(x, _f(x, high))
+    return x
+
+
+def _rms_norm(x, shape, w=None, eps=None):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    eps = np.finfo(np.float32).eps if eps is None else eps
+    y = x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + _f(x, eps))
+    return y if w is None else y * w
+
+
+def _group_norm(x, groups, w=None, b=None, eps=1e-5, *_):
+    if not isinstance(groups, int) or groups < 1 or x.ndim < 2 or x.shape[1] % groups:
+        raise NacRuntimeError(f"group_norm: {groups!r} groups do not divide the "
+                              f"{x.shape[1] if x.ndim > 1 else 0} channels")
+    n, c = x.shape[:2]
+    g = x.reshape(n, groups, -1)
+    y = (g - g.mean(axis=-1, keepdims=True)) / np.sqrt(g.var(axis=-1, keepdims=True) +
+                                                       _f(x, eps))
+    y = y.reshape(x.shape)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    if w is not None:
+        y = y * w.reshape(shape)
+    if b is not None:
+        y = y + b.reshape(shape)
+    return y
+
+
+def _instance_norm(x, w, b, mean, var, use_input_stats, momentum, eps, *_):
+    if not use_input_stats:
+        return _batch_norm(x, w, b, mean, var, False, momentum, eps)
+    return _group_norm(x, x.shape[1], w, b, eps)
+
+
+def _pool1d(reduce):
+    def pool(x, kernel, stride=(), padding=(0,), *rest):
+        kernel, stride = list(kernel), list(stride) or list(kernel)
+        padding = list(padding)
+        if reduce == "max":
+            dilation = list(rest[0]) if rest else [1]
+            ceil = rest[1] if len(rest) > 1 else False
+            out = _pool2d(x[..., None, :], [1, *kernel], [1, *stride], [0, *padding], "max",
+                          [1, *dilation], ceil)
+        else:
+            ceil = rest[0] if rest else False
+            incl = rest[1] if len(rest) > 1 else True
+            out = _pool2d(x[..., None, :], [1, *kernel], [1, *stride], [0, *padding], "avg",
+                          ceil_mode=ceil, count_include_pad=incl)
+        return out[..., 0, :]
+    return pool
+
+
+def _rrelu(x, lower=1.0 / 8, upper=1.0 / 3, training=False, *_):
+    if training:
+        raise NacRuntimeError("rrelu in training mode (random slopes) is not supported")
+    return np.where(x >= 0, x, x * _f(x, (lower + upper) / 2))
+
+
 KERNELS = {
     "nac.pass": lambda x, *_: x,
     "nac.clone": lambda x, *_: x.copy(),
@@ -331,6 +425,42 @@ KERNELS = {
     "aten.add.Tensor": _broadcasting(lambda a, b, alpha=1: a + alpha * b),
     "aten.sub.Tensor": _broadcasting(lambda a, b, alpha=1: a - alpha * b),
     "aten.reshape.default": _reshape,
+    "aten.select.int": lambda x, dim, index: np.take(x, index, axis=dim),
+    "aten.rrelu.default": _rrelu,
+    "aten.hardtanh.default": lambda x, low=-1.0, high=1.0: _clamp(x, low, high),
+    "aten.clamp.default": _clamp,
+    "aten.leaky_relu.default": lambda x, slope=0.01: np.where(x > 0, x, x * _f(x, slope)),
+    "aten.prelu.default": _prelu,
+    "aten.elu.default": _elu,
+    "aten.selu.default": lambda x: _elu(x, 1.6732632423543772, 1.0507009873554805),
+    "aten.celu.default": lambda x, alpha=1.0: _elu(x, alpha, 1.0, 1.0 / alpha),
+    "aten.silu.default": lambda x: x / (1 + np.exp(-x)),
+    "aten.mish.default": lambda x: x * np.tanh(_softplus(x)),
+    "aten.hardswish.default": lambda x: x * np.clip(x + 3, 0, 6) / np.float32(6),
+    "aten.hardsigmoid.default": lambda x: np.clip(x + 3, 0, 6) / np.float32(6),
+    "aten.softplus.default": _softplus,
+    "aten.softshrink.default": lambda x, lambd=0.5: np.where(
+        x > lambd, x - _f(x, lambd), np.where(x < -lambd, x + _f(x, lambd), np.float32(0))),
+    "aten.hardshrink.default": lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x,
+                                                             np.float32(0)),
+    "aten.log_sigmoid.default": lambda x: -_softplus(-x),
+    "aten.log_softmax.int": _log_softmax,
+    "aten.threshold.default": lambda x, threshold, value: np.where(x > threshold, x,
+                                                                   _f(x, value)),
+    "aten.glu.default": _glu,
+    "aten.abs.default": np.abs,
+    "aten.sign.default": np.sign,
+    "aten.erf.default": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x).astype(
+        np.float32),
+    "aten.pow.Tensor_Scalar": lambda x, exponent: np.power(x, _f(x, exponent)),
+    "aten.cumsum.default": lambda x, dim, dtype=None: np.cumsum(x, axis=dim, dtype=x.dtype),
+    "aten.rms_norm.default": _rms_norm,
+    "aten.group_norm.default": _group_norm,
+    "aten.instance_norm.default": _instance_norm,
+    "aten.max_pool1d.default": _pool1d("max"),
+    "aten.avg_pool1d.default": _pool1d("avg"),
+    "aten.adaptive_avg_pool1d.default": lambda x, size: _adaptive_avg_pool2d(
+        x[..., None, :], (1, *size))[..., 0, :],
     # MIND Core IR operations without an ATen counterpart of the same signature.
     "mind.index": lambda x, indices: np.asarray(x[tuple(indices)]),
     "mind.slice": _slice,
