@@ -160,3 +160,38 @@ def test_races_with_several_ranges_readers_and_in_place_tasks():
                 _access(n[4], 0, 4, False, 5)]
     assert [(x.task, x.write, y.task) for x, y, _, _ in find_races(in_place, order)] == [
         ("t4", True, "t5")]
+
+
+def test_races_skip_ordered_instances_and_look_past_quiet_ranges():
+    # Nodes in creation order: 0 (statement 1), 1 (statement 3, on its own), 2 (statement
+    # 2, after node 0). All write [0, 4): 1 races with 0 and with 2; 0 -> 2 is ordered.
+    order = Order()
+    a = order.node([])
+    b = order.node([])
+    c = order.node([a])
+    accesses = [_access(a, 0, 4, True, 1), _access(b, 0, 4, True, 3),
+                _access(c, 0, 4, True, 2)]
+    got = {(x.task, y.task) for x, y, _, _ in find_races(accesses, order)}
+    assert got == {("t1", "t3"), ("t3", "t2")}
+    # [0, 4) is written by an ancestor only, [2, 8) by an unordered node (both after the
+    # first): a write of [3, 6) clashes with the second range although the first one
+    # (sorted first) is quiet.
+    order = Order()
+    a = order.node([])
+    b = order.node([a])
+    c = order.node([a])
+    accesses = [_access(a, 0, 4, True, 1), _access(b, 2, 8, True, 2),
+                _access(c, 3, 6, True, 3)]
+    got = [(x.task, y.task, lo, hi) for x, y, lo, hi in find_races(accesses, order)]
+    assert got == [("t2", "t3", 3, 6)]
+
+
+def test_race_names_the_first_instance_of_a_statement():
+    # Two instances of statement 1 (a loop body: nodes 0 and 1, task names differ) race
+    # with statement 2; the pair is reported once, with the earlier instance.
+    order = Order()
+    n = [order.node([]) for _ in range(3)]
+    first = Access("X", None, 0, 4, True, n[0], "t1[0]", "r1", Span("p.nem", 1, 1))
+    second = Access("X", None, 0, 4, True, n[1], "t1[1]", "r1", Span("p.nem", 1, 1))
+    races = list(find_races([first, second, _access(n[2], 0, 4, True, 2)], order))
+    assert [(x.task, y.task) for x, y, _, _ in races] == [("t1[0]", "t1[1]"), ("t1[0]", "t2")]
