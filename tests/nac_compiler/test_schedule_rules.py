@@ -114,3 +114,20 @@ def test_one_record_holds_at_most_255_commands(width):
         with pytest.raises(ScheduleError, match=r"^tick 257: 256 commands do not fit one "
                                                 r"record$"):
             schedule(ops)
+
+
+def test_pass_is_a_regular_operation_and_two_records_per_tick_are_refused():
+    # nac.pass (A = 10, the first regular id) reads its argument like any operation:
+    # v0 -> v1 = pass(v0) directly: FORWARD 1, FREE 0 at 2; v1 is the output: SAVE.
+    ops = (INPUT, Instruction(10, 1, None, (-1,)), _output())
+    assert schedule(ops) == (MmapRecord(0, ((W, 1),)), MmapRecord(1, ((S, 1),)),
+                             MmapRecord(2, ((F, 0),)))
+    with pytest.raises(ScheduleError, match=r"^tick 0: two records$"):
+        replay(OPS, (MmapRecord(0, ((S, 0),)), MmapRecord(0, ((W, 2),))))
+
+
+def test_peak_preloaded_bytes_counts_only_known_sizes():
+    ops = (PARAM, _op(-1), _output())
+    records = schedule(ops)
+    assert replay(ops, records).peak_preloaded_bytes == 0
+    assert replay(ops, records, param_bytes={0: 96}).peak_preloaded_bytes == 96
