@@ -198,7 +198,7 @@ CODES: dict[str, tuple[str, str, str]] = {
     "E904": (
         "error",
         "loop nest unrolls to too many task instances",
-        "Loops and Bounded Pipelining (toolkit limit: 32768 task instances)",
+        "Loops and Bounded Pipelining (toolkit limit: 16384 task instances)",
     ),
 }
 

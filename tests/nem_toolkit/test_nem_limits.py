@@ -38,7 +38,7 @@ def test_hundred_thousand_digit_literal():
 
 
 def test_task_instances_are_capped(monkeypatch):
-    # The real limit (32,768) takes seconds to reach; the check is the same at 50.
+    # The real limit (16,384) takes seconds to reach; the check is the same at 50.
     monkeypatch.setattr(checker_loops, "MAX_TASK_INSTANCES", 50)
     body = "".join(f"    t{k} = transfer.async(dst=region(A1, {64 * k}, 64), "
                    f"src=region(A2, i * 64, 64){f', deps=[t{k - 1}]' if k else ''})\n"

@@ -8,8 +8,9 @@ from nem.tree import Loop
 
 #: Toolkit limit (E904, docs/nem-toolkit.md "Limits"): task instances, and loop iterations,
 #: one document may unroll to. The happens-before order grows with the square of the
-#: instances (measured: 50,000 -> 1.7 GB, 100,000 -> 6.2 GB peak); 32,768 stays under 1 GB.
-MAX_TASK_INSTANCES = 32_768
+#: instances (measured peaks: 16,384 -> 0.26 GB, 32,768 -> 0.78 GB, 50,000 -> 1.7 GB,
+#: 100,000 -> 6.2 GB); 16,384 keeps a check at the limit to a few seconds and well under 1 GB.
+MAX_TASK_INSTANCES = 16_384
 
 
 class _LoopChecks:
