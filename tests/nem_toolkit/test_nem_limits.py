@@ -108,7 +108,7 @@ def test_racy_loop_checks_in_linear_time():
         "endloop\n"
     )
     start = time.monotonic()
-    codes, result = _codes(source)
+    _, result = _codes(source)
     assert time.monotonic() - start < 20  # was minutes
     assert result.task_count == 6000
     races = [d for d in result.diagnostics if d.code == "E901"]
