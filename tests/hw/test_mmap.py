@@ -5,7 +5,15 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from npu.nac.mmap import MmapAction, MmapCoprocessor, MmapError, MmapModel, ResultState, encode_mmap
+from npu.nac.mmap import (
+    MmapAction,
+    MmapCoprocessor,
+    MmapError,
+    MmapFault,
+    MmapModel,
+    ResultState,
+    encode_mmap,
+)
 from sim.nac_schedules import random_schedule
 from sim.nac_streams import corrupt
 from sim.streams import stream_send
@@ -164,6 +172,8 @@ F, S, W, P = MmapAction.FREE, MmapAction.SAVE_RESULT, MmapAction.FORWARD, MmapAc
     ([(0, [(P, 2)])], MmapError.BAD_TARGET, 0),          # PRELOAD of a non-parameter
     ([(0, [(7, 1)])], MmapError.BAD_ACTION, 0),
     ([(0, [(S, 100)])], MmapError.CAPACITY, 0),          # 100 >= max_instructions 64
+    ([(0, [(S, 64)])], MmapError.CAPACITY, 0),           # 64: one past the last entry
+    ([(2, [(S, 2), (S, 2)])], MmapError.BAD_TARGET, 2),  # SAVE_RESULT of a saved result
     ([(2, [(S, 2)]), (1, [(S, 1)])], MmapError.TICK_ORDER, 2),
     ([(0, [(S, 0)]), (1, [(S, 1)]), (2, [(S, 2)]), (3, [(S, 3)]), (4, [(S, 4)]),
       (5, [(S, 5)]), (6, [(S, 6)])], MmapError.NO_SLOT, 6),   # 7 saves, 6 slots
@@ -173,6 +183,11 @@ def test_rules(records, cause, tick):
     assert model.error == cause
     if cause != MmapError.NONE:
         assert model.error_tick == tick
+
+
+def test_fault_carries_the_cause_name():
+    fault = MmapFault(MmapError.NO_SLOT)
+    assert fault.cause is MmapError.NO_SLOT and str(fault) == "NO_SLOT"
 
 
 def test_unexpected_completion():
