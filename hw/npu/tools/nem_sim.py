@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 __all__ = ["register"]
 
@@ -138,8 +139,10 @@ def _sim(args, run) -> int:
     if want is None:
         print(f"executor: refuses the binary ({prep.refusal}); the RTL runs without a "
               "reference")
+    began = time.monotonic()
     rtl = run.simulate(prep, stalls=args.stalls, waves=args.waves, budget=args.budget,
                        watchdog=args.watchdog, seed=args.seed if args.seed is not None else 1)
+    wall = time.monotonic() - began
     if args.waves:
         dumps = sorted(p for p in rtl.run_dir.glob("dump.*") if p.suffix in (".fst", ".vcd"))
         print(f"waveform: {dumps[0] if dumps else f'none written in {rtl.run_dir}'}")
@@ -158,6 +161,7 @@ def _sim(args, run) -> int:
             ratio = cycles / want.total_cycles if want.total_cycles else float("nan")
             line += f"; executor {want.total_cycles} cycles; RTL / executor {ratio:.2f}"
         print(line + stalls)
+        print(f"wall time: {wall:.1f} s for the (cached) build and the cocotb run")
     else:
         print(f"counters when the run stopped{stalls}:")
     _print_counters(cfg, rtl, want)
