@@ -160,8 +160,14 @@ def test_cycle_budget_stops_a_run(tmp_path, capsys):
 
 
 def test_cli_errors(tmp_path, capsys):
-    assert main(["nem", "sim", str(tmp_path / "none.nem"), "--device", "small"]) == 2
+    assert main(["nem", "sim", str(tmp_path / "none.nem"), "--device", "small"]) == 1
     assert "none.nem: no such file" in capsys.readouterr().err
+    assert main(["nem", "sim", str(tmp_path), "--device", "small"]) == 1
+    assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+    (tmp_path / "p.nem").write_text(TILED)
+    assert main(["nem", "sim", str(tmp_path / "p.nem"), "--device", "small", "--image",
+                 str(tmp_path / "none.img")]) == 1
+    assert "--image" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         main(["nem", "sim", str(tmp_path / "none.nem"), "--device", "big"])
     assert exc.value.code == 2

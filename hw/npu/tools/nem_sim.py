@@ -9,8 +9,8 @@ the executor's run of the same binary. It prints the cycles, every unit's busy t
 utilisation from the engine's counters and the RTL / executor cycle ratio. Exit status: 0
 when the RTL ends done and equals the executor; 1 on a mismatch (the first task in program
 order whose output region differs, the buffer, the byte and both values), an engine error
-or watchdog, a run stopped by the cycle budget, or a binary the executor refuses; 2 on a
-usage problem.
+or watchdog, a run stopped by the cycle budget, a binary the executor refuses, or an input
+that is missing or does not check; 2 on a usage problem (argparse: an unknown device).
 
 The ``nem`` subcommand group belongs to :mod:`nem.cli` (registered before this module);
 ``nem`` never imports the hardware, so the command that needs the RTL is added here.
@@ -122,9 +122,11 @@ def _sim(args, run) -> int:
     for option in ("file", "memory", "image"):
         path = getattr(args, option)
         if path and not os.path.isfile(path):
+            # exit status 1, as for every unreadable input of npu (issue 24)
             what = "" if option == "file" else f"--{option} "
-            print(f"npu nem sim: error: {what}{path}: no such file", file=sys.stderr)
-            return EXIT_USAGE
+            why = "is a directory, expected a file" if os.path.isdir(path) else "no such file"
+            print(f"npu nem sim: error: {what}{path}: {why}", file=sys.stderr)
+            return EXIT_FAIL
     if args.budget < 1:
         print("npu nem sim: error: --budget must be at least 1 cycle", file=sys.stderr)
         return EXIT_USAGE
