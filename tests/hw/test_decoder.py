@@ -203,3 +203,15 @@ def test_layout_width_is_what_the_docs_say():
     layout = decoded_layout(8, 8)
     # index 16 + a 8 + b 8 + n_consts 4 + consts 8*16 + n_args 4 + args 8*17
     assert layout.size == 16 + 8 + 8 + 4 + 128 + 4 + 136
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_capacity_limits():
+    # 1..255 arguments and constants (a count is one byte in the decoded layout's sense).
+    assert InstructionDecoder(max_args=1, max_consts=1).max_args == 1
+    assert InstructionDecoder(max_args=255, max_consts=255).max_consts == 255
+    for name, value in (("max_args", 0), ("max_args", 256), ("max_consts", 256),
+                        ("max_consts", True), ("max_args", 2.0)):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer in 1\.\.255, "
+                                             rf"not {value!r}$"):
+            InstructionDecoder(**{"max_args": 4, "max_consts": 4, name: value})
