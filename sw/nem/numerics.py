@@ -30,21 +30,31 @@ import numpy as np
 from nem.elemtypes import ELEM_RANGES, elem_type
 
 __all__ = [
+    "ELTWISE_LEFT_SHIFT",
+    "ELTWISE_OPS",
     "INT_RANGES",
     "REQUANT_TYPES",
+    "EltwiseParams",
     "NumericsError",
     "QuantParams",
     "Requant",
     "activation_qparams",
+    "avgpool_int8",
     "bias_codes",
+    "cast_int",
     "conv2d_int8_acc",
     "dequantize_codes",
+    "eltwise_int8",
+    "eltwise_params",
     "fold_input_zero_point",
     "gemm_int8_acc",
+    "maxpool_int8",
     "quantize_multiplier",
     "quantize_real",
     "requant_params",
     "requantize",
+    "rescale",
+    "round_div",
     "round_float",
     "weight_scales",
 ]
@@ -404,3 +414,178 @@ def round_float(real, elem: str):
         bits = r32.view(np.uint32) | inexact.astype(np.uint32)
         return bits.view(np.float32).astype(ml_dtypes.bfloat16)
     raise NumericsError(f"{elem} is not a float type")
+
+
+# --- the CSTL's int8 rules (issue 20) --------------------------------------------------------
+
+#: Binary elementwise opcodes with an integer definition on i8 (:func:`eltwise_int8`).
+ELTWISE_OPS = ("add", "sub", "mul", "min", "max")
+#: Left shift of ``q - z`` before the input rescale of add/sub/min/max: 20 bits of headroom
+#: below the common scale (|q - z| <= 255 fits 28 bits, as TFLite's ``left_shift``).
+ELTWISE_LEFT_SHIFT = 20
+
+
+def rescale(v, m, t):
+    """The one rounding of the integer path: ``(v * m + 2**(t-1)) >> t``.
+
+    ``v`` and ``m`` are integers whose product fits 63 bits, ``t`` in ``[1, 62]``, ``>>``
+    an arithmetic shift: round half toward +infinity (as :func:`requantize`).
+    """
+    v = np.asarray(v, dtype=np.int64)
+    return (v * np.int64(m) + (np.int64(1) << np.int64(t - 1))) >> np.int64(t)
+
+
+@dataclass(frozen=True)
+class EltwiseParams:
+    """Integer parameters of a binary i8 elementwise task (``ELTWISE_ENTRY`` holds them).
+
+    Attributes
+    ----------
+    a_zero_point, b_zero_point, y_zero_point : int
+        Zero points of the inputs A, B and of the output.
+    left_shift : int
+        :data:`ELTWISE_LEFT_SHIFT` for add/sub/min/max, 0 for mul.
+    a_multiplier, a_shift, b_multiplier, b_shift : int
+        Rescale of each input to the common scale (add/sub/min/max; 0 for mul).
+    y_multiplier, y_shift : int
+        Rescale of the result to the output scale.
+    lo, hi : int
+        Clamp bounds after adding the output zero point (the output type's range).
+    """
+
+    a_zero_point: int
+    b_zero_point: int
+    y_zero_point: int
+    left_shift: int
+    a_multiplier: int
+    a_shift: int
+    b_multiplier: int
+    b_shift: int
+    y_multiplier: int
+    y_shift: int
+    lo: int
+    hi: int
+
+
+def eltwise_params(op, a_scale, a_zero_point, b_scale, b_zero_point, y_scale, y_zero_point):
+    """The integer parameters of ``op`` (one of :data:`ELTWISE_OPS`) on i8 operands.
+
+    Per-tensor descriptors ``(scale, zero point)``; an operand without a descriptor is
+    ``(1.0, 0)``. add/sub/min/max rescale both inputs to the common scale
+    ``2 * max(s_a, s_b) / 2**L`` (multipliers ``s_a / (2 max)``, ``s_b / (2 max)``, both at
+    most 1/2) and the result by ``2 max / (2**L s_y)``; mul rescales the product of the
+    centred codes by ``s_a s_b / s_y``. Every multiplier comes from
+    :func:`quantize_multiplier`.
+
+    Raises
+    ------
+    NumericsError
+        When an operation is not in :data:`ELTWISE_OPS`, a zero point is outside i8, or a
+        multiplier is outside the representable range.
+    """
+    if op not in ELTWISE_OPS:
+        raise NumericsError(f"{op!r} has no integer elementwise definition ({ELTWISE_OPS})")
+    lo, hi = ELEM_RANGES["i8"]
+    for what, z in (("A", a_zero_point), ("B", b_zero_point), ("output", y_zero_point)):
+        if not lo <= z <= hi:
+            raise NumericsError(f"{op}: {what} zero point {z} outside i8 [{lo}, {hi}]")
+    sa, sb, sy = float(a_scale), float(b_scale), float(y_scale)
+    zs = (int(a_zero_point), int(b_zero_point), int(y_zero_point))
+    try:
+        if op == "mul":
+            ym, yt = quantize_multiplier(sa * sb / sy)
+            return EltwiseParams(*zs, 0, 0, 0, 0, 0, ym, yt, lo, hi)
+        twice = 2.0 * max(sa, sb)
+        am, at = quantize_multiplier(sa / twice)
+        bm, bt = quantize_multiplier(sb / twice)
+        ym, yt = quantize_multiplier(twice / ((1 << ELTWISE_LEFT_SHIFT) * sy))
+    except NumericsError as exc:
+        raise NumericsError(f"{op}: scales {sa!r}, {sb!r} -> {sy!r}: {exc}") from None
+    return EltwiseParams(*zs, ELTWISE_LEFT_SHIFT, am, at, bm, bt, ym, yt, lo, hi)
+
+
+def eltwise_int8(op, qa, qb, p: EltwiseParams):
+    """The integer definition of a binary i8 elementwise op (numpy broadcasting).
+
+    ``op`` in :data:`ELTWISE_OPS`; ``qa``, ``qb`` i8 codes, ``p`` from :func:`eltwise_params`:
+
+    * add, sub, min, max: ``a = rescale((qa - za) << L, ma, ta)``,
+      ``b = rescale((qb - zb) << L, mb, tb)``, ``r = a + b``, ``a - b``, ``min(a, b)`` or
+      ``max(a, b)``;
+    * mul: ``r = (qa - za) * (qb - zb)``;
+
+    then ``y = clamp(zy + rescale(r, my, ty), lo, hi)`` (:func:`rescale`: the exact product
+    rounded half up by the shift). Every intermediate fits 63 bits.
+    """
+    da = np.asarray(qa, dtype=np.int64) - p.a_zero_point
+    db = np.asarray(qb, dtype=np.int64) - p.b_zero_point
+    if op == "mul":
+        r = da * db
+    else:
+        a = rescale(da << p.left_shift, p.a_multiplier, p.a_shift)
+        b = rescale(db << p.left_shift, p.b_multiplier, p.b_shift)
+        r = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}[op](a, b)
+    y = np.clip(rescale(r, p.y_multiplier, p.y_shift) + p.y_zero_point, p.lo, p.hi)
+    return y.astype(np.int8)
+
+
+def round_div(total, count):
+    """``total / count`` rounded half to even, exactly in integers (``count`` > 0): the
+    floor quotient ``f`` and remainder ``r`` (``0 <= r < count``), plus one when
+    ``2r > count``, or ``2r == count`` and ``f`` is odd (the average pool's division; the
+    same rounding as the real-valued path's, so a pool that keeps its descriptor gives
+    the real-valued result exactly)."""
+    total = np.asarray(total, dtype=np.int64)
+    count = np.asarray(count, dtype=np.int64)
+    f, r = np.divmod(total, count)
+    up = (2 * r > count) | ((2 * r == count) & (f % 2 == 1))
+    return f + up
+
+
+def _windows(x, kernel, strides, pads, fill):
+    """Every window position of an NHWC pool: (stacked taps, in-bounds count per output)."""
+    n, h, w, c = x.shape
+    top, left, bottom, right = pads
+    xp = np.full((n, h + top + bottom, w + left + right, c), fill, dtype=np.int64)
+    xp[:, top : top + h, left : left + w, :] = x
+    valid = np.zeros(xp.shape[1:3], dtype=np.int64)
+    valid[top : top + h, left : left + w] = 1
+    oh = (h + top + bottom - kernel[0]) // strides[0] + 1
+    ow = (w + left + right - kernel[1]) // strides[1] + 1
+    taps, count = [], np.zeros((oh, ow), dtype=np.int64)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            rows = slice(i, i + strides[0] * (oh - 1) + 1, strides[0])
+            cols = slice(j, j + strides[1] * (ow - 1) + 1, strides[1])
+            taps.append(xp[:, rows, cols, :])
+            count += valid[rows, cols]
+    return np.stack(taps), count
+
+
+def maxpool_int8(q, kernel, strides, pads):
+    """Max pool of i8 codes (NHWC): the largest in-bounds code of each window; a window
+    with no position inside the input gives -128 (the maximum's start value). Max commutes
+    with every monotonic requantisation, so a differing output descriptor is a lookup table
+    after it."""
+    taps, count = _windows(np.asarray(q, np.int64), kernel, strides, pads, -(1 << 40))
+    out = taps.max(axis=0)
+    return np.where(count[None, :, :, None] > 0, out, -128).astype(np.int8)
+
+
+def avgpool_int8(q, kernel, strides, pads):
+    """Average pool of i8 codes (NHWC): the sum of the in-bounds codes of each window divided
+    by their number with :func:`round_div` (half to even); padding is not counted.
+    The mean of codes in [-128, 127] stays in i8. A window with no position inside the
+    input gives 0 (as an input code). Global average pooling is the window of the whole H x W."""
+    taps, count = _windows(np.asarray(q, np.int64), kernel, strides, pads, 0)
+    total = taps.sum(axis=0)
+    safe = np.maximum(count, 1)[None, :, :, None]
+    out = np.where(count[None, :, :, None] > 0, round_div(total, safe), 0)
+    return out.astype(np.int8)
+
+
+def cast_int(q, elem: str):
+    """Integer -> integer cast of codes: the value kept, saturated to ``elem``'s range
+    (widening i8 -> i16 / i32 is a sign extension; narrowing clamps)."""
+    lo, hi = ELEM_RANGES[elem]
+    return np.clip(np.asarray(q, dtype=np.int64), lo, hi).astype(elem_type(elem).dtype)

@@ -32,11 +32,18 @@ from nem.checker import Region
 from nem.consteval import EvalError, evaluate
 from nem.elemtypes import FLOAT_TYPES
 from nem.numerics import (
+    ELTWISE_OPS,
+    EltwiseParams,
     NumericsError,
     QuantParams,
     Requant,
+    avgpool_int8,
+    cast_int,
     dequantize_codes,
+    eltwise_int8,
+    eltwise_params,
     fold_input_zero_point,
+    maxpool_int8,
     quantize_real,
     requant_params,
     requantize,
@@ -48,12 +55,16 @@ from nem.tree import Quant
 __all__ = [
     "BINARY",
     "UNARY",
+    "CstlInt8",
     "NotSupported",
     "OpError",
     "Work",
+    "cstl_int8",
+    "lookup_table",
     "nmu_requant",
     "quant_params",
     "run_compute",
+    "table_opcodes",
 ]
 
 #: Priority-2 opcodes this executor rejects (with the reason).
@@ -474,6 +485,100 @@ def _real_op(name, vals, regions, qps, ins_n, attrs):
     raise NotSupported(f"{name}: no executor kernel")
 
 
+# --- the CSTL's int8 path ----------------------------------------------------------------------
+
+#: The 256 i8 codes in table order: entry ``b`` is the code whose byte is ``b``.
+TABLE_CODES = np.arange(256, dtype=np.int64).astype(np.uint8).view(np.int8)
+
+
+def table_opcodes() -> frozenset[str]:
+    """Opcodes whose i8 -> i8 task is a lookup table: the unary elementwise ones and clamp."""
+    g = opcodes.groups()
+    return g.unary | g.other_eltwise
+
+
+def lookup_table(opcode: str, attrs: dict, q_in: QuantParams | None,
+                 q_out: QuantParams | None) -> np.ndarray:
+    """The 256 output codes (int8, entry ``b`` for input byte ``b``) of an i8 -> i8 task.
+
+    ``opcode`` is a :func:`table_opcodes` opcode, or ``None`` for a requantisation alone
+    (pooling / reduce_max to another descriptor). Computed with the executor's own formula:
+    dequantise, the float64 kernel of :data:`UNARY`, :func:`nem.numerics.quantize_real`;
+    every step is elementwise, so ``table[q & 0xFF]`` equals the formula for every code.
+    """
+    real = dequantize_codes(TABLE_CODES, q_in)
+    if opcode is not None:
+        real = _safe(UNARY[opcode])(real, attrs)
+    return quantize_real(real, "i8", q_out)
+
+
+@dataclass(frozen=True)
+class CstlInt8:
+    """What a task on the CSTL's int8 path needs beyond its operands: a lookup table (the
+    ``TABLE`` register's entry) and the binary eltwise parameters (``REQUANT``'s entry)."""
+
+    table: np.ndarray | None
+    eltwise: EltwiseParams | None
+
+
+def _same(a: QuantParams | None, b: QuantParams | None) -> bool:
+    def key(q):
+        return (1.0, 0) if q is None else (float(q.scales[0]), int(q.zero_points[0]))
+
+    return key(a) == key(b)
+
+
+def cstl_int8(opcode: str, regions: list[Region], qps: list, nin: int,
+              attrs: dict) -> CstlInt8 | None:
+    """The int8 path of a CSTL task, or ``None`` when the task does not take it.
+
+    The path is taken when every operand is i8 with a per-tensor descriptor (or none) and
+    the opcode is a :func:`table_opcodes` one (a table), maxpool, avgpool or reduce_max (a
+    table when the output descriptor differs from the input's), or a binary
+    :data:`nem.numerics.ELTWISE_OPS` one (eltwise parameters).
+
+    Raises
+    ------
+    OpError
+        When the eltwise parameters cannot be represented (the message says why).
+    """
+    if any(r.elem != "i8" for r in regions) or any(
+            q is not None and q.axis is not None for q in qps):
+        return None
+    if len(regions) - nin != 1:
+        return None
+    if opcode in table_opcodes() and nin == 1:
+        return CstlInt8(lookup_table(opcode, attrs, qps[0], qps[1]), None)
+    if opcode in ("maxpool", "avgpool", "reduce_max") and nin == 1:
+        same = _same(qps[0], qps[1])
+        return CstlInt8(None if same else lookup_table(None, {}, qps[0], qps[1]), None)
+    if opcode in ELTWISE_OPS and nin == 2:
+        sz = [(1.0, 0) if q is None else (float(q.scales[0]), int(q.zero_points[0]))
+              for q in qps]
+        try:
+            return CstlInt8(None, eltwise_params(opcode, *sz[0], *sz[1], *sz[2]))
+        except NumericsError as exc:
+            raise OpError(str(exc)) from None
+    return None
+
+
+def _cstl_run(opcode, info: CstlInt8, vals, attrs):
+    """The CSTL int8 path's result codes (docs/numerics.md)."""
+    x = np.asarray(vals[0])
+    if info.eltwise is not None:
+        return eltwise_int8(opcode, x, np.asarray(vals[1]), info.eltwise)
+    if opcode in table_opcodes():
+        return info.table[x.astype(np.int8).view(np.uint8)]
+    if opcode in ("maxpool", "avgpool"):
+        pool = maxpool_int8 if opcode == "maxpool" else avgpool_int8
+        y = pool(x, attrs.get("kernel_shape"), tuple(attrs.get("strides") or (1, 1)),
+                 tuple(attrs.get("pads") or (0, 0, 0, 0)))
+    else:
+        y = _reduce(opcode, x.astype(np.int8), attrs)
+    y = np.asarray(y, dtype=np.int8)
+    return y if info.table is None else info.table[y.view(np.uint8)]
+
+
 def run_compute(
     opcode: str,
     ins: list[tuple[Region, np.ndarray]],
@@ -517,6 +622,16 @@ def run_compute(
     if opcode == "cast":
         # A value conversion: quantization descriptors play no part.
         qps = [None] * len(regions)
+        if all(r.elem not in FLOAT_TYPES for r in regions):
+            y = cast_int(vals[0], outs[0].elem)
+            return [y], Work(elems=max(math.prod(r.shape) for r in regions))
+    info = cstl_int8(opcode, regions, qps, len(ins), attrs)
+    if info is not None:
+        y = _cstl_run(opcode, info, vals, attrs)
+        if tuple(y.shape) != tuple(outs[0].shape):
+            raise OpError(f"{opcode}: result has shape {list(y.shape)}, output "
+                          f"{outs[0].label} has {list(outs[0].shape)}")
+        return [y], Work(elems=max(math.prod(r.shape) for r in regions))
     reals = _real_op(opcode, vals, regions, qps, len(ins), attrs)
     if len(reals) != len(outs):
         raise OpError(f"{opcode}: computes {len(reals)} output(s), {len(outs)} given")

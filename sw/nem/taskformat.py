@@ -30,6 +30,7 @@ import struct
 from dataclasses import dataclass
 
 from nem.elemtypes import ELEM_TYPES
+from nem.numerics import EltwiseParams
 from nem.opcodes import OPCODES
 from nem.records import Record, RecordError
 from nem.units import COMPUTE_UNITS, COPY_UNITS, Unit
@@ -44,11 +45,13 @@ __all__ = [
     "DATA_ALIGN",
     "DDR_ADDRESS_BITS",
     "ELEM_TYPES",
+    "ELTWISE_ENTRY",
     "HEADER",
     "HEADER_FIELDS",
     "ID_VALUES",
     "LEVELS",
     "LIST_WORDS",
+    "LOOKUP_TABLE",
     "MAGIC",
     "MAX_COPY_COUNT",
     "MAX_OPERANDS",
@@ -56,6 +59,7 @@ __all__ = [
     "MAX_TOKENS",
     "NO_ENGINE",
     "NO_QUANT",
+    "NO_TABLE",
     "OPCODES",
     "QUANT_ENTRY",
     "QUANT_KINDS",
@@ -63,6 +67,9 @@ __all__ = [
     "REQUANT_CHANNEL",
     "REQUANT_ENTRY",
     "SLOTTED_ATTRS_MINOR",
+    "TABLE_ALIGN",
+    "TABLE_BYTES",
+    "TABLE_MINOR",
     "TASK_FIELDS",
     "TASK_HEADER",
     "VERSION",
@@ -82,11 +89,15 @@ __all__ = [
     "attr_words",
     "data_offset",
     "decode",
+    "decode_eltwise",
     "decode_quant",
     "decode_requant",
+    "decode_table",
     "encode",
+    "encode_eltwise",
     "encode_quant",
     "encode_requant",
+    "encode_table",
     "operand_register",
     "read_attr_words",
 ]
@@ -94,6 +105,9 @@ __all__ = [
 MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
 VERSION = (1, 2)
+#: Task binary minor version that added the compute register ``TABLE`` (the map's last
+#: register); a 1.2 reader refuses its index.
+TABLE_MINOR = 3
 
 #: The program header (68 bytes). A 1.0 binary had a reserved 0 where 1.1 has
 #: ``data_bytes``: it reads as one without a data section.
@@ -257,6 +271,37 @@ REQUANT_CHANNEL = Record("requantisation channel", [
     ("multiplier", "i32", "fixed-point multiplier (docs/numerics.md)"),
     ("shift", "i32", "right shift"),
 ])
+#: ``TABLE`` when the task has no lookup table.
+NO_TABLE = 0xFFFFFFFF
+#: Bytes of a lookup table: one output code per input byte value.
+TABLE_BYTES = 256
+#: A lookup table starts on a multiple of this many bytes of the data section.
+TABLE_ALIGN = 8
+#: The lookup table of a CSTL table task (256 bytes): the output code of input code ``q``
+#: (an i8) is the byte at offset ``q & 0xFF``, read as an i8. The binder computes it from
+#: the executor's own formula (``nem.ops.lookup_table``) for every one of the 256 codes.
+LOOKUP_TABLE = Record("lookup table", [
+    ("codes", f"bytes{TABLE_BYTES}", "output code (i8) of input byte b at offset b"),
+])
+#: The integer parameters of a binary i8 elementwise task (add, sub, mul, min, max; 48
+#: bytes, one i32 per field so that gateware streams it as 32-bit words:
+#: ``ELTWISE_ENTRY.word_fields()``). The integer definition is
+#: ``nem.numerics.eltwise_int8`` (docs/numerics.md); field names equal
+#: ``nem.numerics.EltwiseParams``'.
+ELTWISE_ENTRY = Record("eltwise entry", [
+    ("a_zero_point", "i32", "zero point of input A (OP0)"),
+    ("b_zero_point", "i32", "zero point of input B (OP1)"),
+    ("y_zero_point", "i32", "zero point of the output"),
+    ("left_shift", "i32", "left shift of (q - z) before the input rescale (0 for mul)"),
+    ("a_multiplier", "i32", "input A rescale multiplier (0 for mul)"),
+    ("a_shift", "i32", "input A rescale right shift (0 for mul)"),
+    ("b_multiplier", "i32", "input B rescale multiplier (0 for mul)"),
+    ("b_shift", "i32", "input B rescale right shift (0 for mul)"),
+    ("y_multiplier", "i32", "output rescale multiplier"),
+    ("y_shift", "i32", "output rescale right shift"),
+    ("lo", "i32", "clamp low (after adding y_zero_point)"),
+    ("hi", "i32", "clamp high"),
+])
 
 _OPERAND_FIELDS = (
     ("ADDR_LO", "byte address of the first element, bits 31..0"),
@@ -282,7 +327,12 @@ def _compute_registers() -> list[tuple[str, str]]:
     regs += [(f"ATTR{j}", "attribute word (layout: attr_words)") for j in range(ATTR_WORDS)]
     regs.append(
         ("REQUANT", "integer gemm/matmul/conv2d: byte offset of the output stage's "
-         "requantisation entry in the data section")
+         "requantisation entry in the data section; binary i8 add/sub/mul/min/max: byte "
+         "offset of the ELTWISE_ENTRY")
+    )  # fmt: skip
+    regs.append(
+        ("TABLE", "i8 table tasks (unary, clamp, requantising pool / reduce_max): byte "
+         "offset of the LOOKUP_TABLE in the data section (NO_TABLE: none); since 1.3")
     )  # fmt: skip
     return regs
 
@@ -363,6 +413,62 @@ def decode_requant(data: bytes, offset: int) -> RequantEntry:
     chans = [REQUANT_CHANNEL.unpack(data, at + REQUANT_CHANNEL.size * c) for c in range(n)]
     return RequantEntry(head["x_zero_point"], head["y_zero_point"], head["lo"], head["hi"],
                         tuple(c["multiplier"] for c in chans), tuple(c["shift"] for c in chans))
+
+
+def encode_table(codes) -> bytes:
+    """The bytes of a lookup table: ``codes[b]`` (an i8) at offset ``b`` for b in 0..255."""
+    codes = [int(c) for c in codes]
+    if len(codes) != TABLE_BYTES or not all(-128 <= c < 128 for c in codes):
+        raise TaskFormatError(f"lookup table: needs {TABLE_BYTES} i8 codes")
+    return LOOKUP_TABLE.pack(codes=bytes(c & 0xFF for c in codes))
+
+
+def decode_table(data: bytes, offset: int) -> tuple[int, ...]:
+    """The 256 i8 output codes of the lookup table at ``offset`` of a data section.
+
+    Raises
+    ------
+    TaskFormatError
+        When the table is misaligned or does not fit in the section.
+    """
+    where = f"data section offset {offset}"
+    if offset % TABLE_ALIGN:
+        raise TaskFormatError(f"{where}: a lookup table starts on a multiple of {TABLE_ALIGN}")
+    if offset + LOOKUP_TABLE.size > len(data):
+        raise TaskFormatError(
+            f"{where}: a lookup table needs {LOOKUP_TABLE.size} bytes, the data section has "
+            f"{len(data)}"
+        )
+    raw = LOOKUP_TABLE.unpack(data, offset)["codes"]
+    return tuple(b - 256 if b & 0x80 else b for b in raw)
+
+
+def encode_eltwise(params: EltwiseParams) -> bytes:
+    """The bytes of one eltwise entry (``ELTWISE_ENTRY``, 48 bytes)."""
+    values = {name: getattr(params, name) for name in ELTWISE_ENTRY.names}
+    bad = [n for n, v in values.items() if not -(1 << 31) <= int(v) < 1 << 31]
+    if bad:
+        raise TaskFormatError(f"eltwise entry: {bad[0]} = {values[bad[0]]} is not an i32")
+    return ELTWISE_ENTRY.pack({n: int(v) for n, v in values.items()})
+
+
+def decode_eltwise(data: bytes, offset: int) -> EltwiseParams:
+    """Read the eltwise entry at ``offset`` of a data section.
+
+    Raises
+    ------
+    TaskFormatError
+        When the entry is misaligned or does not fit in the section.
+    """
+    where = f"data section offset {offset}"
+    if offset % DATA_ALIGN:
+        raise TaskFormatError(f"{where}: an eltwise entry starts on a multiple of {DATA_ALIGN}")
+    if offset + ELTWISE_ENTRY.size > len(data):
+        raise TaskFormatError(
+            f"{where}: an eltwise entry needs {ELTWISE_ENTRY.size} bytes, the data section has "
+            f"{len(data)}"
+        )
+    return EltwiseParams(**ELTWISE_ENTRY.unpack(data, offset))
 
 
 @dataclass(frozen=True)

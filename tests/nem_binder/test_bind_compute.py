@@ -145,7 +145,7 @@ def test_codes_cover_the_registry_and_the_executor():
         assert {t for _, t in specs} <= {"int", "bool", "float", "int_list", "elem_type", "id"}
     compute_map = REGISTER_MAPS[Unit.NMU]
     assert compute_map.index("ATTR0") == 155 and compute_map.index("REQUANT") == 195
-    assert len(compute_map) == 196
+    assert compute_map.index("TABLE") == 196 and len(compute_map) == 197
 
 
 def test_opcode_without_a_kernel_is_refused():

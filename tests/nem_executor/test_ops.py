@@ -938,12 +938,13 @@ def test_clamp_and_leaky_relu_attributes_on_i8_ties():
 # --- pooling --------------------------------------------------------------------------------
 
 
-def pool_ref(x, kind, kernel, pads, strides):
+def pool_ref(x, kind, kernel, pads, strides, total=False):
     """Direct loops over the window; padding is -inf (max) or not counted (average).
 
     Average: the real values inside the input summed in window order (row-major, as a
-    float64 accumulation), divided by their count.
+    float64 accumulation), divided by their count (``total``: not divided).
     """
+    total_only = total
     n, h, w, c = x.shape
     top, left, bottom, right = pads
     oh = (h + top + bottom - kernel[0]) // strides[0] + 1
@@ -963,7 +964,7 @@ def pool_ref(x, kind, kernel, pads, strides):
                 total = np.zeros((n, c))
                 for v in vals:
                     total = total + v
-                out[:, i, j, :] = total / max(len(vals), 1)
+                out[:, i, j, :] = total / (1 if total_only else max(len(vals), 1))
     return out
 
 
@@ -1000,6 +1001,15 @@ def test_pool(kind, elem, seed):
     ref = pool_ref(real, kind, kernel, pads, strides)
     out = Opnd(elem, ref.shape, quant=yq)
     (got,) = run_op(kind, [x_op], [out], pool_attrs(kernel, pads, strides))
+    if elem == "i8" and kind == "avgpool":
+        # The int8 rule (docs/numerics.md): the mean of the in-bounds codes rounded half to
+        # even (Python's round of a Fraction), then requantised to Y's descriptor.
+        sums = pool_ref(x.astype(np.float64), kind, kernel, pads, strides, total=True)
+        counts = pool_ref(np.ones_like(x, dtype=np.float64), kind, kernel, pads, strides,
+                          total=True)
+        avg = np.vectorize(lambda t, n: round(Fraction(int(t), int(n))))(sums, counts)
+        np.testing.assert_array_equal(got, quant_ref(dequant(avg, xq), "i8", yq))
+        return
     # f16: a sum of at most 9 f16 values is exact in float64, the division by the count is
     # the one float64 operation of the contract, then one rounding: exact.
     np.testing.assert_array_equal(got, result_ref(ref, out))
