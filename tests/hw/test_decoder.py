@@ -215,3 +215,17 @@ def test_capacity_limits():
         with pytest.raises(ValueError, match=rf"^{name} must be an integer in 1\.\.255, "
                                              rf"not {value!r}$"):
             InstructionDecoder(**{"max_args": 4, "max_consts": 4, name: value})
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_interface_widths_and_defaults():
+    from npu.nac.decoder import perm_entry_layout, perm_write_layout
+
+    dut = InstructionDecoder()
+    assert (dut.max_args, dut.max_consts) == (8, 8)
+    # num_outputs and error_index are 16-bit; error and done single bits.
+    assert [p.shape().width for p in (dut.num_outputs, dut.error_index)] == [16, 16]
+    assert [p.shape().width for p in (dut.error, dut.done)] == [1, 1]
+    # A PERM entry for 7 arguments: valid 1 + length 0..7 (3 bits) + mask 7 = 11 bits; the
+    # write port adds the 8-bit signature id B.
+    assert perm_entry_layout(7).size == 11 and perm_write_layout(7).size == 19

@@ -174,6 +174,7 @@ F, S, W, P = MmapAction.FREE, MmapAction.SAVE_RESULT, MmapAction.FORWARD, MmapAc
     ([(0, [(S, 100)])], MmapError.CAPACITY, 0),          # 100 >= max_instructions 64
     ([(0, [(S, 64)])], MmapError.CAPACITY, 0),           # 64: one past the last entry
     ([(2, [(S, 2), (S, 2)])], MmapError.BAD_TARGET, 2),  # SAVE_RESULT of a saved result
+    ([(2, [(S, 2), (W, 3)])], MmapError.BAD_TARGET, 2),  # FORWARD of a saved result
     ([(2, [(S, 2)]), (1, [(S, 1)])], MmapError.TICK_ORDER, 2),
     ([(0, [(S, 0)]), (1, [(S, 1)]), (2, [(S, 2)]), (3, [(S, 3)]), (4, [(S, 4)]),
       (5, [(S, 5)]), (6, [(S, 6)])], MmapError.NO_SLOT, 6),   # 7 saves, 6 slots
