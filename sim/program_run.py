@@ -171,8 +171,9 @@ def prepare(path, device, *, memory=None, image=None, seed=None) -> Prepared:
             seed = int.from_bytes(os.urandom(4), "little")
         rng = np.random.default_rng(seed)
         if source_plan is not None or plan is not None:
-            # the checker's regions (dense where the source says so) decide exactly which
-            # bytes are read before written; a binary's copy regions are always strided
+            # the checker's regions decide which bytes are read before written; a binary's
+            # copy regions come back typed and strided, which buffer_use does not count as
+            # writes (tiled: S, R and X would be loads too)
             use = buffer_use(source_plan or plan)
             loads = [n for n, (load, _) in use.items() if load]
         else:
