@@ -19,10 +19,11 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig, load_device
+from sim.engine_cstl_programs import cast_tiles
 from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
-__all__ = ["Golden", "bench_programs", "contiguous", "golden", "nmu_programs", "program_texts",
-           "programs", "random_copies"]
+__all__ = ["Golden", "bench_programs", "contiguous", "cstl_programs", "golden", "nmu_programs",
+           "program_texts", "programs", "random_copies"]
 
 ALIGN = 64
 
@@ -180,6 +181,15 @@ def nmu_programs(device):
     }
 
 
+def cstl_programs(device):
+    """``{name: (NEM text, DDR inputs)}`` of the CSTL regression programs (empty when the
+    device has no CSTL): tiled casts i8 -> i16 / i32 at unaligned addresses, spread over
+    the CSTL instances."""
+    if not EngineConfig.shipped(device).n_cstl:
+        return {}
+    return {"cast": cast_tiles(9, 13, 2)}
+
+
 def bench_programs(device):
     """``{name: (NEM text, DDR inputs)}`` of the benchmark's larger programs (not in the
     regression), on the sim device (its L1 holds the tiles): ``gemm256``, a 256 x 256 x 256
@@ -192,10 +202,11 @@ def bench_programs(device):
 
 
 def programs(device):
-    """``{name: (NEM text, DDR inputs or None)}``: :func:`program_texts` and
-    :func:`nmu_programs`."""
+    """``{name: (NEM text, DDR inputs or None)}``: :func:`program_texts`,
+    :func:`nmu_programs` and :func:`cstl_programs`."""
     out = {name: (text, None) for name, text in program_texts(device).items()}
     out.update(nmu_programs(device))
+    out.update(cstl_programs(device))
     return out
 
 

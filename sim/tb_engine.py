@@ -25,6 +25,7 @@ from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
     MAGIC,
+    OPCODES,
     REGISTER_MAPS,
     REQUANT_CHANNEL,
     REQUANT_ENTRY,
@@ -41,6 +42,7 @@ from npu.nmu.model import Cause as NmuCause
 from sim.engine_programs import (
     bench_programs,
     contiguous,
+    cstl_programs,
     golden,
     nmu_programs,
     program_texts,
@@ -172,7 +174,7 @@ def _malformed(g):
         ("bad magic", _patch(b, HEADER, 0, "magic", bad_magic), Cause.BAD_MAGIC),
         ("newer major", _patch(b, HEADER, 0, "major", 2), Cause.BAD_VERSION),
         ("device hash", _corrupt(b, hash_at, b[hash_at] ^ 1), Cause.BAD_DEVICE),
-        ("unknown unit", _patch(b, TASK_HEADER, first, "unit", Unit.CSTL), Cause.BAD_UNIT),
+        ("unknown unit", _patch(b, TASK_HEADER, first, "unit", Unit.VPU), Cause.BAD_UNIT),
         ("no such instance", _patch(b, TASK_HEADER, first, "instance", 9), Cause.BAD_UNIT),
         ("register index", _patch(b, WRITE, first + TASK_HEADER.size, "index", 200),
          Cause.BAD_REGISTER),
@@ -232,6 +234,26 @@ def _malformed_nmu(g):
     ]
 
 
+def _malformed_cstl(g):
+    """(name, binary, expected cause, expected CSTL_CAUSE, expected ERROR_TASK) for broken
+    CSTL tasks: an instance the engine lacks, a register index past the map, an opcode
+    and an operand memory the CSTL refuses (the error names the task)."""
+    b = g.binary
+    index, at = next((k, a) for k, a in enumerate(_task_offsets(b))
+                     if TASK_HEADER.unpack(b, a)["unit"] == Unit.CSTL)
+    regs = REGISTER_MAPS[Unit.CSTL]
+    return [
+        ("CSTL instance", _patch(b, TASK_HEADER, at, "instance", CFG.n_cstl), Cause.BAD_UNIT,
+         0, index),
+        ("CSTL register index", _patch(b, WRITE, at + TASK_HEADER.size, "index", len(regs)),
+         Cause.BAD_REGISTER, 0, index),
+        ("CSTL opcode", _write(b, at, "OPCODE", OPCODES.index("gemm")), Cause.UNIT_ERROR,
+         NmuCause.OPCODE, index),
+        ("CSTL operand level", _write(b, at, "OP1_LEVEL", level_code("L2")),
+         Cause.UNIT_ERROR, NmuCause.TYPE, index),
+    ]
+
+
 def _write(binary, at, name, value):
     """``binary`` with the value of register ``name`` in the task record at ``at`` changed."""
     unit = Unit(TASK_HEADER.unpack(binary, at)["unit"])
@@ -245,13 +267,18 @@ def _write(binary, at, name, value):
 async def _malformed_run(dut, stalls):
     g = golden(DEVICE, program_texts(DEVICE)["tiled"])
     tb = TB(dut, stalls, 7)
-    cases = [(g, *case, None, None) for case in _malformed(g)]
+    cases = [(g, *case, None, None, None) for case in _malformed(g)]
     nmu = nmu_programs(DEVICE)
     if nmu:
         text, inputs = nmu["gemm"]
         g_nmu = golden(DEVICE, text, inputs=inputs)
-        cases += [(g_nmu, *case) for case in _malformed_nmu(g_nmu)]
-    for owner, name, binary, cause, nmu_cause, error_task in cases:
+        cases += [(g_nmu, *case, "NMU_CAUSE") for case in _malformed_nmu(g_nmu)]
+    cstl = cstl_programs(DEVICE)
+    if cstl:
+        text, inputs = cstl["cast"]
+        g_cstl = golden(DEVICE, text, inputs=inputs)
+        cases += [(g_cstl, *case, "CSTL_CAUSE") for case in _malformed_cstl(g_cstl)]
+    for owner, name, binary, cause, unit_cause, error_task, cause_reg in cases:
         await tb.reset()
         image = np.array(owner.ddr_init)
         image[owner.base:] = np.frombuffer(binary, dtype=np.uint8)
@@ -259,9 +286,9 @@ async def _malformed_run(dut, stalls):
         got = await tb.read("ERROR_CAUSE")
         assert status == Status.ERROR and got == cause, (
             f"{name}: status {status}, cause {Cause(got).name}, expected {cause.name}")
-        if nmu_cause is not None:
-            got = await tb.read("NMU_CAUSE")
-            assert got == nmu_cause, f"{name}: NMU_CAUSE {got}, expected {nmu_cause}"
+        if unit_cause is not None:
+            got = await tb.read(cause_reg)
+            assert got == unit_cause, f"{name}: {cause_reg} {got}, expected {unit_cause}"
         if error_task is not None:
             got = await tb.read("ERROR_TASK")
             assert got == error_task, f"{name}: ERROR_TASK {got}, expected {error_task}"

@@ -16,6 +16,7 @@ NMU               ``per_engine.NMU`` (0 or 1); its array from ``NMU.int8_macs``
                   (``lanes`` = word bytes, ``cols = int8_macs / lanes``), weight buffer
                   rows ``NMU.weight_rows`` (default 512), channel table
                   ``NMU.max_channels`` output channels (default 256)
+CSTL count        ``per_engine.CSTL`` (0 .. :data:`MAX_CSTL`), each of the word width
 device hash       ``nem.binder.device_hash`` (baked into the SEQ's header check)
 ================  ==================================================================
 
@@ -35,7 +36,10 @@ from nem.loader import load
 from nem.taskformat import MAX_TOKENS
 from npu.nmu.model import NmuGeometry
 
-__all__ = ["DEVICES", "DEVICE_DIR", "EngineConfig", "load_device"]
+__all__ = ["DEVICES", "DEVICE_DIR", "MAX_CSTL", "EngineConfig", "load_device"]
+
+#: CSTL instances an engine may have.
+MAX_CSTL = 4
 
 DEVICE_DIR = Path(__file__).resolve().parents[1] / "devices"
 #: Shipped devices: short name -> (file in DEVICE_DIR, device name inside it).
@@ -81,6 +85,7 @@ class EngineConfig:
     device_hash: bytes
     addr_width: int = 32  # AXI (DDR) byte address
     nmu: NmuGeometry | None = None  # the engine's NMU, if the device has one
+    n_cstl: int = 0  # CSTL instances
 
     @property
     def n_nmu(self) -> int:
@@ -139,6 +144,10 @@ class EngineConfig:
                     channels=device.characteristic("NMU", "max_channels") or 256)
             except ValueError as exc:
                 raise ValueError(f"device {device.name}: NMU: {exc}") from None
+        n_cstl = device.units("CSTL")
+        if n_cstl > MAX_CSTL:
+            raise ValueError(f"device {device.name}: {n_cstl} CSTLs per engine; the engine "
+                             f"generator builds at most {MAX_CSTL}")
         return cls(
             name=device.name,
             data_width=8 * dma_bpc,
@@ -149,6 +158,7 @@ class EngineConfig:
             tokens=tokens,
             device_hash=device_hash(device),
             nmu=nmu,
+            n_cstl=n_cstl,
         )
 
     @classmethod

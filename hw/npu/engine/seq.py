@@ -83,6 +83,8 @@ from nem.taskformat import (
 )
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
+from npu.cstl.regs import unary_codes
+from npu.cstl.unit import TABLE_BYTES
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -95,6 +97,8 @@ __all__ = [
 ]
 
 
+#: The compute register holding a CSTL task's table offset in the data section.
+TABLE_REGISTER = "TABLE"
 FETCH_DEPTH = 32   # words of the fetch FIFO
 FETCH_PIECE = 16   # words per fetch command at most
 HEADER_STEP = 8    # header bytes checked per cycle at most
@@ -180,6 +184,14 @@ class Sequencer(wiring.Component):
     nmu_clear, nmu_write : Out
         The NMU's shadow registers: cleared at an NMU task's header, then its register
         writes one per cycle (the NMU's ``write`` is always ready).
+    cstl_clear, cstl_write, cstl_sel : Out (engines with CSTLs)
+        The same for the CSTLs (after the NMU in the unit order): ``cstl_clear`` one bit
+        per instance; ``cstl_write`` goes to instance ``cstl_sel``.
+    cstl_table, cstl_has_table : Out (engines with CSTLs)
+        The DDR address of the issuing CSTL task's table
+        (:class:`npu.engine.table_fetch.TableFetcher`, started with the CSTL), and whether
+        the task reads one (a unary opcode; the table lies in the data section, else
+        ``BAD_ENTRY`` at decode).
     nmu_entry : Out(entry_request_layout)
         The DDR address of the issuing NMU task's requantisation entry and the data
         section's end (for :class:`npu.engine.entry_fetch.EntryFetcher`, started with the NMU).
@@ -202,9 +214,19 @@ class Sequencer(wiring.Component):
 
     def __init__(self, config):
         self.config = config
-        self.n_units = config.n_dma + config.n_sdma + config.n_nmu
+        self.n_units = config.n_dma + config.n_sdma + config.n_nmu + config.n_cstl
         #: unit index of the NMU (after the DMAs and sDMAs), if the engine has one
         self.nmu_index = config.n_dma + config.n_sdma if config.n_nmu else None
+        #: unit index of CSTL 0 (after the NMU), if the engine has CSTLs
+        self.cstl_index = config.n_dma + config.n_sdma + config.n_nmu \
+            if config.n_cstl else None
+        cstl_ports = {} if not config.n_cstl else {
+            "cstl_clear": Out(config.n_cstl),
+            "cstl_write": Out(stream.Signature(write_layout())),
+            "cstl_sel": Out(range(config.n_cstl)),
+            "cstl_table": Out(config.addr_width),
+            "cstl_has_table": Out(1),
+        }
         aw = config.addr_width
         cmd = stream.Signature(command_layout(aw))
         rdata = stream.Signature(data.StructLayout({"data": config.data_width, "last": 1}))
@@ -234,6 +256,7 @@ class Sequencer(wiring.Component):
             "nmu_write": Out(stream.Signature(write_layout())),
             "nmu_entry": Out(entry_request_layout(aw)),
             "entry_error": In(1),
+            **cstl_ports,
         })
 
     def elaborate(self, platform):
@@ -349,6 +372,11 @@ class Sequencer(wiring.Component):
         s.cur_requant = Signal(32)
         s.nmu_regs = REGISTER_MAPS[Unit.NMU]
         s.requant_index = s.nmu_regs.index("REQUANT")
+        if s.cfg.n_cstl:
+            s.cur_is_cstl = Signal()
+            s.cur_inst = Signal(range(s.cfg.n_cstl))
+            s.cur_table = Signal(32)
+            s.cur_unary = Signal()
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
         s.data_base = Signal(s.aw + 2)
         stream_end = s.stream_off + s.stream_total
@@ -423,6 +451,9 @@ class Sequencer(wiring.Component):
         s.slot_cmd = Signal(unit_command_layout(s.aw))
         s.slot_is_nmu = Signal()
         s.slot_entry = Signal(s.aw)
+        if s.cfg.n_cstl:
+            s.slot_is_cstl = Signal()
+            s.slot_has_table = Signal()
         s.slot_checked = Signal()
         s.slot_dim = Signal(range(5))
         s.slot_index = Signal(32)
@@ -596,20 +627,33 @@ class Sequencer(wiring.Component):
             is_sdma = unit == Unit.SDMA
             is_nmu = Const(0) if self.nmu_index is None else \
                 (unit == Unit.NMU) & (inst < cfg.n_nmu)
+            is_cstl = Const(0) if self.cstl_index is None else \
+                (unit == Unit.CSTL) & (inst < cfg.n_cstl)
+            # a compute unit's shadow registers still hold the task waiting in the slot
+            held = is_nmu & s.slot_valid & s.slot_is_nmu
+            if self.cstl_index is not None:
+                held = held | (is_cstl & s.slot_valid & s.slot_is_cstl &
+                               (s.slot_unit == self.cstl_index + inst))
             with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
-                      & ~is_nmu):
+                      & ~is_nmu & ~is_cstl):
                 self._fail(m, s, Cause.BAD_UNIT)
             with m.Elif(eng != 0):
                 self._fail(m, s, Cause.BAD_UNIT)
             with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
                 self._fail(m, s, Cause.BAD_TOKEN)
-            with m.Elif(is_nmu & s.slot_valid & s.slot_is_nmu):
-                pass   # the NMU's shadow registers still hold the waiting task
+            with m.Elif(held):
+                pass
             with m.Else():
                 m.d.comb += [s.take.eq(TASK_HEADER.size), self.nmu_clear.eq(is_nmu)]
                 unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
                 if self.nmu_index is not None:
                     unit_index = Mux(is_nmu, self.nmu_index, unit_index)
+                if self.cstl_index is not None:
+                    unit_index = Mux(is_cstl, self.cstl_index + inst, unit_index)
+                    for k in range(cfg.n_cstl):
+                        m.d.comb += self.cstl_clear[k].eq(is_cstl & (inst == k))
+                    m.d.sync += [s.cur_is_cstl.eq(is_cstl), s.cur_inst.eq(inst),
+                                 s.cur_table.eq(0), s.cur_unary.eq(0)]
                 m.d.sync += [s.cur_unit.eq(unit_index), s.cur_is_nmu.eq(is_nmu),
                              s.cur_requant.eq(0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
@@ -639,6 +683,9 @@ class Sequencer(wiring.Component):
                                  s.stream_left.eq(s.stream_left - WRITE.size)]
                     with m.If(indices[0] == s.requant_index):
                         m.d.sync += s.cur_requant.eq(values[0])
+        if self.cstl_index is not None:
+            with m.Elif(s.cur_is_cstl):
+                self._cstl_write(m, s)
         # as many writes (up to K) as the window holds; in order, so a later write to
         # the same register wins
         for n in range(K, 0, -1):
@@ -678,11 +725,15 @@ class Sequencer(wiring.Component):
             with m.Elif(~s.slot_valid | s.issue):
                 m.d.comb += s.slot_load.eq(1)
                 m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(1), s.slot_is_nmu.eq(1),
+                             *self._not_cstl(s),
                              s.slot_entry.eq(s.data_base + s.cur_requant),
                              s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                              s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
                              s.task_index.eq(s.task_index + 1)]
                 m.next = "TASK"
+        if self.cstl_index is not None:
+            with m.Elif(s.cur_is_cstl):
+                self._cstl_hand(m, s)
         with m.Elif(Mux(s.cur_is_sdma, ~sdma_ok, ~dma_ok)):
             self._fail(m, s, Cause.BAD_LEVEL)
         with m.Elif(big | zero):
@@ -692,7 +743,7 @@ class Sequencer(wiring.Component):
         with m.Elif(~s.slot_valid | s.issue):
             m.d.comb += s.slot_load.eq(1)
             m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(0), s.slot_dim.eq(0),
-                         s.slot_is_nmu.eq(0),
+                         s.slot_is_nmu.eq(0), *self._not_cstl(s),
                          s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                          s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
                          slot_cmd.copy.src.eq(reg["SRC_LO"]),
@@ -704,6 +755,52 @@ class Sequencer(wiring.Component):
             for d in range(3):
                 m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
                              slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
+            m.next = "TASK"
+
+    @staticmethod
+    def _not_cstl(s):
+        """Slot statements of a task that is not a CSTL's."""
+        return [s.slot_is_cstl.eq(0)] if s.cfg.n_cstl else []
+
+    def _cstl_write(self, m, s):
+        """WRITES of a CSTL task: one a cycle into the CSTL's shadow registers; the opcode
+        (does the task read a table?) and the table's offset noted for the hand-over."""
+        indices, values = s.indices, s.values
+        regs = REGISTER_MAPS[Unit.CSTL]
+        with m.If(s.count >= WRITE.size):
+            with m.If(indices[0] >= len(regs)):
+                self._fail(m, s, Cause.BAD_REGISTER)
+            with m.Else():
+                m.d.comb += [s.take.eq(WRITE.size), self.cstl_write.valid.eq(1)]
+                m.d.sync += [s.writes_left.eq(s.writes_left - 1),
+                             s.stream_left.eq(s.stream_left - WRITE.size)]
+                with m.If(indices[0] == regs.index("OPCODE")):
+                    m.d.sync += s.cur_unary.eq(0)
+                    with m.Switch(values[0]):
+                        with m.Case(*unary_codes()):
+                            m.d.sync += s.cur_unary.eq(1)
+                if TABLE_REGISTER in [r.name for r in regs.registers]:
+                    with m.If(indices[0] == regs.index(TABLE_REGISTER)):
+                        m.d.sync += s.cur_table.eq(values[0])
+
+    def _cstl_hand(self, m, s):
+        """HAND of a CSTL task: the CSTL checks its own registers; here only where its
+        table lies (a unary task reads one: 8-byte aligned, inside the data section; a map
+        without the table register names none, so a unary task cannot run)."""
+        regs = REGISTER_MAPS[Unit.CSTL]
+        has_reg = TABLE_REGISTER in [r.name for r in regs.registers]
+        bad = (s.cur_table % DATA_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes) \
+            if has_reg else Const(1)
+        with m.If(s.cur_unary & bad):
+            self._fail(m, s, Cause.BAD_ENTRY)
+        with m.Elif(~s.slot_valid | s.issue):
+            m.d.comb += s.slot_load.eq(1)
+            m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(1), s.slot_is_nmu.eq(0),
+                         s.slot_is_cstl.eq(1), s.slot_has_table.eq(s.cur_unary),
+                         s.slot_entry.eq(s.data_base + s.cur_table),
+                         s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
+                         s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
+                         s.task_index.eq(s.task_index + 1)]
             m.next = "TASK"
 
     # ---------------- issue slot ----------------------------------------------------------
@@ -747,6 +844,12 @@ class Sequencer(wiring.Component):
         m.d.comb += [self.nmu_write.payload.index.eq(s.indices[0]),
                      self.nmu_write.payload.value.eq(s.values[0]),
                      self.nmu_entry.addr.eq(s.slot_entry), self.nmu_entry.limit.eq(s.data_end)]
+        if self.cstl_index is not None:
+            m.d.comb += [self.cstl_write.payload.index.eq(s.indices[0]),
+                         self.cstl_write.payload.value.eq(s.values[0]),
+                         self.cstl_sel.eq(s.cur_inst),
+                         self.cstl_table.eq(s.slot_entry),
+                         self.cstl_has_table.eq(s.slot_has_table)]
         for k, port in enumerate(self.unit_start):
             m.d.comb += port.payload.eq(s.slot_cmd)
             with m.If(s.slot_unit == k):

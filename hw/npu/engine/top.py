@@ -14,6 +14,8 @@ Block diagram (one engine; ``n`` DMAs, ``s`` sDMAs and an NMU from the device)::
     NmuUnit          --client ports-->  L1 (weights: a second read port);
                      SEQ --clear/write--> its shadow registers
     EntryFetcher     <-- AxiReadMux (the NMU task's requantisation entry) --rq--> NmuUnit
+    CstlUnit[0..c-1] --client ports-->  L1; SEQ --clear/write--> its shadow registers
+    TableFetcher[0..c-1] <-- AxiReadMux (a unary CSTL task's table) --table--> CstlUnit
 
 Every arbitrated port uses one rotating priority (a counter over the units), so in each
 cycle the unit that goes first is granted all it asks for. The register map is
@@ -30,10 +32,13 @@ from nem.taskformat import LEVELS
 from npu.bus.axi import AxiBurstPort, axi4_signature
 from npu.bus.csr import AxiLiteCsr, Reg, RegisterMap, axi_lite_signature
 from npu.bus.ports import ArbitratedSRAM, AxiReadMux, AxiWriteMux
+from npu.cstl.unit import COUNTERS as CSTL_COUNTERS
+from npu.cstl.unit import CstlUnit
 from npu.engine.config import EngineConfig
 from npu.engine.copy_units import DmaUnit, SdmaUnit, level_code
 from npu.engine.entry_fetch import EntryFetcher
 from npu.engine.seq import Sequencer, Status
+from npu.engine.table_fetch import TableFetcher
 from npu.nmu.unit import COUNTERS as NMU_COUNTERS
 from npu.nmu.unit import NmuUnit
 
@@ -47,10 +52,11 @@ WATCHDOG_DEFAULT = 1 << 16
 
 
 def unit_names(config):
-    """Names of the units in SEQ order: ``DMA0..``, then ``SDMA0..``, then ``NMU0``."""
+    """Names of the units in SEQ order: ``DMA0..``, ``SDMA0..``, ``NMU0``, ``CSTL0..``."""
     return ([f"DMA{k}" for k in range(config.n_dma)]
             + [f"SDMA{k}" for k in range(config.n_sdma)]
-            + [f"NMU{k}" for k in range(config.n_nmu)])
+            + [f"NMU{k}" for k in range(config.n_nmu)]
+            + [f"CSTL{k}" for k in range(config.n_cstl)])
 
 
 def engine_register_map(config):
@@ -89,6 +95,13 @@ def engine_register_map(config):
         for k, (name, doc) in enumerate(NMU_COUNTERS.items()):
             regs.append(Reg(f"NMU_{name.upper()}", 0x144 + 4 * k, "ro",
                             doc=f"NMU {doc}, summed over its tasks"))
+    if config.n_cstl:
+        regs.append(Reg("CSTL_CAUSE", 0x160, "ro",
+                        doc="npu.nmu.model.Cause of the last refused CSTL task (0: none)"))
+    for k in range(config.n_cstl):
+        for j, (name, doc) in enumerate(CSTL_COUNTERS.items()):
+            regs.append(Reg(f"CSTL{k}_{name.upper()}", 0x180 + 0x20 * k + 4 * j, "ro",
+                            doc=f"CSTL{k} {doc}, summed over its tasks"))
     return RegisterMap(regs, addr_width=12)
 
 
@@ -113,7 +126,7 @@ class NemEngine(wiring.Component):
     def __init__(self, *, device="small"):
         self.config = cfg = EngineConfig.shipped(device)
         self.regmap = engine_register_map(cfg)
-        self.n_units = cfg.n_dma + cfg.n_sdma + cfg.n_nmu
+        self.n_units = cfg.n_dma + cfg.n_sdma + cfg.n_nmu + cfg.n_cstl
         super().__init__({
             "axi": Out(axi4_signature(cfg.addr_width, cfg.data_width)),
             "csr": Out(axi_lite_signature(self.regmap.addr_width)),
@@ -136,7 +149,7 @@ class NemEngine(wiring.Component):
         wiring.connect(m, wiring.flipped(self.axi), port.axi)
         m.submodules.rmux = rmux = AxiReadMux(addr_width=cfg.addr_width,
                                               data_width=cfg.data_width,
-                                              clients=1 + cfg.n_sdma + cfg.n_nmu)
+                                              clients=1 + cfg.n_sdma + cfg.n_nmu + cfg.n_cstl)
         m.submodules.wmux = wmux = AxiWriteMux(addr_width=cfg.addr_width,
                                                data_width=cfg.data_width, clients=cfg.n_sdma)
         wiring.connect(m, rmux.rd_cmd, port.rd_cmd)
@@ -154,8 +167,9 @@ class NemEngine(wiring.Component):
         # reads share the second with the NMU's weight reads, which go first (xrd_first: a
         # task's first weight tile is on the NMU's critical path; the reads stop one tile
         # ahead), so a DMA storing results never takes cycles from the NMU.
+        # The CSTLs are L1 clients after the NMU.
         m.submodules.l1 = l1 = ArbitratedSRAM(data_width=cfg.data_width, depth=cfg.l1_depth,
-                                              clients=cfg.n_dma + cfg.n_nmu,
+                                              clients=cfg.n_dma + cfg.n_nmu + cfg.n_cstl,
                                               extra_read_clients=(cfg.n_dma + 1) * cfg.n_nmu,
                                               xrd_first=cfg.n_dma if cfg.n_nmu else None)
         n_copy = cfg.n_dma + cfg.n_sdma
@@ -166,6 +180,8 @@ class NemEngine(wiring.Component):
         l1_prio = Mux(prio < cfg.n_dma, prio, 0)
         if cfg.n_nmu:
             l1_prio = Mux(prio == n_copy, cfg.n_dma, l1_prio)
+        for k in range(cfg.n_cstl):
+            l1_prio = Mux(prio == n_copy + cfg.n_nmu + k, cfg.n_dma + cfg.n_nmu + k, l1_prio)
         m.d.comb += [l1.prio.eq(l1_prio), l2.prio.eq(Mux(prio < n_copy, prio, 0))]
 
         units = []
@@ -197,6 +213,12 @@ class NemEngine(wiring.Component):
         nmu = None
         if cfg.n_nmu:
             nmu = self._nmu(m, seq, rmux, l1, 1 + cfg.n_sdma)
+        cstls = [self._cstl(m, seq, rmux, l1, k) for k in range(cfg.n_cstl)]
+        cstl_stall = []
+        for k, u in enumerate(cstls):
+            st = Signal(name=f"cstl{k}_stall")
+            m.d.comb += st.eq((u.l1_rd.req & ~u.l1_rd.gnt) | (u.l1_wr.req & ~u.l1_wr.gnt))
+            cstl_stall.append(st)
 
         regs = csr.regs
         nmu_stall = Signal()
@@ -214,7 +236,9 @@ class NemEngine(wiring.Component):
             # the reader's error flag is sticky: only a rise during this run counts
             seq.fetch_error.eq(port.rd_error & ~rd_error_before),
             seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units],
-                                *([nmu.busy & ~nmu_stall] if nmu is not None else [])).any()),
+                                *([nmu.busy & ~nmu_stall] if nmu is not None else []),
+                                *[u.busy & ~st for u, st in zip(cstls, cstl_stall, strict=True)]
+                                ).any()),
             regs.ID.eq(ENGINE_ID), regs.STATUS.eq(seq.status),
             regs.ERROR_CAUSE.eq(seq.cause), regs.ERROR_TASK.eq(seq.error_task),
             regs.TASKS_ISSUED.eq(seq.issued), regs.TASKS_DONE.eq(seq.completed),
@@ -252,6 +276,19 @@ class NemEngine(wiring.Component):
                 m.d.sync += regs.NMU_CAUSE.eq(0)
             with m.Elif(ended & nmu.done.payload.error):
                 m.d.sync += regs.NMU_CAUSE.eq(nmu.done.payload.cause)
+        for k, (u, st) in enumerate(zip(cstls, cstl_stall, strict=True)):
+            counter(getattr(regs, f"BUSY_CSTL{k}"), u.busy)
+            counter(getattr(regs, f"STALL_CSTL{k}"), u.busy & st)
+            ended = u.done.valid & u.done.ready
+            for name in CSTL_COUNTERS:
+                counter(getattr(regs, f"CSTL{k}_{name.upper()}"),
+                        Mux(ended, getattr(u, f"cnt_{name}"), 0))
+        if cstls:
+            with m.If(regs.START):
+                m.d.sync += regs.CSTL_CAUSE.eq(0)
+            for u in cstls:
+                with m.Elif(u.done.valid & u.done.ready & u.done.payload.error):
+                    m.d.sync += regs.CSTL_CAUSE.eq(u.done.payload.cause)
         deltas = []
         for k, u in enumerate(units):
             prev = Signal(32, name=f"bytes_prev{k}")
@@ -291,3 +328,34 @@ class NemEngine(wiring.Component):
                      seq.unit_done[k].payload.error.eq(nmu.done.payload.error),
                      nmu.done.ready.eq(seq.unit_done[k].ready)]
         return nmu
+
+    def _cstl(self, m, seq, rmux, l1, k):
+        """CSTL ``k``: its shadow registers on the SEQ, its L1 client ports and its table
+        fetcher on the AXI reader."""
+        cfg = self.config
+        unit = seq.cstl_index + k
+        u = CstlUnit(lanes=cfg.wbytes, depth=cfg.l1_depth)
+        m.submodules[f"cstl{k}"] = u
+        m.submodules[f"table{k}"] = fetch = TableFetcher(addr_width=cfg.addr_width,
+                                                        data_width=cfg.data_width)
+        client = cfg.n_dma + cfg.n_nmu + k
+        wiring.connect(m, u.l1_rd, l1.rd[client])
+        wiring.connect(m, u.l1_wr, l1.wr[client])
+        rd = 1 + cfg.n_sdma + cfg.n_nmu + k
+        wiring.connect(m, fetch.rd_cmd, rmux.cmd[rd])
+        wiring.connect(m, rmux.data[rd], fetch.rd_data)
+        wiring.connect(m, fetch.words, u.table)
+        m.d.comb += [u.clear.eq(seq.cstl_clear[k]),
+                     u.write.valid.eq(seq.cstl_write.valid & (seq.cstl_sel == k)),
+                     u.write.payload.eq(seq.cstl_write.payload)]
+        # a task that reads a table starts the CSTL and the fetch together (the CSTL reads
+        # the whole table before it reports done)
+        go, table = seq.unit_start[unit], seq.cstl_has_table
+        m.d.comb += [u.start.valid.eq(go.valid & (~table | fetch.start.ready)),
+                     fetch.start.valid.eq(go.valid & table & u.start.ready),
+                     fetch.start.payload.eq(seq.cstl_table),
+                     go.ready.eq(u.start.ready & (~table | fetch.start.ready)),
+                     seq.unit_done[unit].valid.eq(u.done.valid),
+                     seq.unit_done[unit].payload.error.eq(u.done.payload.error),
+                     u.done.ready.eq(seq.unit_done[unit].ready)]
+        return u
