@@ -40,7 +40,7 @@ from nem.memory import (
     dense_strides,
 )
 from nem.opcodes import groups
-from nem.ops import NotSupported, OpError, nmu_requant, quant_params
+from nem.ops import CstlInt8, NotSupported, OpError, cstl_int8, nmu_requant, quant_params
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
@@ -53,9 +53,11 @@ from nem.taskformat import (
     MAX_RANK,
     MAX_TOKENS,
     NO_QUANT,
+    NO_TABLE,
     OPCODES,
     REGISTER_MAPS,
     SLOTTED_ATTRS_MINOR,
+    TABLE_MINOR,
     BufferEntry,
     Program,
     QuantEntry,
@@ -64,10 +66,14 @@ from nem.taskformat import (
     TaskFormatError,
     Unit,
     attr_words,
+    decode_eltwise,
     decode_quant,
     decode_requant,
+    decode_table,
+    encode_eltwise,
     encode_quant,
     encode_requant,
+    encode_table,
     operand_register,
     read_attr_words,
 )
@@ -209,6 +215,19 @@ def _requant_entry(task: TaskInstance, consts: dict[str, int]) -> RequantEntry |
     )
 
 
+def _cstl_entries(task: TaskInstance, consts: dict[str, int]) -> CstlInt8 | None:
+    """The lookup table and eltwise parameters of a task on the CSTL's int8 path (``None``
+    for other tasks): the executor's own :func:`nem.ops.cstl_int8`."""
+    regions = [*task.ins, *task.outs]
+    if any(r.elem != "i8" for r in regions):
+        return None
+    try:
+        return cstl_int8(task.opcode, regions, [quant_params(r, consts) for r in regions],
+                         len(task.ins), task.attrs)
+    except OpError as exc:
+        raise BindError(f"{task.label}: {exc}") from None
+
+
 def compute_registers(
     task: TaskInstance,
     placements: dict[str, Placement],
@@ -272,6 +291,12 @@ def compute_registers(
     requant = _requant_entry(task, consts)
     if requant is not None:
         writes.append(("REQUANT", data.add(encode_requant(requant))))
+    cstl = _cstl_entries(task, consts)
+    if cstl is not None:
+        if cstl.eltwise is not None:
+            writes.append(("REQUANT", data.add(encode_eltwise(cstl.eltwise))))
+        table = NO_TABLE if cstl.table is None else data.add(encode_table(cstl.table))
+        writes.append(("TABLE", table))
     for name, value in writes:
         if not 0 <= value < 1 << 32:
             raise BindError(f"{label}: register {name} = {value} does not fit in 32 bits")
@@ -642,4 +667,45 @@ def _compute_task(
                 f"task {k}: the REQUANT entry {got} is not what the operands' quantisation "
                 f"descriptors give ({want})"
             )
+    if program.version >= (1, TABLE_MINOR):
+        _check_cstl_entries(k, task, program, read)
     return task
+
+
+def _check_cstl_entries(k: int, task: TaskInstance, program: Program, read) -> None:
+    """A 1.3 binary's TABLE and eltwise REQUANT entry are what the executor computes."""
+    try:
+        want = _cstl_entries(task, {})
+    except BindError as exc:
+        raise TaskFormatError(f"task {k}: {exc}") from None
+    if want is None:
+        return
+    try:
+        got = decode_eltwise(program.data, read("REQUANT")) if want.eltwise else None
+    except TaskFormatError as exc:
+        raise TaskFormatError(f"task {k}: REQUANT: {exc}") from None
+    if got != want.eltwise:
+        raise TaskFormatError(
+            f"task {k}: the REQUANT eltwise entry {got} is not what the operands' "
+            f"quantisation descriptors give ({want.eltwise})"
+        )
+    at = read("TABLE")
+    if want.table is None:
+        if at != NO_TABLE:
+            raise TaskFormatError(
+                f"task {k}: TABLE = {at:#x}, but the task needs no lookup table (NO_TABLE)"
+            )
+        return
+    if at == NO_TABLE:
+        raise TaskFormatError(f"task {k}: TABLE is NO_TABLE, but the task needs a lookup table")
+    try:
+        codes = decode_table(program.data, at)
+    except TaskFormatError as exc:
+        raise TaskFormatError(f"task {k}: TABLE: {exc}") from None
+    wrong = [b for b in range(256) if codes[b] != int(want.table[b])]
+    if wrong:
+        b = wrong[0]
+        raise TaskFormatError(
+            f"task {k}: TABLE at data offset {at}: entry {b} is {codes[b]}, the executor's "
+            f"formula gives {int(want.table[b])} ({len(wrong)} entries differ)"
+        )

@@ -104,7 +104,7 @@ __all__ = [
 
 MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
-VERSION = (1, 2)
+VERSION = (1, 3)
 #: Task binary minor version that added the compute register ``TABLE`` (the map's last
 #: register); a 1.2 reader refuses its index.
 TABLE_MINOR = 3
@@ -996,10 +996,13 @@ def decode(data: bytes, *, device_hash: bytes | None = None) -> Program:
         for _ in range(nwrites):
             w = _unpack(WRITE, data, at, f"task {k} register write")
             index, value = w["index"], w["value"]
-            if regs is not None and index >= len(regs):
+            last = len(regs) - 1 if regs is not None else 0
+            if regs is not None and minor < TABLE_MINOR and unit in COMPUTE_UNITS:
+                last = regs.index("TABLE") - 1  # the register 1.3 appended
+            if regs is not None and index > last:
                 raise TaskFormatError(
                     f"offset {at}: task {k}: {unit.name} register index {index} out of range "
-                    f"(0..{len(regs) - 1})"
+                    f"(0..{last} in a {major}.{minor} binary)"
                 )
             writes.append((index, value))
             at += WRITE.size

@@ -9,7 +9,15 @@ once, for the one intended encoding change of that work (task binary 1.2, attrib
 fixed slots): the 37 binaries differ from b885d95's in the header's minor version and,
 for slice, pad and reduce_sum only, in where their attribute words sit (checked by
 decoding both versions: every register, buffer, data byte and decoded attribute equal);
-the 2 memory images in the program sha256 they hold; the NAC files not at all. Regenerate the file
+the 2 memory images in the program sha256 they hold; the NAC files not at all. It was
+re-recorded a second time for task binary 1.3 (issue 20: the compute register TABLE and
+the CSTL's data-section entries): every binary differs from 1.2's in the header's minor
+version; besides, only bin/op/clamp (TABLE write + its 256-byte lookup table),
+bin/op/add_i8 (REQUANT -> a 48-byte ELTWISE_ENTRY, TABLE = NO_TABLE) and
+bin/example/conv2d_relu (TABLE on its 4 i8 relus, one shared table) gained register
+writes and data appended after the old data section (checked by decoding both versions:
+every other register, buffer, token and data byte equal); the 2 memory images differ in
+the program sha256 they hold; the NAC files not at all. Regenerate the file
 (``python tests/golden/record.py``) only for an intended change of an encoding, and say so
 in the commit.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -115,19 +116,31 @@ def test_compute_record_and_data_section_by_hand():
     # alpha: tag 0x80000002 (present, 2 words), 0.125 = 0x3FC0000000000000 low word first
     attrs = [(155, 0x80000002), (156, 0), (157, 0x3FC00000)]
     assert task.unit is Unit.CSTL and task.instance == 0
-    assert list(task.writes) == [(0, leaky), (1, 1), (2, 1), *x_regs, *y_regs, *attrs]
+    # TABLE (index 196, after REQUANT): the lookup table follows the two quant entries
+    table = [(196, 64)]
+    assert list(task.writes) == [(0, leaky), (1, 1), (2, 1), *x_regs, *y_regs, *attrs, *table]
     # data section: the two per-tensor entries, 16-byte head (kind 0, 0, 0, axis 0, group 0,
     # count 1), one f64 scale, one i64 zero point
     head = bytes(12) + (1).to_bytes(4, "little")
+    # then the table: input code q (byte q & 0xFF) is 0.5 (q - 3); leaky_relu keeps it when
+    # >= 0 and multiplies it by 1/8 otherwise; the output code is that / 0.25, rounded half
+    # to even (Python's round), - 2, saturated to i8.
+    def code(q):
+        real = Fraction(q - 3, 2)
+        y = real if real >= 0 else real / 8
+        return min(max(round(y / Fraction(1, 4)) - 2, -128), 127)
+
+    lut = bytes(code(b - 256 if b >= 128 else b) & 0xFF for b in range(256))
     assert program.data == (
         head + struct.pack("<d", 0.5) + (3).to_bytes(8, "little")
         + head + struct.pack("<d", 0.25) + (-2).to_bytes(8, "little", signed=True)
+        + lut
     )  # fmt: skip
     raw = encode(program)
     # the data section starts at the next multiple of 8 after the task stream
     stream_end = 68 + 56 * 2 + 12 + 5 * len(task.writes)
-    assert raw[-64:] == program.data and len(raw) == -(-stream_end // 8) * 8 + 64
-    assert int.from_bytes(raw[64:68], "little") == 64
+    assert raw[-320:] == program.data and len(raw) == -(-stream_end // 8) * 8 + 320
+    assert int.from_bytes(raw[64:68], "little") == 320
     x = np.zeros(64, np.uint8)
     x[8:14] = np.array([0, 3, 4, 127, -128, 10], np.int8).view(np.uint8)
     _same_bytes(result, {"X": x})
