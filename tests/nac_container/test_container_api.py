@@ -37,6 +37,11 @@ def test_gather_arguments_errors_name_section_field_value():
     with pytest.raises(NacFormatError) as info:
         gather_arguments(Instruction(11, 100, None, (3,)), 2, {100: "T"})
     assert (info.value.field, info.value.value) == ("D", 3)
+    # D = [0] takes a constant, but C holds none.
+    with pytest.raises(NacFormatError) as info:
+        gather_arguments(Instruction(11, 100, None, (0,)), 2, {100: "i"})
+    assert (info.value.section, info.value.field) == ("OPS ", "C")
+    assert "instruction 2: C has 0 constant ids, D has 1 zeros" in str(info.value)
 
 
 def test_op_name_standard_cmap_and_unknown():
