@@ -59,6 +59,9 @@ REASONS = {
         "Const(1) << s grows to the width the shift needs, so the constant's declared "
         "width does not change the value"),
     "clamp-tie": "clamping at equality gives the bound, which is the value itself",
+    "nonzero-offset": (
+        "the branch only sees D offsets d != 0 (zeros are counted before it), where "
+        "index + d < index and index + d <= index agree"),
 }
 
 _GROUPS = {
@@ -116,6 +119,7 @@ _GROUPS = {
     "const-width": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
                     for n in (109, 111)],
     "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (122, 127)],
+    "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
