@@ -1,25 +1,28 @@
-"""The CSTL (unary int8 through a 256-entry table) in the Amaranth simulator.
+"""The CSTL (lookup-table ops and casts) in the Amaranth simulator against its model.
 
 Random tasks (rank 0..4, any alignment, innermost strides 1 or not, stride-0 broadcast
-reads, random outer gaps) go through the unit's shadow registers as the sequencer writes
-them; the table comes word by word with random gaps; the L1 model denies read and write
-grants at random and ``done`` is back-pressured. The reference is written here, apart
-from the RTL and its walk model: for every index of the shape, in order,
-``l1[y_addr + sum(i*ys)] = table[l1[x_addr + sum(i*xs)]]``. The register decode is checked
-against :func:`npu.cstl.regs.decode` for random register sets and every refusal.
+reads, random outer gaps; table opcodes i8 -> i8, casts widening and narrowing) go
+through the unit's shadow registers as the sequencer writes them; the table comes word by
+word with random gaps; the L1 model denies read and write grants at random and ``done``
+is back-pressured. The expected L1 is :func:`npu.cstl.model.cstl_model` (the model
+written apart from the RTL, checked against the executor by
+``tests/hw/test_cstl_model.py``) on the same registers, L1 and data section. The register
+decode is checked against :func:`npu.cstl.regs.decode` (built on the model's
+``decode_task``) for random register sets and every refusal.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 
+import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
 from nem.elemtypes import elem_type
-from nem.opcodes import OPCODES, groups
-from nem.taskformat import ELEM_TYPES, LEVELS, REGISTER_MAPS, Unit
+from nem.opcodes import OPCODES
+from nem.taskformat import ELEM_TYPES, LEVELS, NO_TABLE, REGISTER_MAPS, TABLE_BYTES, Unit
+from npu.cstl.model import cstl_model, table_opcodes
 from npu.cstl.regs import CstlRegisters, decode, kept_registers
 from npu.cstl.unit import TABLE_WORDS, CstlUnit
 from npu.cstl.walk import runs
@@ -83,10 +86,11 @@ def _region(rng, dims, run):
     return strides, sum(s * (n - 1) for s, n in zip(strides, dims, strict=True)) + 1
 
 
-def _task(rng, cast_to=None):
-    """Registers of a random unary task, or a cast to ``cast_to`` (x in L1's lower half,
-    y in the upper)."""
-    ob = 1 if cast_to is None else elem_type(cast_to).bits // 8
+def _task(rng, cast=None):
+    """Registers of a random table task (``TABLE`` 0: the table at data offset 0), or of a
+    cast ``(from, to)`` (x in L1's lower half, y in the upper)."""
+    src, dst = cast or ("i8", "i8")
+    ib, ob = elem_type(src).bits // 8, elem_type(dst).bits // 8
     while True:
         rank = rng.randint(0, 4)
         dims = [rng.choice([1, 2, 3, rng.randint(1, 9), rng.randint(8, 40)])
@@ -99,37 +103,29 @@ def _task(rng, cast_to=None):
         run = rng.random() < 0.6
         xs, xspan = _region(rng, dims, run)
         ys, yspan = _region(rng, dims, run)
-        yspan *= ob
+        xspan, yspan = xspan * ib, yspan * ob
         if rng.random() < 0.3 and rank:
             xs[rng.randrange(rank)] = 0     # a broadcast read
         if xspan > HALF or yspan > HALF:
             continue
         x = rng.randint(0, HALF - xspan)
         y = HALF + rng.randint(0, HALF - yspan)
-        unary = sorted(groups().unary)
-        opcode = rng.choice(unary) if cast_to is None else "cast"
-        regs = {"OPCODE": OPCODES.index(opcode), "NIN": 1, "NOUT": 1}
-        for k, (addr, strides) in enumerate(((x, xs), (y, ys))):
-            elem = ELEM_TYPES.index("i8" if k == 0 or cast_to is None else cast_to)
-            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": elem,
-                     f"OP{k}_RANK": rank,
+        opcode = rng.choice(sorted(table_opcodes())) if cast is None else "cast"
+        regs = {"OPCODE": OPCODES.index(opcode), "NIN": 1, "NOUT": 1,
+                "TABLE": 0 if cast is None else NO_TABLE}
+        for k, (addr, strides, elem) in enumerate(((x, xs, src), (y, ys, dst))):
+            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1,
+                     f"OP{k}_ELEM": ELEM_TYPES.index(elem), f"OP{k}_RANK": rank,
                      **{f"OP{k}_DIM{d}": dims[d] for d in range(rank)},
                      **{f"OP{k}_STRIDE{d}": strides[d] for d in range(rank)}}
-        return regs, dims, x, xs, y, ys
+        return regs, dims
 
 
-def _reference(mem, table, dims, x, xs, y, ys, ob=None):
-    """Unary through ``table``; or (``ob`` given) a cast: the i8 value as ``ob`` bytes."""
-    out = bytearray(mem)
-    for index in itertools.product(*[range(d) for d in dims]):
-        src = x + sum(i * s for i, s in zip(index, xs, strict=True))
-        dst = y + sum(i * s for i, s in zip(index, ys, strict=True)) * (ob or 1)
-        if ob is None:
-            out[dst] = table[mem[src]]
-        else:
-            value = mem[src] - 256 if mem[src] >= 128 else mem[src]
-            out[dst:dst + ob] = value.to_bytes(ob, "little", signed=True)
-    return out
+def _want(regs, mem, table):
+    """L1 after the task by the model, and its element count."""
+    l1 = np.frombuffer(bytes(mem), np.uint8).copy()
+    n = cstl_model(regs, l1, table)["elems"]
+    return bytes(l1), l1, n
 
 
 def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3):
@@ -190,51 +186,45 @@ def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3):
     return results
 
 
-def test_unary_tasks_equal_the_reference():
-    rng = random.Random(20)
-    tasks, wants = [], []
-    for _ in range(24):
-        regs, dims, x, xs, y, ys = _task(rng)
-        table = rng.randbytes(256)
-        mem = bytearray(rng.randbytes(LANES * DEPTH))
-        wants.append((_reference(mem, table, dims, x, xs, y, ys), dims))
-        tasks.append((regs, table, mem))
+def _check(tasks, rng):
+    """Run ``(regs, table, mem)`` tasks; every L1 byte, ``done`` and the element count
+    against the model. Returns the stall cycles seen."""
+    wants = [_want(regs, mem, table) for regs, table, mem in tasks]
     stalls = 0
-    for (got, done, words, cnt), (want, dims) in zip(_run(tasks, rng), wants, strict=True):
+    for (got, done, words, cnt), (regs, _, _), (_, want, n) in zip(
+            _run(tasks, rng), tasks, wants, strict=True):
         assert done == (0, Cause.NONE)
-        assert words == TABLE_WORDS
-        n = 1
-        for d in dims:
-            n *= d
+        assert words == (TABLE_WORDS if regs["TABLE"] != NO_TABLE else 0)
         assert cnt["elems"] == n
         stalls += cnt["stall_read"] + cnt["stall_write"]
-        bad = [a for a in range(len(want)) if got[a] != want[a]]
-        assert not bad, f"{len(bad)} wrong bytes, first at {bad[0]}: {got[bad[0]]} != " \
-                        f"{want[bad[0]]} (dims {dims})"
-    assert stalls > 50
+        got = np.frombuffer(got, np.uint8)
+        bad = np.flatnonzero(got != want)
+        assert not bad.size, f"{bad.size} wrong bytes, first at {bad[0]}: {got[bad[0]]} != " \
+                             f"{want[bad[0]]} ({regs})"
+    return stalls
 
 
-def test_casts_equal_the_reference():
-    """i8 -> i8 / i16 / i32: each byte sign-extended, one output word per cycle; no table
-    is read."""
-    rng = random.Random(35)
-    tasks, wants = [], []
-    for k in range(18):
-        to = ("i8", "i16", "i32")[k % 3]
-        regs, dims, x, xs, y, ys = _task(rng, to)
+def test_table_tasks_equal_the_model():
+    rng = random.Random(20)
+    tasks = [(_task(rng)[0], rng.randbytes(TABLE_BYTES),
+              bytearray(rng.randbytes(LANES * DEPTH))) for _ in range(24)]
+    assert _check(tasks, rng) > 50
+
+
+@pytest.mark.parametrize("cast", [("i8", "i8"), ("i8", "i16"), ("i8", "i32"),
+                                  ("i16", "i8"), ("i32", "i8")])
+def test_casts_equal_the_model(cast):
+    """Widening: each byte sign-extended, one output word per cycle; narrowing: each
+    element saturated to i8 (random bytes give values far outside i8 and inside it); no
+    table is read."""
+    rng = random.Random(35 + len(cast[0]) * 3 + len(cast[1]))
+    tasks = []
+    for _ in range(8):
         mem = bytearray(rng.randbytes(LANES * DEPTH))
-        wants.append((_reference(mem, b"", dims, x, xs, y, ys, elem_type(to).bits // 8),
-                      dims, to))
-        tasks.append((regs, b"", mem))
-    for (got, done, words, cnt), (want, dims, to) in zip(_run(tasks, rng), wants,
-                                                         strict=True):
-        assert done == (0, Cause.NONE) and words == 0 and cnt["table"] == 0
-        n = 1
-        for d in dims:
-            n *= d
-        assert cnt["elems"] == n
-        bad = [a for a in range(len(want)) if got[a] != want[a]]
-        assert not bad, f"cast to {to}: {len(bad)} wrong bytes, first at {bad[0]} (dims {dims})"
+        for a in rng.sample(range(0, LANES * DEPTH, 2), 300):   # small values too
+            mem[a + 1] = rng.choice([0, 0xFF])
+        tasks.append((_task(rng, cast)[0], b"", mem))
+    _check(tasks, rng)
 
 
 def test_contiguous_run_streams_one_word_per_cycle():
@@ -246,9 +236,10 @@ def test_contiguous_run_streams_one_word_per_cycle():
     for k, addr in enumerate((3, HALF + 5)):
         regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": I8,
                  f"OP{k}_RANK": 1, f"OP{k}_DIM0": n, f"OP{k}_STRIDE0": 1}
-    table = rng.randbytes(256)
+    table = rng.randbytes(TABLE_BYTES)
     mem = bytearray(rng.randbytes(LANES * DEPTH))
-    want = _reference(mem, table, [n], 3, [1], HALF + 5, [1])
+    regs["TABLE"] = 0
+    want = _want(regs, mem, table)[0]
     saved = L1Model.__init__.__defaults__
     L1Model.__init__.__defaults__ = (0.0,)
     try:
@@ -273,6 +264,10 @@ def test_contiguous_run_streams_one_word_per_cycle():
     ({"OP1_RANK": 1}, Cause.LAYOUT),
     ({"OP1_DIM1": 4}, Cause.LAYOUT),
     ({"OP0_DIM0": 1 << 16, "OP1_DIM0": 1 << 16}, Cause.LAYOUT),
+    ({"OP0_RANK": 5, "OP1_LEVEL": LEVELS.index("L2")}, Cause.LAYOUT),   # operand 0 first
+    ({"OP0_ELEM": ELEM_TYPES.index("i16"), "OP1_RANK": 1}, Cause.TYPE),  # types, then shapes
+    ({"TABLE": NO_TABLE}, Cause.REQUANT),                                # no table read
+    ({"OPCODE": OPCODES.index("maxpool")}, Cause.OPCODE),                # not built yet
 ])
 def test_refusals_end_in_error_after_the_table(change, cause):
     rng = random.Random(7)
@@ -280,7 +275,7 @@ def test_refusals_end_in_error_after_the_table(change, cause):
     regs = {**regs, "OP0_RANK": 2, "OP1_RANK": 2, "OP0_DIM0": 3, "OP1_DIM0": 3,
             "OP0_DIM1": 5, "OP1_DIM1": 5, **change}
     assert decode(regs).cause == cause
-    table = rng.randbytes(256)
+    table = rng.randbytes(TABLE_BYTES)
     mem = bytearray(rng.randbytes(LANES * DEPTH))
     [(got, done, words, _)] = _run([(regs, table, mem)], rng)
     assert done == (1, cause)
@@ -290,7 +285,8 @@ def test_refusals_end_in_error_after_the_table(change, cause):
 
 def test_decode_equals_the_model():
     rng = random.Random(11)
-    cases = [_task(rng, rng.choice([None, "i8", "i16", "i32"]))[0] for _ in range(40)]
+    casts = [None, ("i8", "i8"), ("i8", "i16"), ("i8", "i32"), ("i16", "i8"), ("i32", "i8")]
+    cases = [_task(rng, rng.choice(casts))[0] for _ in range(40)]
     for regs in cases[:20]:   # random corruptions of valid tasks
         name = rng.choice(kept_registers())
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])
@@ -312,7 +308,8 @@ def test_decode_equals_the_model():
             t = ctx.get(dut.task)
             got.append((int(t.cause), int(t.table), tuple(int(t.dims[j]) for j in range(4)),
                         int(t.x_addr), tuple(int(t.xs[j]) for j in range(4)), int(t.y_addr),
-                        tuple(int(t.ys[j]) for j in range(4)), int(t.run)))
+                        tuple(int(t.ys[j]) for j in range(4)), int(t.run),
+                        int(t.in_shift), int(t.out_shift)))
 
     sim.add_testbench(bench)
     sim.run()
@@ -322,5 +319,5 @@ def test_decode_equals_the_model():
             assert g[:2] == (w.cause, int(w.table)), (regs, g, w)
         else:
             assert g == (0, int(w.table), w.dims, w.x_addr, w.xs, w.y_addr, w.ys,
-                         int(w.run)), (regs, g, w)
+                         int(w.run), w.in_shift, w.out_shift), (regs, g, w)
             assert len(runs(w)) in (0, *range(1, 401))

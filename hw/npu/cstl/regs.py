@@ -9,20 +9,26 @@ the decode is combinational from the shadow registers and gives the CSTL's walk 
 Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT and
 ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 and 1.
 
-What runs (:func:`decode`, the Python model of the decode), one input and one output of
-the same shape, rank 0..4, both in L1:
+What runs: the lookup-table opcodes and ``cast`` of :func:`npu.cstl.model.decode_task`,
+one input and one output of the same shape, rank 0..4, both in L1:
 
-* a unary elementwise opcode (``nem.opcodes.groups().unary``), i8 -> i8: every such op is
-  ``out = table[in]`` through the task's 256-byte table (read on the unit's ``table``
-  stream), so the opcode selects nothing else (``table`` set);
-* ``cast`` from i8 to i8, i16 or i32: the code sign-extended (a value conversion, as the
-  executor's cast: quantisation descriptors play no part), no table.
+* ``table``: a unary elementwise opcode or clamp (:func:`npu.cstl.model.table_opcodes`),
+  i8 -> i8: ``out = table[in]`` through the task's 256-byte table at data offset ``TABLE``
+  (read on the unit's ``table`` stream), so the opcode selects nothing else;
+* ``cast`` i8 -> i8 / i16 / i32 (sign extension) and i16 / i32 -> i8 (saturation), no
+  table.
 
-A shape is right-aligned onto four levels (outer levels of size 1, stride 0); dimensions
-must fit 16 bits. The output's element strides become byte strides (``out_shift``: log2 of
-its element bytes). Refusals: another opcode (``OPCODE``), other operand counts, types or
-memories (``TYPE``), rank above 4, shapes that differ or a dimension of 65536 or more
-(``LAYOUT``).
+The refusals and their order are the model's: an opcode the RTL does not run
+(``OPCODE``; binary eltwise, pooling and reductions are not built yet), operand counts
+(``TYPE``), per operand its memory (``TYPE``) then its rank or a dimension of 2**16 or
+more (``LAYOUT``), the element types (``TYPE``), shapes that differ (``LAYOUT``), a table
+task with ``TABLE`` = ``NO_TABLE`` (``REQUANT``). A table task with a table reads it even
+when refused (``task.table``), so that the sequencer's fetch always completes.
+
+A shape is right-aligned onto four levels (outer levels of size 1, stride 0); element
+strides become byte strides (``in_shift`` / ``out_shift``: log2 of the element bytes).
+:func:`decode` is the Python model of this decode, built on
+:func:`npu.cstl.model.decode_task`.
 """
 
 from __future__ import annotations
@@ -35,12 +41,12 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nem.elemtypes import elem_type
-from nem.opcodes import groups
-from nem.taskformat import ELEM_TYPES, LEVELS, OPCODES, REGISTER_MAPS, Unit
+from nem.taskformat import ELEM_TYPES, LEVELS, NO_TABLE, OPCODES, REGISTER_MAPS, Unit
+from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
 __all__ = ["LEVELS_WALKED", "CstlRegisters", "CstlTask", "decode", "kept_registers",
-           "task_layout", "write_layout"]
+           "table_codes", "task_layout", "write_layout"]
 
 REGS = REGISTER_MAPS[Unit.CSTL]
 #: Loop levels of the walk (operand ranks above this are refused).
@@ -54,20 +60,21 @@ FIELDS = ("ADDR_LO", "ADDR_HI", "LEVEL", "ELEM", "RANK",
 L1_LEVEL = LEVELS.index("L1")
 I8 = ELEM_TYPES.index("i8")
 CAST = OPCODES.index("cast")
-#: Output element type code of a cast -> log2 of its bytes (the input is i8).
-OUT_SHIFT = {ELEM_TYPES.index(name): (elem_type(name).bits // 8).bit_length() - 1
-             for name in ("i8", "i16", "i32")}
+MASK = 0xFFFFFFFF
+#: Element type -> log2 of its bytes, for the types a cast takes (``CAST_TYPES``).
+SHIFT = {name: (elem_type(name).bits // 8).bit_length() - 1 for name in CAST_TYPES}
 
 
 @functools.cache
-def unary_codes() -> tuple[int, ...]:
-    """Opcode codes the CSTL runs through its table (the registry's unary elementwise)."""
-    return tuple(sorted(OPCODES.index(name) for name in groups().unary))
+def table_codes() -> tuple[int, ...]:
+    """Opcode codes the CSTL runs through its table (:func:`npu.cstl.model.table_opcodes`);
+    the sequencer fetches the table of exactly these tasks (when ``TABLE`` names one)."""
+    return tuple(sorted(OPCODES.index(name) for name in table_opcodes()))
 
 
 def kept_registers() -> list[str]:
     """Names of the registers the CSTL keeps, in index order."""
-    names = ["OPCODE", "NIN", "NOUT"]
+    names = ["OPCODE", "NIN", "NOUT", "TABLE"]
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
     return sorted(names, key=REGS.index)
 
@@ -80,13 +87,13 @@ def task_layout():
     """The CSTL's task: four loop levels (outermost first), byte addresses of the input
     ``x`` and the output ``y``, their byte strides; ``run``: both innermost element strides
     are 1 (the innermost level is read and written as one run of bytes); ``table``: the
-    task reads a table and looks every byte up; ``out_shift``: log2 of the output's element
-    bytes (the input byte sign-extended)."""
+    task reads a table (and looks every byte up); ``in_shift`` / ``out_shift``: log2 of the
+    input's / output's element bytes."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
         "y_addr": 32, "ys": data.ArrayLayout(32, LEVELS_WALKED),
-        "run": 1, "table": 1, "out_shift": 2, "cause": 4,
+        "run": 1, "table": 1, "in_shift": 2, "out_shift": 2, "cause": 4,
     })
 
 
@@ -101,46 +108,37 @@ class CstlTask:
     ys: tuple[int, ...]
     run: bool
     table: bool
+    in_shift: int
     out_shift: int
     cause: int
 
 
 def _levels(rank, values, fill):
     """Right-align ``values`` (outermost first) onto the walk's levels."""
-    return (fill,) * (LEVELS_WALKED - rank) + tuple(values[:rank])
+    return (fill,) * (LEVELS_WALKED - rank) + tuple(values)
 
 
 def decode(regs: dict[str, int]) -> CstlTask:
-    """What the CSTL makes of the registers ``regs`` (name -> value; missing ones read 0)."""
-    r = {name: regs.get(name, 0) & 0xFFFFFFFF for name in kept_registers()}
-
-    def op(k, f):
-        return r[f"OP{k}_{f}"]
-
-    is_unary = r["OPCODE"] in unary_codes()
-    is_cast = r["OPCODE"] == CAST
-    out_ok = op(1, "ELEM") in (OUT_SHIFT if is_cast else (I8,))
-    cause = Cause.NONE
-    rank = op(0, "RANK")
-    if not (is_unary or is_cast):
-        cause = Cause.OPCODE
-    elif (r["NIN"], r["NOUT"]) != (1, 1) or op(0, "ELEM") != I8 or not out_ok or any(
-            op(k, "LEVEL") != L1_LEVEL or op(k, "ADDR_HI") != 0 for k in range(SLOTS)):
-        cause = Cause.TYPE
-    elif rank > LEVELS_WALKED or op(1, "RANK") != rank or any(
-            op(0, f"DIM{d}") != op(1, f"DIM{d}") or op(0, f"DIM{d}") >> DIM_BITS
-            for d in range(rank)):
-        cause = Cause.LAYOUT
+    """What the CSTL makes of the registers ``regs`` (name -> value; missing ones read 0):
+    :func:`npu.cstl.model.decode_task` on the registers the CSTL keeps, in the walk's
+    view, with ``OPCODE`` for what the RTL does not run yet."""
+    r = {name: regs.get(name, 0) & MASK for name in kept_registers()}
+    is_table = r["OPCODE"] in table_codes()
     zeros = (0,) * LEVELS_WALKED
-    if cause:
-        return CstlTask(zeros, 0, zeros, 0, zeros, False, is_unary, 0, cause)
-    shift = OUT_SHIFT[op(1, "ELEM")] if is_cast else 0
-    dims = _levels(rank, [op(0, f"DIM{d}") for d in range(LEVELS_WALKED)], 1)
-    xs = _levels(rank, [op(0, f"STRIDE{d}") for d in range(LEVELS_WALKED)], 0)
-    ys = _levels(rank, [op(1, f"STRIDE{d}") for d in range(LEVELS_WALKED)], 0)
-    ys = tuple((v << shift) & 0xFFFFFFFF for v in ys)
-    return CstlTask(dims, op(0, "ADDR_LO"), xs, op(1, "ADDR_LO"), ys,
-                    xs[-1] == 1 and ys[-1] == 1 << shift, is_unary, shift, Cause.NONE)
+    if not is_table and r["OPCODE"] != CAST:
+        return CstlTask(zeros, 0, zeros, 0, zeros, False, False, 0, 0, Cause.OPCODE)
+    try:
+        work = decode_task(r)
+    except CstlUnsupported as exc:
+        return CstlTask(zeros, 0, zeros, 0, zeros, False,
+                        is_table and r["TABLE"] != NO_TABLE, 0, 0, exc.cause)
+    x, y = work.ins[0], work.out
+    rank = len(y.shape)
+    si, so = SHIFT[x.elem], SHIFT[y.elem]
+    xs = _levels(rank, [(v << si) & MASK for v in x.strides], 0)
+    ys = _levels(rank, [(v << so) & MASK for v in y.strides], 0)
+    return CstlTask(_levels(rank, y.shape, 1), x.addr, xs, y.addr, ys,
+                    xs[-1] == 1 << si and ys[-1] == 1 << so, is_table, si, so, Cause.NONE)
 
 
 class CstlRegisters(wiring.Component):
@@ -180,37 +178,59 @@ class CstlRegisters(wiring.Component):
             return r[f"OP{k}_{f}"]
 
         t = self.task
-        is_unary = Signal()
-        m.d.comb += is_unary.eq(0)
+        is_table = Signal()
         with m.Switch(r["OPCODE"]):
-            with m.Case(*unary_codes()):
-                m.d.comb += is_unary.eq(1)
+            with m.Case(*table_codes()):
+                m.d.comb += is_table.eq(1)
         is_cast = r["OPCODE"] == CAST
-        shift = Signal(2)
-        out_ok = Signal()
-        with m.Switch(op(1, "ELEM")):
-            for code, sh in OUT_SHIFT.items():
-                with m.Case(code):
-                    m.d.comb += [shift.eq(Mux(is_cast, sh, 0)), out_ok.eq(is_cast | (code == I8))]
-        bad_type = (r["NIN"] != 1) | (r["NOUT"] != 1) | (op(0, "ELEM") != I8) | ~out_ok
+        # element types: log2 of the bytes of a cast type, and whether it is one
+        shifts, known = [Signal(2, name=f"shift{k}") for k in range(SLOTS)], []
         for k in range(SLOTS):
-            bad_type = bad_type | (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
+            ok = Signal(name=f"cast_type{k}")
+            with m.Switch(op(k, "ELEM")):
+                for name, sh in SHIFT.items():
+                    with m.Case(ELEM_TYPES.index(name)):
+                        m.d.comb += [shifts[k].eq(sh), ok.eq(1)]
+            known.append(ok)
+        i8 = [op(k, "ELEM") == I8 for k in range(SLOTS)]
+        elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]), i8[0] & i8[1])
+
+        def mem_bad(k):
+            return (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
+
+        def rank_bad(k):
+            bad = op(k, "RANK") > LEVELS_WALKED
+            for d in range(LEVELS_WALKED):
+                bad = bad | ((op(k, "RANK") > d) & (op(k, f"DIM{d}")[DIM_BITS:] != 0))
+            return bad
+
         rank = op(0, "RANK")
-        bad_layout = (rank > LEVELS_WALKED) | (op(1, "RANK") != rank)
+        differ = op(1, "RANK") != rank
         for d in range(LEVELS_WALKED):
-            bad_layout = bad_layout | ((rank > d) & (
-                (op(0, f"DIM{d}") != op(1, f"DIM{d}")) | (op(0, f"DIM{d}")[DIM_BITS:] != 0)))
-        m.d.comb += t.table.eq(is_unary)
-        with m.If(~is_unary & ~is_cast):
+            differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
+        has_table = r["TABLE"] != NO_TABLE
+        m.d.comb += t.table.eq(is_table & has_table)
+        with m.If(~is_table & ~is_cast):
             m.d.comb += t.cause.eq(Cause.OPCODE)
-        with m.Elif(bad_type):
+        with m.Elif((r["NIN"] != 1) | (r["NOUT"] != 1) | mem_bad(0)):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(bad_layout):
+        with m.Elif(rank_bad(0)):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
+        with m.Elif(mem_bad(1)):
+            m.d.comb += t.cause.eq(Cause.TYPE)
+        with m.Elif(rank_bad(1)):
+            m.d.comb += t.cause.eq(Cause.LAYOUT)
+        with m.Elif(~elem_ok):
+            m.d.comb += t.cause.eq(Cause.TYPE)
+        with m.Elif(differ):
+            m.d.comb += t.cause.eq(Cause.LAYOUT)
+        with m.Elif(is_table & ~has_table):
+            m.d.comb += t.cause.eq(Cause.REQUANT)
         with m.Else():
+            si, so = shifts
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
-                         t.out_shift.eq(shift),
-                         t.run.eq((t.xs[-1] == 1) & (t.ys[-1] == (1 << shift)))]
+                         t.in_shift.eq(si), t.out_shift.eq(so),
+                         t.run.eq((t.xs[-1] == (1 << si)) & (t.ys[-1] == (1 << so)))]
             # level j of the walk is dimension j - (4 - rank) of the operands
             with m.Switch(rank):
                 for rk in range(LEVELS_WALKED + 1):
@@ -221,6 +241,6 @@ class CstlRegisters(wiring.Component):
                                 m.d.comb += t.dims[j].eq(1)
                             else:
                                 m.d.comb += [t.dims[j].eq(op(0, f"DIM{d}")),
-                                             t.xs[j].eq(op(0, f"STRIDE{d}")),
-                                             t.ys[j].eq(op(1, f"STRIDE{d}") << shift)]
+                                             t.xs[j].eq(op(0, f"STRIDE{d}") << si),
+                                             t.ys[j].eq(op(1, f"STRIDE{d}") << so)]
         return m

@@ -14,6 +14,7 @@ Interface (:class:`Cstl`)
   holding entries ``4k .. 4k+3``, lowest byte first (:data:`TABLE_WORDS` words), read
   right after ``start`` when ``task.table`` (also for a refused task, as the NMU reads its
   requantisation entry).
+* the model of the whole unit is :func:`npu.cstl.model.cstl_model`.
 * ``done`` (stream of ``{error, cause}``, :class:`npu.nmu.model.Cause`): one per task.
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1.
 * ``busy`` and the counters ``cnt_<name>`` of :data:`COUNTERS`, cleared at ``start``.
@@ -30,7 +31,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from nem.elemtypes import elem_type
+from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.cstl.regs import CstlRegisters, task_layout, write_layout
 from npu.cstl.store import VectorStore
@@ -39,8 +40,6 @@ from npu.nmu.agu import RunReader
 
 __all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_layout"]
 
-#: Entries of a unary table: one per i8 code.
-TABLE_BYTES = 1 << elem_type("i8").bits
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
 
@@ -119,35 +118,49 @@ class Cstl(wiring.Component):
             m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
             looked.append(byte)
 
-        # output vectors: the looked-up bytes (or, without a table, the codes) as they
-        # are, or sign-extended to 2 or 4 bytes, one L1 word of them per part
+        # output vectors, one L1 word each: the looked-up bytes (or, without a table, the
+        # codes) as they are or sign-extended to 2 or 4 bytes (a vector leaves in 1, 2 or
+        # 4 parts); or elements of 2 or 4 bytes saturated to one (one part)
         codes = [Signal(8, name=f"c{k}") for k in range(L)]
         for k in range(L):
             m.d.comb += codes[k].eq(Mux(task.table, looked[k], vec.data[k]))
         part = Signal(2)
-        per = Signal(range(L + 1))
+        n_vec = Signal(range(L + 1))            # elements in the vector
+        m.d.comb += n_vec.eq(vec.count >> task.in_shift)
+        per = Signal(range(L + 1))              # elements per part
         m.d.comb += per.eq(L >> task.out_shift)
-        first = Signal(range(L + 1))            # the part's first lane
+        first = Signal(range(L + 1))            # the part's first element
         m.d.comb += first.eq(part * per)
-        left = Signal(range(L + 1))             # the vector's lanes from ``first`` on
-        m.d.comb += left.eq(Mux(vec.count > first, vec.count - first, 0))
+        left = Signal(range(L + 1))             # the vector's elements from ``first`` on
+        m.d.comb += left.eq(Mux(n_vec > first, n_vec - first, 0))
         n_part = Signal(range(L + 1))
         m.d.comb += n_part.eq(Mux(left < per, left, per))
         last_part = Signal()
         m.d.comb += last_part.eq(left <= per)
         out = Signal(8 * L)
-        with m.Switch(Cat(part, task.out_shift)):
-            for sh in range(3):
-                ob, n = 1 << sh, L >> sh
+        with m.Switch(Cat(part, task.out_shift, task.in_shift)):
+            for so in range(3):                 # widening (or i8 -> i8)
+                ob, n = 1 << so, L >> so
                 for pt in range(ob):
-                    with m.Case(pt | sh << 2):
+                    with m.Case(pt | so << 2):
                         lanes = [codes[pt * n + i] for i in range(n)]
                         m.d.comb += out.eq(Cat(*[Cat(c, c[7].replicate(8 * ob - 8))
                                                  for c in lanes]))
+            for si in (1, 2):                   # narrowing: saturate to i8
+                ib = 1 << si
+                with m.Case(si << 4):
+                    sat = []
+                    for e in range(L // ib):
+                        v = Cat(*[vec.data[e * ib + b] for b in range(ib)]).as_signed()
+                        q = Signal(8, name=f"sat{si}_{e}")
+                        m.d.comb += q.eq(Mux(v > 127, 127, Mux(v < -128, -128, v)))
+                        sat.append(q)
+                    m.d.comb += out.eq(Cat(*sat))
         m.d.comb += [
             store.i.valid.eq(reader.o.valid), store.i.payload.data.eq(out),
             store.i.payload.count.eq(n_part << task.out_shift),
-            store.i.payload.addr.eq(vec.tag.yaddr + ((vec.index * L + first) << task.out_shift)),
+            store.i.payload.addr.eq(vec.tag.yaddr + ((((vec.index * L) >> task.in_shift)
+                                                      + first) << task.out_shift)),
             reader.o.ready.eq(store.i.ready & last_part),
         ]
         with m.If(store.i.valid & store.i.ready):

@@ -2,11 +2,12 @@
 
 A task (:func:`npu.cstl.regs.task_layout`) walks ``dims[0] x .. x dims[3]`` elements,
 outermost first; element ``(i0, i1, i2, i3)`` is read at ``x_addr + sum(ik * xs[k])`` and
-written at ``y_addr + sum(ik * ys[k])`` (i8: element strides are byte strides). When both
-innermost strides are 1 (``run``) the innermost level is one run of ``dims[3]`` bytes,
-else every element is a run of one byte. :class:`RegionWalk` issues one run per cycle as
-:func:`npu.nmu.agu.run_layout` commands for :class:`npu.nmu.agu.RunReader`, the output
-address of the run in ``tag.yaddr`` and the task's last run marked by ``tag.last``.
+written at ``y_addr + sum(ik * ys[k])`` (byte strides). When both operands are contiguous
+in the innermost level (``run``) it is one run of ``dims[3]`` input elements, else every
+element is a run of its own; an input element is ``2 ** in_shift`` bytes.
+:class:`RegionWalk` issues one run per cycle as :func:`npu.nmu.agu.run_layout` commands
+for :class:`npu.nmu.agu.RunReader`, the output address of the run in ``tag.yaddr`` and the
+task's last run marked by ``tag.last``.
 
 Addresses are kept per level (the address where the current index of that level
 started), so a step is one addition per level and no multiplication. The Python model is
@@ -29,9 +30,9 @@ MASK = 0xFFFFFFFF
 
 def runs(task):
     """The runs of a decoded task (:class:`npu.cstl.regs.CstlTask`), in order:
-    ``(x_addr, length, y_addr)`` (addresses modulo 2**32)."""
+    ``(x_addr, length in bytes, y_addr)`` (addresses modulo 2**32)."""
     dims = list(task.dims)
-    length = dims[-1] if task.run else 1
+    length = (dims[-1] if task.run else 1) << task.in_shift
     if task.run:
         dims[-1] = 1
     out = []
@@ -86,7 +87,7 @@ class RegionWalk(wiring.Component):
             self.start.ready.eq(~act),
             self.cmd.valid.eq(act),
             self.cmd.payload.addr.eq(xb[-1]),
-            self.cmd.payload.length.eq(Mux(task.run, task.dims[-1], 1)),
+            self.cmd.payload.length.eq(Mux(task.run, task.dims[-1], 1) << task.in_shift),
             self.cmd.payload.tag.yaddr.eq(yb[-1]),
             self.cmd.payload.tag.last.eq(sum(wraps) == n if n > 1 else wraps[0]),
         ]

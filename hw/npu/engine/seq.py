@@ -74,8 +74,11 @@ from nem.taskformat import (
     DATA_ALIGN,
     HEADER,
     MAGIC,
+    NO_TABLE,
     REGISTER_MAPS,
     REQUANT_ENTRY,
+    TABLE_ALIGN,
+    TABLE_BYTES,
     TASK_HEADER,
     VERSION,
     WRITE,
@@ -83,8 +86,7 @@ from nem.taskformat import (
 )
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
-from npu.cstl.regs import unary_codes
-from npu.cstl.unit import TABLE_BYTES
+from npu.cstl.regs import table_codes
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -97,8 +99,6 @@ __all__ = [
 ]
 
 
-#: The compute register holding a CSTL task's table offset in the data section.
-TABLE_REGISTER = "TABLE"
 FETCH_DEPTH = 32   # words of the fetch FIFO
 FETCH_PIECE = 16   # words per fetch command at most
 HEADER_STEP = 8    # header bytes checked per cycle at most
@@ -190,8 +190,8 @@ class Sequencer(wiring.Component):
     cstl_table, cstl_has_table : Out (engines with CSTLs)
         The DDR address of the issuing CSTL task's table
         (:class:`npu.engine.table_fetch.TableFetcher`, started with the CSTL), and whether
-        the task reads one (a unary opcode; the table lies in the data section, else
-        ``BAD_ENTRY`` at decode).
+        the task reads one (a table opcode with ``TABLE`` not ``NO_TABLE``; the table lies
+        in the data section, else ``BAD_ENTRY`` at decode).
     nmu_entry : Out(entry_request_layout)
         The DDR address of the issuing NMU task's requantisation entry and the data
         section's end (for :class:`npu.engine.entry_fetch.EntryFetcher`, started with the NMU).
@@ -376,7 +376,7 @@ class Sequencer(wiring.Component):
             s.cur_is_cstl = Signal()
             s.cur_inst = Signal(range(s.cfg.n_cstl))
             s.cur_table = Signal(32)
-            s.cur_unary = Signal()
+            s.cur_table_op = Signal()
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
         s.data_base = Signal(s.aw + 2)
         stream_end = s.stream_off + s.stream_total
@@ -653,7 +653,7 @@ class Sequencer(wiring.Component):
                     for k in range(cfg.n_cstl):
                         m.d.comb += self.cstl_clear[k].eq(is_cstl & (inst == k))
                     m.d.sync += [s.cur_is_cstl.eq(is_cstl), s.cur_inst.eq(inst),
-                                 s.cur_table.eq(0), s.cur_unary.eq(0)]
+                                 s.cur_table.eq(0), s.cur_table_op.eq(0)]
                 m.d.sync += [s.cur_unit.eq(unit_index), s.cur_is_nmu.eq(is_nmu),
                              s.cur_requant.eq(0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
@@ -775,28 +775,25 @@ class Sequencer(wiring.Component):
                 m.d.sync += [s.writes_left.eq(s.writes_left - 1),
                              s.stream_left.eq(s.stream_left - WRITE.size)]
                 with m.If(indices[0] == regs.index("OPCODE")):
-                    m.d.sync += s.cur_unary.eq(0)
+                    m.d.sync += s.cur_table_op.eq(0)
                     with m.Switch(values[0]):
-                        with m.Case(*unary_codes()):
-                            m.d.sync += s.cur_unary.eq(1)
-                if TABLE_REGISTER in [r.name for r in regs.registers]:
-                    with m.If(indices[0] == regs.index(TABLE_REGISTER)):
-                        m.d.sync += s.cur_table.eq(values[0])
+                        with m.Case(*table_codes()):
+                            m.d.sync += s.cur_table_op.eq(1)
+                with m.If(indices[0] == regs.index("TABLE")):
+                    m.d.sync += s.cur_table.eq(values[0])
 
     def _cstl_hand(self, m, s):
         """HAND of a CSTL task: the CSTL checks its own registers; here only where its
-        table lies (a unary task reads one: 8-byte aligned, inside the data section; a map
-        without the table register names none, so a unary task cannot run)."""
-        regs = REGISTER_MAPS[Unit.CSTL]
-        has_reg = TABLE_REGISTER in [r.name for r in regs.registers]
-        bad = (s.cur_table % DATA_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes) \
-            if has_reg else Const(1)
-        with m.If(s.cur_unary & bad):
+        table lies, for a task that reads one (a table opcode, ``TABLE`` not ``NO_TABLE``:
+        ``TABLE_ALIGN``-aligned and inside the data section, else ``BAD_ENTRY``)."""
+        table = s.cur_table_op & (s.cur_table != NO_TABLE)
+        bad = (s.cur_table % TABLE_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes)
+        with m.If(table & bad):
             self._fail(m, s, Cause.BAD_ENTRY)
         with m.Elif(~s.slot_valid | s.issue):
             m.d.comb += s.slot_load.eq(1)
             m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(1), s.slot_is_nmu.eq(0),
-                         s.slot_is_cstl.eq(1), s.slot_has_table.eq(s.cur_unary),
+                         s.slot_is_cstl.eq(1), s.slot_has_table.eq(table),
                          s.slot_entry.eq(s.data_base + s.cur_table),
                          s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                          s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
