@@ -12,7 +12,10 @@ NMU         ``int4_macs``           = int8   int8 x int4 MACs per cycle
 NMU         ``fp16_macs``           64       f16 / bf16 MACs per cycle
 NMU         ``fp32_macs``           16       f32 MACs per cycle
 NMU         ``latency_cycles``      8        pipeline fill and drain per task
-CSTL        ``elems_per_cycle``     16       elements per cycle (largest operand)
+CSTL        ``elems_per_cycle``     16       elements per cycle (largest operand); on the
+                                             int8 path bytes per cycle, the L1 word
+                                             (``nem.ops``: a cast to i32 moves 4 bytes per
+                                             element, a pool every window tap)
 CSTL        ``latency_cycles``      4
 VPU         ``elems_per_cycle``     4
 VPU         ``latency_cycles``      8

@@ -30,7 +30,7 @@ import numpy as np
 from nem import opcodes
 from nem.checker import Region
 from nem.consteval import EvalError, evaluate
-from nem.elemtypes import FLOAT_TYPES
+from nem.elemtypes import BITS, FLOAT_TYPES
 from nem.numerics import (
     ELTWISE_OPS,
     EltwiseParams,
@@ -579,6 +579,18 @@ def _cstl_run(opcode, info: CstlInt8, vals, attrs):
     return y if info.table is None else info.table[y.view(np.uint8)]
 
 
+def _cstl_work(opcode: str, regions: list[Region], attrs: dict) -> int:
+    """Work of a CSTL int8 task in L1 bytes moved through its datapath (the cycle model
+    divides it by ``elems_per_cycle``, the L1 word in bytes): the bytes of the largest
+    operand (a cast to i32 writes four bytes per element), and for a pool every window tap
+    of every output element."""
+    nbytes = max(math.prod(r.shape) * BITS[r.elem] // 8 for r in regions)
+    if opcode in ("maxpool", "avgpool"):
+        kh, kw = attrs.get("kernel_shape") or (1, 1)
+        nbytes = max(nbytes, math.prod(regions[-1].shape) * kh * kw)
+    return nbytes
+
+
 def run_compute(
     opcode: str,
     ins: list[tuple[Region, np.ndarray]],
@@ -624,14 +636,14 @@ def run_compute(
         qps = [None] * len(regions)
         if all(r.elem not in FLOAT_TYPES for r in regions):
             y = cast_int(vals[0], outs[0].elem)
-            return [y], Work(elems=max(math.prod(r.shape) for r in regions))
+            return [y], Work(elems=_cstl_work(opcode, regions, attrs))
     info = cstl_int8(opcode, regions, qps, len(ins), attrs)
     if info is not None:
         y = _cstl_run(opcode, info, vals, attrs)
         if tuple(y.shape) != tuple(outs[0].shape):
             raise OpError(f"{opcode}: result has shape {list(y.shape)}, output "
                           f"{outs[0].label} has {list(outs[0].shape)}")
-        return [y], Work(elems=max(math.prod(r.shape) for r in regions))
+        return [y], Work(elems=_cstl_work(opcode, regions, attrs))
     reals = _real_op(opcode, vals, regions, qps, len(ins), attrs)
     if len(reals) != len(outs):
         raise OpError(f"{opcode}: computes {len(reals)} output(s), {len(outs)} given")
