@@ -37,7 +37,7 @@ import numpy as np
 
 from nem.elemtypes import BITS, ELEM_RANGES
 from nem.numerics import ELTWISE_OPS
-from nem.opcodes import groups
+from nem.ops import table_opcodes
 from nem.registry import load_registry
 from nem.taskformat import (
     ATTR_WORDS,
@@ -64,12 +64,6 @@ MAX_RANK_RUN = 4
 DIM_BITS = 16
 L1 = LEVELS.index("L1")
 CAST_TYPES = ("i8", "i16", "i32")
-
-
-def table_opcodes() -> frozenset[str]:
-    """Opcodes the CSTL runs as a lookup table: the unary elementwise ones and clamp."""
-    g = groups()
-    return g.unary | g.other_eltwise
 
 
 class CstlUnsupported(ValueError):
