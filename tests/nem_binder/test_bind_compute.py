@@ -411,3 +411,69 @@ def test_conv2d_attributes_sit_at_fixed_words():
     rng = np.random.default_rng(0)
     _same_bytes(result, {"X": rng.integers(-128, 128, 32, dtype=np.int8),
                          "W": rng.integers(-127, 128, 36, dtype=np.int8)})  # fmt: skip
+
+
+ADD = """device "exec_device.nem"
+buffer X : L1 (size=64)
+buffer Y : L1 (size=64)
+buffer Z : L1 (size=64)
+let x = region(X, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.5, zero_point=3)
+let y = region(Y, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.25, zero_point=-2)
+let z = region(Z, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=0)
+t = add.async in x, y out z
+wait(t)
+"""
+
+
+def test_eltwise_entry_by_hand():
+    result = check_text(ADD, file="a.nem", base_dir=str(PROGRAMS))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    program = bind(result)
+    (task,) = program.tasks
+    regs = REGISTER_MAPS[Unit.CSTL]
+    writes = dict(task.writes)
+    assert writes[regs.index("TABLE")] == 0xFFFFFFFF
+    at = writes[regs.index("REQUANT")]
+    # three 32-byte quant entries, then the eltwise entry: M = 2 * max(0.5, 0.25) = 1;
+    # A: 0.5 / 1 = 2^30 * 2^-31, B: 0.25 = 2^30 * 2^-32, Y: 1 / (2^20 * 1) = 2^30 * 2^-50
+    assert at == 96
+    words = struct.unpack_from("<12i", program.data, at)
+    assert words == (3, -2, 0, 20, 1 << 30, 31, 1 << 30, 32, 1 << 30, 50, -128, 127)
+    assert len(program.data) == 96 + 48
+
+
+def _tampered(text, edit):
+    result = check_text(text, file="t.nem", base_dir=str(PROGRAMS))
+    program = bind(result)
+    return decode(encode(edit(program))), result.device
+
+
+def test_front_end_refuses_a_wrong_table_or_entry():
+    table = REGISTER_MAPS[Unit.CSTL].index("TABLE")
+
+    def flip_table_byte(p):
+        data = bytearray(p.data)
+        data[64 + 200] ^= 1  # entry 200 of the table after the two quant entries
+        return dataclasses.replace(p, data=bytes(data))
+
+    def no_table(p):
+        (t,) = p.tasks
+        writes = tuple((i, 0xFFFFFFFF if i == table else v) for i, v in t.writes)
+        return dataclasses.replace(p, tasks=(dataclasses.replace(t, writes=writes),))
+
+    def flip_entry(p):
+        data = bytearray(p.data)
+        data[96 + 4 * 8] ^= 1  # y_multiplier
+        return dataclasses.replace(p, data=bytes(data))
+
+    for text, edit, words in (
+        (RELU, flip_table_byte, "TABLE at data offset 64: entry 200 is"),
+        (RELU, no_table, "TABLE is NO_TABLE, but the task needs a lookup table"),
+        (ADD, flip_entry, "the REQUANT eltwise entry"),
+    ):
+        program, device = _tampered(text, edit)
+        with pytest.raises(TaskFormatError, match=words):
+            plan_from_binary(program, device)
