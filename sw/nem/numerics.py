@@ -39,6 +39,7 @@ __all__ = [
     "QuantParams",
     "Requant",
     "activation_qparams",
+    "argmax_int8",
     "avgpool_int8",
     "bias_codes",
     "cast_int",
@@ -51,6 +52,7 @@ __all__ = [
     "maxpool_int8",
     "quantize_multiplier",
     "quantize_real",
+    "reduce_max_int8",
     "requant_params",
     "requantize",
     "rescale",
@@ -589,3 +591,17 @@ def cast_int(q, elem: str):
     (widening i8 -> i16 / i32 is a sign extension; narrowing clamps)."""
     lo, hi = ELEM_RANGES[elem]
     return np.clip(np.asarray(q, dtype=np.int64), lo, hi).astype(elem_type(elem).dtype)
+
+
+def reduce_max_int8(q, axes, keepdims: bool):
+    """The largest code over ``axes`` (the CSTL reduces the last axis). Max commutes with
+    every increasing requantisation: a differing output descriptor is a table after it."""
+    axes = None if axes is None else tuple(axes)
+    return np.max(np.asarray(q, dtype=np.int8), axis=axes, keepdims=keepdims)
+
+
+def argmax_int8(q, axis: int, keepdims: bool):
+    """Index of the first largest code along ``axis`` (int64); equal to the argmax of the
+    dequantised values, dequantisation being increasing for a scale > 0."""
+    out = np.argmax(np.asarray(q, dtype=np.int8), axis=axis)
+    return np.expand_dims(out, axis) if keepdims else out

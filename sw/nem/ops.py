@@ -37,6 +37,7 @@ from nem.numerics import (
     NumericsError,
     QuantParams,
     Requant,
+    argmax_int8,
     avgpool_int8,
     cast_int,
     dequantize_codes,
@@ -45,6 +46,7 @@ from nem.numerics import (
     fold_input_zero_point,
     maxpool_int8,
     quantize_real,
+    reduce_max_int8,
     requant_params,
     requantize,
     round_float,
@@ -574,7 +576,9 @@ def _cstl_run(opcode, info: CstlInt8, vals, attrs):
         y = pool(x, attrs.get("kernel_shape"), tuple(attrs.get("strides") or (1, 1)),
                  tuple(attrs.get("pads") or (0, 0, 0, 0)))
     else:
-        y = _reduce(opcode, x.astype(np.int8), attrs)
+        axes = attrs.get("axes")
+        keep = attrs.get("keepdims") is not False
+        y = reduce_max_int8(x, tuple(axes) if axes else None, keep)
     y = np.asarray(y, dtype=np.int8)
     return y if info.table is None else info.table[y.view(np.uint8)]
 
@@ -637,6 +641,11 @@ def run_compute(
         if all(r.elem not in FLOAT_TYPES for r in regions):
             y = cast_int(vals[0], outs[0].elem)
             return [y], Work(elems=_cstl_work(opcode, regions, attrs))
+    if opcode == "argmax" and regions[0].elem == "i8" and outs[0].elem not in FLOAT_TYPES \
+            and (qps[0] is None or qps[0].axis is None) and qps[-1] is None:
+        axis = attrs.get("axis", 0) or 0
+        y = argmax_int8(vals[0], axis, attrs.get("keepdims") is not False)
+        return [cast_int(y, outs[0].elem)], Work(elems=_cstl_work(opcode, regions, attrs))
     info = cstl_int8(opcode, regions, qps, len(ins), attrs)
     if info is not None:
         y = _cstl_run(opcode, info, vals, attrs)

@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 from nem.numerics import (
     ELTWISE_LEFT_SHIFT,
     NumericsError,
+    argmax_int8,
     avgpool_int8,
     cast_int,
     eltwise_int8,
     eltwise_params,
     maxpool_int8,
+    reduce_max_int8,
     rescale,
     round_div,
 )
@@ -151,3 +153,14 @@ def test_casts_saturate_and_sign_extend():
     np.testing.assert_array_equal(cast_int(np.array([-1, -128], np.int8), "i16"), [-1, -128])
     np.testing.assert_array_equal(cast_int(q, "i16"),
                                   [-32768, -129, -128, -1, 0, 127, 128, 32767])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.integers(-128, 127), min_size=1, max_size=6), min_size=1,
+                max_size=4).filter(lambda rows: len({len(r) for r in rows}) == 1))
+def test_last_axis_reductions_against_loops(rows):
+    q = np.array(rows, np.int8)
+    np.testing.assert_array_equal(reduce_max_int8(q, (1,), False), [max(r) for r in rows])
+    # the first of equal maxima
+    np.testing.assert_array_equal(argmax_int8(q, 1, True),
+                                  [[r.index(max(r))] for r in rows])
