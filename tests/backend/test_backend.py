@@ -299,7 +299,10 @@ def test_device_without_cstl_refuses_pooling(tmp_path):
     from nem.target import SHIPPED, _shipped_dir
 
     device = tmp_path / "plain.nem"
-    device.write_text((_shipped_dir() / SHIPPED["sim"][0]).read_text())
+    # the shipped sim device has CSTLs (issue 20): this one leaves them out
+    text = (_shipped_dir() / SHIPPED["sim"][0]).read_text()
+    device.write_text("\n".join(line for line in text.splitlines()
+                                if not line.strip().startswith("CSTL =")) + "\n")
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(),
                                 torch.nn.Sigmoid()).eval()
     x = np.zeros((1, 1, 5, 5), dtype=np.float32)
@@ -389,7 +392,8 @@ def test_device_with_few_tokens_gets_a_serial_program(tmp_path):
     assert "max_active_tokens = 8" in text
     lines = text.replace("max_active_tokens = 8", "max_active_tokens = 2").splitlines()
     at = next(i for i, line in enumerate(lines) if "per_engine {" in line)
-    lines.insert(at + 1, "            CSTL = 1")
+    if not any(line.strip().startswith("CSTL =") for line in lines):
+        lines.insert(at + 1, "            CSTL = 1")
     (tmp_path / "two.nem").write_text("\n".join(lines) + "\n")
     model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.MaxPool2d(2), torch.nn.Flatten(),
