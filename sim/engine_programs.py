@@ -19,7 +19,7 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig, load_device
-from sim.engine_cstl_programs import cast_tiles
+from sim.engine_cstl_programs import cast_tiles, table_tiles
 from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
 __all__ = ["Golden", "bench_programs", "contiguous", "cstl_programs", "golden", "nmu_programs",
@@ -183,11 +183,11 @@ def nmu_programs(device):
 
 def cstl_programs(device):
     """``{name: (NEM text, DDR inputs)}`` of the CSTL regression programs (empty when the
-    device has no CSTL): tiled casts i8 -> i16 / i32 at unaligned addresses, spread over
-    the CSTL instances."""
+    device has no CSTL): tiled casts i8 -> i16 / i32 and tiled activations through lookup
+    tables (relu, sigmoid), at unaligned addresses, spread over the CSTL instances."""
     if not EngineConfig.shipped(device).n_cstl:
         return {}
-    return {"cast": cast_tiles(9, 13, 2)}
+    return {"cast": cast_tiles(9, 13, 2), "activation": table_tiles(11, 21, 3)}
 
 
 def bench_programs(device):
