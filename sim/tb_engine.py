@@ -25,6 +25,7 @@ from nem.taskformat import (
     BUFFER_ENTRY,
     HEADER,
     MAGIC,
+    NO_TABLE,
     OPCODES,
     REGISTER_MAPS,
     REQUANT_CHANNEL,
@@ -234,13 +235,33 @@ def _malformed_nmu(g):
     ]
 
 
+def _first_cstl(b):
+    return next((k, a) for k, a in enumerate(_task_offsets(b))
+                if TASK_HEADER.unpack(b, a)["unit"] == Unit.CSTL)
+
+
+def _malformed_table(g):
+    """Broken tables of a table task: misaligned or past the data section (the SEQ's
+    ``BAD_ENTRY`` at decode), none at all (the CSTL's ``REQUANT``)."""
+    b = g.binary
+    index, at = _first_cstl(b)
+    table = next(v for _, i, v in _writes(b, at) if i == REGISTER_MAPS[Unit.CSTL].index("TABLE"))
+    data_bytes = HEADER.unpack(b)["data_bytes"]
+    return [
+        ("TABLE misaligned", _write(b, at, "TABLE", table + 4), Cause.BAD_ENTRY, 0, index),
+        ("TABLE past the data", _write(b, at, "TABLE", data_bytes), Cause.BAD_ENTRY, 0,
+         index),
+        ("table task without a table", _write(b, at, "TABLE", NO_TABLE), Cause.UNIT_ERROR,
+         NmuCause.REQUANT, index),
+    ]
+
+
 def _malformed_cstl(g):
     """(name, binary, expected cause, expected CSTL_CAUSE, expected ERROR_TASK) for broken
     CSTL tasks: an instance the engine lacks, a register index past the map, an opcode
     and an operand memory the CSTL refuses (the error names the task)."""
     b = g.binary
-    index, at = next((k, a) for k, a in enumerate(_task_offsets(b))
-                     if TASK_HEADER.unpack(b, a)["unit"] == Unit.CSTL)
+    index, at = _first_cstl(b)
     regs = REGISTER_MAPS[Unit.CSTL]
     return [
         ("CSTL instance", _patch(b, TASK_HEADER, at, "instance", CFG.n_cstl), Cause.BAD_UNIT,
@@ -278,6 +299,9 @@ async def _malformed_run(dut, stalls):
         text, inputs = cstl["cast"]
         g_cstl = golden(DEVICE, text, inputs=inputs)
         cases += [(g_cstl, *case, "CSTL_CAUSE") for case in _malformed_cstl(g_cstl)]
+        text, inputs = cstl["activation"]
+        g_act = golden(DEVICE, text, inputs=inputs)
+        cases += [(g_act, *case, "CSTL_CAUSE") for case in _malformed_table(g_act)]
     for owner, name, binary, cause, unit_cause, error_task, cause_reg in cases:
         await tb.reset()
         image = np.array(owner.ddr_init)
