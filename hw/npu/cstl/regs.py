@@ -80,6 +80,7 @@ def kept_registers() -> list[str]:
 
 
 def write_layout():
+    """One shadow-register write: the register's index in the compute map, its value."""
     return data.StructLayout({"index": 8, "value": 32})
 
 

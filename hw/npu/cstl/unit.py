@@ -54,6 +54,7 @@ COUNTERS = {
 
 
 def done_layout():
+    """What ``done`` carries: the task was refused, and the :class:`npu.nmu.model.Cause`."""
     return data.StructLayout({"error": 1, "cause": 4})
 
 
