@@ -28,12 +28,15 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nem.elemtypes import ELEM_TYPES
-from nem.numerics import EltwiseParams
 from nem.opcodes import OPCODES
 from nem.records import Record, RecordError
 from nem.units import COMPUTE_UNITS, COPY_UNITS, Unit
+
+if TYPE_CHECKING:  # nem.numerics pulls in numpy; the layout tables stay numpy-free
+    from nem.numerics import EltwiseParams
 
 __all__ = [
     "ATTR_PRESENT",
@@ -468,6 +471,8 @@ def decode_eltwise(data: bytes, offset: int) -> EltwiseParams:
             f"{where}: an eltwise entry needs {ELTWISE_ENTRY.size} bytes, the data section has "
             f"{len(data)}"
         )
+    from nem.numerics import EltwiseParams
+
     return EltwiseParams(**ELTWISE_ENTRY.unpack(data, offset))
 
 
