@@ -223,7 +223,7 @@ class Sequencer(wiring.Component):
         cstl_ports = {} if not config.n_cstl else {
             "cstl_clear": Out(config.n_cstl),
             "cstl_write": Out(stream.Signature(write_layout())),
-            "cstl_sel": Out(range(config.n_cstl)),
+            "cstl_sel": Out(range(max(config.n_cstl, 2))),  # >= 1 bit: no [-1:0] vector
             "cstl_table": Out(config.addr_width),
             "cstl_has_table": Out(1),
         }
@@ -374,7 +374,7 @@ class Sequencer(wiring.Component):
         s.requant_index = s.nmu_regs.index("REQUANT")
         if s.cfg.n_cstl:
             s.cur_is_cstl = Signal()
-            s.cur_inst = Signal(range(s.cfg.n_cstl))
+            s.cur_inst = Signal(range(max(s.cfg.n_cstl, 2)))
             s.cur_table = Signal(32)
             s.cur_table_op = Signal()
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
