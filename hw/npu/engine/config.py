@@ -33,7 +33,7 @@ from nem.binder import device_hash
 from nem.device import Device
 from nem.diagnostics import Span
 from nem.loader import load
-from nem.taskformat import MAX_TOKENS
+from nem.taskformat import DDR_ADDRESS_BITS, MAX_TOKENS
 from npu.nmu.model import NmuGeometry
 
 __all__ = ["DEVICES", "DEVICE_DIR", "MAX_CSTL", "EngineConfig", "load_device"]
@@ -83,7 +83,7 @@ class EngineConfig:
     n_sdma: int
     tokens: int
     device_hash: bytes
-    addr_width: int = 32  # AXI (DDR) byte address
+    addr_width: int = DDR_ADDRESS_BITS  # AXI (DDR) byte address (nem.taskformat)
     nmu: NmuGeometry | None = None  # the engine's NMU, if the device has one
     n_cstl: int = 0  # CSTL instances
 
