@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,14 +26,15 @@ from nem.binder import bind, plan_from_binary
 from nem.checker import check_file
 from nem.emit import emit_program
 from nem.lower import plan_layers
-from nem.memimage import build_image, read_image, write_image
+from nem.memimage import MemoryImageError, build_image, read_image, write_image
 from nem.modelgraph import GraphError, evaluate, read_graph
 from nem.numerics import QuantParams, dequantize_codes, quantize_real
 from nem.quantize import calibrate, load_calibration
 from nem.target import resolve_target
-from nem.taskformat import decode, encode
+from nem.taskformat import TaskFormatError, decode, encode
 
-__all__ = ["BuildError", "compile_model", "layer_report", "load_build", "run_build"]
+__all__ = ["BuildError", "PreparedRun", "compile_model", "decode_outputs", "execute_prepared",
+           "layer_report", "load_build", "prepare_run", "run_build"]
 
 MANIFEST_VERSION = 1
 
@@ -273,6 +275,149 @@ def _qp(entry):
     return QuantParams(np.array([float(q["scale"])]), np.array([int(q["zero_point"])]))
 
 
+@dataclass
+class PreparedRun:
+    """A build directory's bound binary with its initial memory for one set of inputs.
+
+    Attributes
+    ----------
+    directory : pathlib.Path
+    manifest : dict
+        :func:`load_build`'s manifest.
+    binary : bytes
+        ``model.bin`` as stored.
+    program : nem.taskformat.Program
+        The decoded binary.
+    plan : nem.checker.Plan
+        The executor's plan of the binary (``nem.binder.plan_from_binary``).
+    device : nem.device.Device
+        The device ``model.nem`` names.
+    labels : list of str
+        Source labels of the tasks in stream order (``model.nem``).
+    initial : dict of str to numpy.ndarray
+        Buffer name -> initial bytes: the memory image's loads plus the quantised inputs.
+    program_address : int
+        DDR byte address of the binary (the memory image's).
+    """
+
+    directory: Path
+    manifest: dict
+    binary: bytes
+    program: object
+    plan: object
+    device: object
+    labels: list
+    initial: dict
+    program_address: int
+
+
+def _check_inputs(manifest, inputs):
+    if len(inputs) != len(manifest["inputs"]):
+        raise BuildError(f"the model has {len(manifest['inputs'])} input(s), {len(inputs)} "
+                         f"given")
+    for k, (x, e) in enumerate(zip(inputs, manifest["inputs"], strict=True)):
+        if list(np.shape(x)) != e["shape"]:
+            raise BuildError(f"input {k}: shape {list(np.shape(x))}, the model takes "
+                             f"{e['shape']}")
+
+
+def prepare_run(build_dir, inputs):
+    """Decode a build directory's binary and fix its initial memory for ``inputs``.
+
+    Parameters
+    ----------
+    build_dir : path-like
+    inputs : list of numpy.ndarray
+        Float inputs in the model's layout (NCHW), one per model input; quantised with the
+        manifest's parameters (NCHW -> NHWC) into their DDR buffers.
+
+    Returns
+    -------
+    PreparedRun
+
+    Raises
+    ------
+    BuildError
+        A missing, unreadable or inconsistent file of the build directory (named), or
+        inputs of the wrong number or shape.
+    """
+    d = Path(build_dir)
+    manifest = load_build(d)
+    _check_inputs(manifest, inputs)
+    files = manifest["files"]
+    path = d / files["binary"]
+    try:
+        binary = path.read_bytes()
+        program = decode(binary)
+    except OSError as exc:
+        raise BuildError(f"{path}: {exc.strerror or exc}") from None
+    except TaskFormatError as exc:
+        raise BuildError(f"{path}: {exc}") from None
+    nem = d / files.get("nem", "model.nem")
+    checked = check_file(nem)
+    if not checked.ok or checked.device is None:
+        first = next((str(x) for x in checked.diagnostics), "no device")
+        raise BuildError(f"{nem}: {first}")
+    device = checked.device
+    try:
+        plan = plan_from_binary(program, device)
+    except TaskFormatError as exc:
+        raise BuildError(f"{path}: does not belong to {nem.name}: {exc}") from None
+    image_path = d / files["image"]
+    try:
+        image = read_image(image_path, program)
+    except MemoryImageError as exc:
+        raise BuildError(str(exc)) from None
+    initial = image.initial()
+    buffers = {b.name: b for b in program.buffers}
+    for k, (x, e) in enumerate(zip(inputs, manifest["inputs"], strict=True)):
+        if e["buffer"] not in buffers:
+            raise BuildError(f"{d / 'manifest.json'}: field 'inputs[{k}].buffer': "
+                             f"{e['buffer']!r} is no buffer of {path.name}")
+        codes = quantize_real(_to_stored(np.asarray(x, dtype=np.float64)), "i8", _qp(e))
+        raw = np.frombuffer(codes.tobytes(), np.uint8)
+        if raw.size > buffers[e["buffer"]].size:
+            raise BuildError(f"{d / 'manifest.json'}: input {k} needs {raw.size} bytes, "
+                             f"buffer {e['buffer']} has {buffers[e['buffer']].size}")
+        initial[e["buffer"]] = raw
+    labels = [t.label for t in checked.plan.tasks] if checked.plan is not None else []
+    if len(labels) != len(program.tasks):
+        labels = [f"task {k}" for k in range(len(program.tasks))]
+    return PreparedRun(d, manifest, binary, program, plan, device, labels, initial,
+                       image.program_address)
+
+
+def decode_outputs(manifest, buffer):
+    """The model's outputs from the final memory of a run.
+
+    Parameters
+    ----------
+    manifest : dict
+    buffer : callable
+        ``buffer(name)`` -> the final bytes (uint8) of a DDR buffer.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Dequantised float32 outputs in the model's layout; i32 class indices for the argmax
+        head.
+    """
+    outs = []
+    for k, e in enumerate(manifest["outputs"]):
+        raw = np.asarray(buffer(e["buffer"]), dtype=np.uint8).reshape(-1)
+        width = 4 if e["dtype"] == "i32" else 1
+        need = width * int(np.prod(e["stored_shape"]))
+        if raw.size < need:
+            raise BuildError(f"output {k}: buffer {e['buffer']} holds {raw.size} bytes, the "
+                             f"output needs {need}")
+        if e["dtype"] == "i32":  # the argmax head's indices
+            outs.append(raw[:need].view("<i4").reshape(e["shape"]).astype(np.int32))
+            continue
+        codes = _from_stored(raw[:need].view(np.int8), e)
+        outs.append(dequantize_codes(codes, _qp(e)).astype(np.float32))
+    return outs
+
+
 def run_build(build_dir, inputs, *, on="executor"):
     """Run a compiled model.
 
@@ -283,59 +428,36 @@ def run_build(build_dir, inputs, *, on="executor"):
         Float inputs in the model's layout (NCHW), one per model input.
     on : {"float", "executor"}
         ``float``: the NAC golden runtime on ``model.nac``; ``executor``: quantise the
-        inputs, run the bound binary in the NEM executor, dequantise the outputs.
+        inputs, run the bound binary in the NEM executor, dequantise the outputs. (The RTL
+        runs through ``sim.model_run``, which the hardware side of the CLI calls.)
 
     Returns
     -------
     (list of numpy.ndarray, nem.executor.RunResult or None)
     """
     d = Path(build_dir)
-    manifest = load_build(d)
-    files = manifest["files"]
-    if len(inputs) != len(manifest["inputs"]):
-        raise BuildError(f"the model has {len(manifest['inputs'])} input(s), {len(inputs)} "
-                         f"given")
-    for k, (x, e) in enumerate(zip(inputs, manifest["inputs"], strict=True)):
-        if list(np.shape(x)) != e["shape"]:
-            raise BuildError(f"input {k}: shape {list(np.shape(x))}, the model takes "
-                             f"{e['shape']}")
     if on == "float":
         from nac.runtime import run
         from nac.weights import read_nac
 
-        outs = [np.asarray(v) for v in run(read_nac(d / files["nac"]), list(inputs))]
+        manifest = load_build(d)
+        _check_inputs(manifest, inputs)
+        outs = [np.asarray(v) for v in run(read_nac(d / manifest["files"]["nac"]),
+                                           list(inputs))]
         if manifest.get("head") == "argmax":
             outs = [o.argmax(axis=-1).astype(np.int32) for o in outs]
         return outs, None
     if on != "executor":
         raise BuildError(f"--on must be float or executor, not {on!r}")
+    result = execute_prepared(prepare_run(d, inputs))
+    return decode_outputs(load_build(d), result.memory.buffer), result
+
+
+def execute_prepared(prep):
+    """The executor's run of a :class:`PreparedRun` (in stream order, as the SEQ issues)."""
     from nem.executor import execute
 
-    try:
-        program = decode((d / files["binary"]).read_bytes())
-    except OSError as exc:
-        raise BuildError(f"{d / files['binary']}: {exc.strerror or exc}") from None
-    checked = check_file(d / "model.nem")
-    if not checked.ok or checked.device is None:
-        first = next((str(x) for x in checked.diagnostics), "no device")
-        raise BuildError(f"{d / 'model.nem'}: {first}")
-    device = checked.device
-    plan = plan_from_binary(program, device)
-    initial = read_image(d / files["image"], program).initial()
-    for x, e in zip(inputs, manifest["inputs"], strict=True):
-        codes = quantize_real(_to_stored(np.asarray(x, dtype=np.float64)), "i8", _qp(e))
-        initial[e["buffer"]] = np.frombuffer(codes.tobytes(), np.uint8)
-    result = execute(plan, device, initial, in_order=True)
-    outs = []
-    for e in manifest["outputs"]:
-        if e["dtype"] == "i32":  # the argmax head's indices
-            raw = result.memory.buffer(e["buffer"])[: 4 * int(np.prod(e["stored_shape"]))]
-            outs.append(raw.view("<i4").reshape(e["shape"]).astype(np.int32))
-            continue
-        raw = result.memory.buffer(e["buffer"])[: int(np.prod(e["stored_shape"]))]
-        codes = _from_stored(raw.view(np.int8), e)
-        outs.append(dequantize_codes(codes, _qp(e)).astype(np.float32))
-    return outs, result
+    return execute(prep.plan, prep.device, dict(prep.initial), in_order=True)
 
 
 def layer_report(manifest, result):

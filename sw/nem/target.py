@@ -3,8 +3,9 @@
 ``small`` and ``sim`` are the engine devices shipped with the hardware
 (``hw/npu/devices/engine_small.nem``, ``engine_sim.nem``, located as package data of ``npu``
 without importing it); any other value is a device file. For ``small`` and ``sim`` the build
-device (``device.nem``) extends the shipped one and keeps its CSTLs (small has one, sim two),
-adding one per engine only to a shipped engine that had none; a device file is taken as it
+device is the shipped one when it has a CSTL per engine (small has one, sim two), so the
+bound binary runs on the engine RTL generated from it; a shipped engine without one is
+extended by ``device.nem`` with one CSTL per engine; a device file is taken as it
 is, and an operation its units cannot run is refused.
 """
 
@@ -138,6 +139,10 @@ def resolve_target(spec):
         path = _shipped_dir() / file_name
         text = path.read_text(encoding="utf-8")
         base = _resolve({file_name: text}, file_name)
+        if base.per_engine.get("CSTL", 0) >= 1:
+            # the shipped engine as it is: the binary's device hash is the one the RTL
+            # was generated for (npu run --on rtl; the SEQ refuses another with BAD_DEVICE)
+            return Target(spec, {file_name: text}, file_name, base)
         files = {file_name: text, "device.nem": _with_cstl(file_name, device_name, base)}
         return Target(spec, files, "device.nem", _resolve(files, "device.nem"))
     path = Path(spec)
