@@ -483,11 +483,24 @@ def _attr_text(layer, attrs):
         return f" axis={layer.attrs['axis']} keepdims=false"
     if layer.kind == "transpose":
         return f" perm=[{_dims(layer.attrs['perm'])}]"
+    if layer.op == "clamp":
+        return (f" min_val={_float_text(layer.attrs['min_val'])} "
+                f"max_val={_float_text(layer.attrs['max_val'])}")
     if layer.kind == "pool":
         a = dict(layer.attrs, **attrs)
         return (f" kernel_shape=[{_dims(a['kernel_shape'])}] pads=[{_dims(a['pads'])}] "
                 f"strides=[{_dims(a['strides'])}]")
     return ""
+
+
+def _float_text(v):
+    """A float as a NEM literal (``DIGITS "." DIGITS [exponent]``, a leading ``-`` for the
+    sign), exact: ``repr`` round-trips."""
+    text = repr(float(v))
+    mantissa, _, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + (f"e{exponent}" if exponent else "")
 
 
 def _layout(shape):

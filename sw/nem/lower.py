@@ -3,15 +3,17 @@
 :func:`plan_layers` walks the graph the NAC reader gives back (``nem.modelgraph``) and
 matches it to layers the NPU runs:
 
-* ``conv2d`` (groups 1) [+ ``batch_norm`` folded] [+ ``relu``] -> one NMU ``conv2d`` with the
-  requantising output stage (bias i32, per-channel weights, ReLU as the clamp);
-* ``linear`` / ``addmm`` / ``mm`` / ``matmul`` with a parameter operand [+ ``relu``] -> NMU
+* ``conv2d`` (groups 1) [+ ``batch_norm`` folded] [+ clamp] -> one NMU ``conv2d`` with the
+  requantising output stage (bias i32, per-channel weights, the clamp as its saturation);
+  a clamp is ``relu``, ``hardtanh`` (ReLU6 is ``hardtanh(0, 6)``) or ``clamp`` with bounds
+  that hold 0 (see ``_Planner.fuse_relu``);
+* ``linear`` / ``addmm`` / ``mm`` / ``matmul`` with a parameter operand [+ clamp] -> NMU
   ``gemm``;
 * ``max_pool2d``, ``avg_pool2d`` (no padding), ``adaptive_avg_pool2d`` (exact divisions),
   ``mean`` over H and W -> CSTL ``maxpool`` / ``avgpool`` (output quantised like the input);
-* ``add`` of two activations [+ ``relu``], ``relu``, ``sigmoid``, ``tanh``, ``gelu`` -> CSTL
-  elementwise (a ReLU after an add, like one after conv / gemm, is the output's saturation:
-  the ReLU's range starts at 0, so its zero point is -128);
+* ``add`` of two activations [+ clamp], ``relu``, ``sigmoid``, ``tanh``, ``gelu``, any other
+  ``hardtanh`` / ``clamp`` -> CSTL elementwise (a clamp after an add, like one after conv /
+  gemm, is the output's saturation: a ReLU's range starts at 0, so its zero point is -128);
 * ``view`` (flatten) -> a view: the bytes stay, a following ``linear`` takes its weight
   columns in NHWC order; any other reshape of a 4-D tensor to rank 1-3 -> a CSTL
   ``transpose`` to NCHW (a copy), which the reshape views; ``clone`` / ``pass`` -> the same
@@ -100,10 +102,24 @@ class Layer:
 
 _ELTWISE = {"aten.relu.default": "relu", "aten.sigmoid.default": "sigmoid",
             "aten.tanh.default": "tanh", "aten.gelu.default": "gelu"}
+#: The bound written for an unbounded side of a CSTL clamp (float32's largest value).
+_F32_MAX = float(np.finfo(np.float32).max)
+_CLAMPS = ("aten.relu.default", "aten.hardtanh.default", "aten.clamp.default")
 _ADD = ("nac.add", "aten.add.Tensor")
 _IDENTITY = ("nac.pass", "nac.clone")
 _LINEAR = ("aten.linear.default", "aten.addmm.default", "aten.mm.default",
            "aten.matmul.default")
+
+
+def _clamp_bounds(node):
+    """``(lo, hi)`` of a ReLU, ``hardtanh`` or ``clamp`` node as floats (``None``: unbounded)."""
+    if node.name == "aten.relu.default":
+        return 0.0, None
+    a = [*node.args, None, None]
+    if node.name == "aten.hardtanh.default":
+        a[1] = -1.0 if len(node.args) < 2 else a[1]
+        a[2] = 1.0 if len(node.args) < 3 else a[2]
+    return tuple(None if v is None else float(v) for v in a[1:3])
 
 
 def _pair(v):
@@ -156,11 +172,23 @@ class _Planner:
         return None
 
     def fuse_relu(self, index):
-        relu = self.sole_user(index, ("aten.relu.default",))
-        if relu is None:
+        """Fuse the clamp that is the only user of ``index`` into its output stage: ReLU,
+        ReLU6 (``hardtanh(0, 6)``), any ``hardtanh`` / ``clamp`` whose bounds hold 0.
+
+        The clamp's output is calibrated, so its int8 range lies within the bounds and
+        holds 0 (``activation_qparams`` widens to 0): below the lower bound and above the
+        upper one the requantised value saturates at -128 / 127, which are the bounds'
+        codes. A clamp whose range excludes 0 is left to the CSTL (the widening would
+        keep values under its lower bound)."""
+        clamp = self.sole_user(index, _CLAMPS)
+        if clamp is None:
             return index, "none"
-        self.consumed.add(relu.index)
-        return relu.index, "relu"
+        lo, hi = _clamp_bounds(clamp)
+        if (lo is not None and lo > 0) or (hi is not None and hi < 0):
+            return index, "none"
+        self.consumed.add(clamp.index)
+        label = {(0.0, None): "relu", (0.0, 6.0): "relu6"}.get((lo, hi), "clamp")
+        return clamp.index, label
 
     # --- ops --------------------------------------------------------------------------------
     def run(self):
@@ -177,7 +205,7 @@ class _Planner:
             elif name in ("aten.max_pool2d.default", "aten.avg_pool2d.default",
                           "aten.adaptive_avg_pool2d.default", "aten.mean.dim"):
                 self.pool(node)
-            elif name in _ADD or name in _ELTWISE:
+            elif name in _ADD or name in _ELTWISE or name in _CLAMPS:
                 self.eltwise(node)
             elif name == "nac.view":
                 self.view(node)
@@ -323,6 +351,7 @@ class _Planner:
                                   "strides": list(stride)}))
 
     def eltwise(self, node):
+        attrs = {}
         if node.name in _ADD:
             if len(node.args) > 2 and node.args[2] not in (1, 1.0):
                 raise LowerError(node.index, node.name, "add with alpha other than 1")
@@ -338,7 +367,11 @@ class _Planner:
                 raise LowerError(node.index, node.name, "gelu with approximate="
                                  f"{node.args[1]!r} (NEM's gelu is the erf form)")
             ins = [self.act_of(node, node.args[0])]
-            op = _ELTWISE[node.name]
+            op = _ELTWISE.get(node.name, "clamp")
+            if op == "clamp":  # a clamp no output stage took: a CSTL table of its bounds
+                lo, hi = _clamp_bounds(node)
+                attrs = {"min_val": -_F32_MAX if lo is None else lo,
+                         "max_val": _F32_MAX if hi is None else hi}
         if not self.target.has("CSTL"):
             raise LowerError(node.index, node.name, f"the target device has no CSTL to run "
                              f"{op}")
@@ -347,7 +380,7 @@ class _Planner:
             end, activation = self.fuse_relu(node.index)
         y = self.new_act(end)
         y.shape, y.nhwc_flat = ins[0].shape, ins[0].nhwc_flat
-        self.layers.append(Layer("elt", op, node.index, ins, y, activation=activation))
+        self.layers.append(Layer("elt", op, node.index, ins, y, attrs, activation=activation))
         if end != node.index:
             self.acts[node.index] = y
 

@@ -164,6 +164,22 @@ def _reference(model, x, quant):
                 # saturation at -128 is the ReLU
                 assert z_x == -128
                 i += 1
+            elif i + 1 < len(mods) and isinstance(mods[i + 1], torch.nn.Hardtanh) and \
+                    mods[i + 1].min_val <= 0 <= mods[i + 1].max_val:
+                # fused (ReLU6 is a Hardtanh): the calibrated range lies within the bounds,
+                # so saturating at -128 / 127 is the clamp
+                assert s_x * (-128 - z_x) >= mods[i + 1].min_val - s_x / 2
+                assert s_x * (127 - z_x) <= mods[i + 1].max_val + s_x / 2
+                assert info["activation"] == ("relu6" if isinstance(mods[i + 1], torch.nn.ReLU6)
+                                              else "clamp")
+                i += 1
+        elif isinstance(m, torch.nn.Hardtanh):  # a clamp no output stage took: a CSTL table
+            info = next(layers)
+            assert info["op"] == "clamp"
+            y = acts[str(info["output"])]
+            real = np.clip(s_x * (q - z_x), m.min_val, m.max_val)
+            s_x, z_x = y["scale"], y["zero_point"]
+            q = np.clip(np.rint(real / s_x) + z_x, -128, 127).astype(np.int64)
         elif isinstance(m, torch.nn.Flatten):
             q = q.reshape(q.shape[0], -1)
         else:
@@ -214,6 +230,33 @@ def test_random_stacks_equal_independent_reference(seed, tmp_path):
     device = "small" if seed % 2 or seed >= 6 else "sim"
     compile_model(path, device, tmp_path / "b", samples=[calib])
     quant = json.loads((tmp_path / "b" / "quant.json").read_text())
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    _, run = run_build(tmp_path / "b", [x], on="executor")
+    out = manifest["outputs"][0]
+    got = run.memory.buffer(out["buffer"])[: int(np.prod(out["stored_shape"]))].view(np.int8)
+    want = _reference(model, x, quant)
+    np.testing.assert_array_equal(got.reshape(want.shape).astype(np.int64), want)
+
+
+@pytest.mark.parametrize("device", ["small", "sim"])
+def test_clamps_fuse_into_the_output_stage_or_run_on_the_cstl(device, tmp_path):
+    """ReLU6 and a hardtanh whose bounds hold 0 are the saturation of the conv / linear before
+    them; a hardtanh above 0 is a CSTL clamp table. Equal to the independent reference."""
+    torch.manual_seed(5)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU6(),
+        torch.nn.Conv2d(6, 5, 3, stride=2), torch.nn.Hardtanh(-1.5, 2.0),
+        torch.nn.Flatten(), torch.nn.Linear(5 * 3 * 3, 7),
+        torch.nn.Hardtanh(0.25, 0.75)).eval()
+    rng = np.random.default_rng(5)
+    x = (3 * rng.standard_normal((2, 3, 8, 8))).astype(np.float32)
+    path = _nac(model, x, tmp_path / "m.nac")
+    calib = (3 * rng.standard_normal((16, 3, 8, 8))).astype(np.float32)
+    compile_model(path, device, tmp_path / "b", samples=[np.concatenate([calib, x])])
+    quant = json.loads((tmp_path / "b" / "quant.json").read_text())
+    assert [(entry["op"], entry["activation"]) for entry in quant["layers"]] == [
+        ("conv2d", "relu6"), ("conv2d", "clamp"), ("gemm", "none"), ("clamp", "none")]
+    assert "min_val=0.25 max_val=0.75" in (tmp_path / "b" / "model.nem").read_text()
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     _, run = run_build(tmp_path / "b", [x], on="executor")
     out = manifest["outputs"][0]
