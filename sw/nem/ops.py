@@ -387,8 +387,10 @@ def _pool(name, x, attrs):
 
 
 def _norm(name, x, extra, attrs):
-    axis = attrs.get("axis", -1)
-    axes = tuple(range(axis % x.ndim, x.ndim)) if name in opcodes.groups().normalization else axis
+    # Every opcode here works along the one axis ``axis`` (nem.md: "along a specified
+    # axis"); layernorm / rmsnorm's scale and bias have shape [dim[axis]] and apply along it.
+    axis = attrs.get("axis", -1) % x.ndim
+    axes = axis
     eps = float(attrs.get("epsilon", 1e-5) if attrs.get("epsilon") is not None else 1e-5)
     if name == "layernorm":
         mean = x.mean(axis=axes, keepdims=True)
@@ -402,10 +404,12 @@ def _norm(name, x, extra, attrs):
     else:  # log_softmax
         z = x - x.max(axis=axes, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=axes, keepdims=True))
+    along = [1] * x.ndim
+    along[axis] = x.shape[axis]
     if extra:
-        y = y * extra[0]
+        y = y * np.reshape(extra[0], along)
     if len(extra) > 1:
-        y = y + extra[1]
+        y = y + np.reshape(extra[1], along)
     return y
 
 

@@ -134,10 +134,14 @@ def derive(
         axis = attrs.get("axis", -1)
         rank = len(ins[0])
         _need(isinstance(axis, int) and -rank <= axis < rank, f"axis {axis} outside rank {rank}")
-        for extra in ins[1:]:
+        # layernorm / rmsnorm: scale and bias have shape [dim[axis]] (the registry's
+        # constraint); they apply along the normalised axis (docs/nem-toolkit.md).
+        dim = ins[0][axis % rank]
+        for name, extra in zip(("scale", "bias"), ins[1:], strict=False):
             _need(
-                broadcast(extra, ins[0]) == tuple(ins[0]),
-                f"{list(extra)} does not broadcast to X {list(ins[0])}",
+                tuple(extra) == (dim,),
+                f"{name} has shape {list(extra)}, it must be [dim[axis]] = [{dim}] "
+                f"(axis {axis} of X {list(ins[0])})",
             )
         return [tuple(ins[0])]
     if opcode in group.conversion | group.eltwise:

@@ -1043,18 +1043,20 @@ def _fsum(x, axes):
 def norm_ref(opcode, x, axis, eps, scale_=None, bias=None):
     axis %= x.ndim
     if opcode in ("layernorm", "rmsnorm"):
-        axes = list(range(axis, x.ndim))
-        count = math.prod(x.shape[axis:])
+        # Statistics along the one axis `axis`; scale and bias ([dim[axis]]) apply along it.
+        count = x.shape[axis]
+        along = [1] * x.ndim
+        along[axis] = count
         if opcode == "layernorm":
-            mean = _fsum(x, axes) / count
-            var = _fsum((x - mean) ** 2, axes) / count
+            mean = _fsum(x, [axis]) / count
+            var = _fsum((x - mean) ** 2, [axis]) / count
             y = (x - mean) / np.sqrt(var + eps)
         else:
-            y = x / np.sqrt(_fsum(x * x, axes) / count + eps)
+            y = x / np.sqrt(_fsum(x * x, [axis]) / count + eps)
         if scale_ is not None:
-            y = y * scale_
+            y = y * scale_.reshape(along)
         if bias is not None:
-            y = y + bias
+            y = y + bias.reshape(along)
         return y
     z = x - x.max(axis=axis, keepdims=True)
     total = _fsum(_exp(z), [axis])
@@ -1076,7 +1078,7 @@ def test_norm_softmax_f16(opcode, extra, seed):
     x = f16_values(rng, shape, spread=3.0) + np.float16(rng.uniform(-2, 2))
     ins = [Opnd("f16", shape, x)]
     scale_ = bias = None
-    norm_shape = shape[axis % len(shape) :]
+    norm_shape = (shape[axis],)  # [dim[axis]] (the registry)
     if extra >= 1:
         scale_ = f16_values(rng, norm_shape)
         ins.append(Opnd("f16", norm_shape, scale_))
@@ -1127,6 +1129,36 @@ def test_norm_epsilon(opcode):
     # Without eps row 1 would be +-1 (+ bias).
     expect = np.array([-1, 1, -1, 1]) * 0.25 / math.sqrt(0.0625 + 0.03125) + shift
     np.testing.assert_allclose(got[1].astype(np.float64), expect, rtol=1e-3)
+
+
+@pytest.mark.parametrize("opcode", ["layernorm", "rmsnorm"])
+def test_norm_along_a_middle_axis_with_dim_axis_scale(opcode):
+    # Issue 24: the statistics run along the one axis `axis` (not axis..rank-1), and
+    # scale / bias of shape [dim[axis]] apply along it. X [3, 4, 2] with axis=1: each of
+    # the 3 x 2 columns x[i, :, j] is normalised on its own, element k scaled by scale[k].
+    rng = np.random.default_rng(64)
+    x = f16_values(rng, (3, 4, 2), spread=3.0)
+    scale_ = f16_values(rng, (4,))
+    bias = f16_values(rng, (4,))
+    ins = [Opnd("f16", x.shape, x), Opnd("f16", (4,), scale_)]
+    if opcode == "layernorm":
+        ins.append(Opnd("f16", (4,), bias))
+    (got,) = run_op(opcode, ins, [Opnd("f16", x.shape)], "axis=1 epsilon=0.001")
+    want = np.empty(x.shape)
+    for i in range(3):
+        for j in range(2):
+            col = [float(v) for v in x[i, :, j]]
+            if opcode == "layernorm":
+                mean = math.fsum(col) / 4
+                var = math.fsum((v - mean) ** 2 for v in col) / 4
+                for k in range(4):
+                    want[i, k, j] = ((col[k] - mean) / math.sqrt(var + 0.001) * float(scale_[k])
+                                     + float(bias[k]))
+            else:
+                rms = math.sqrt(math.fsum(v * v for v in col) / 4 + 0.001)
+                for k in range(4):
+                    want[i, k, j] = col[k] / rms * float(scale_[k])
+    assert_close_ulps(got, want.astype(np.float16), 1)  # as in test_norm_softmax_f16
 
 
 # --- views --------------------------------------------------------------------------------------

@@ -82,15 +82,27 @@ class _CheckerBase:
         self.instances: list[TaskInstance] = []
         self._family_verdicts: dict[tuple, list[tuple[str, str]]] = {}
         self.file = ws.doc.file
+        # Where the lexer or parser gave up on a statement (E1xx/E2xx, recorded before the
+        # walk): the name it declared is unknown to the walk, so "undefined name" after it
+        # would be a second, misleading report of the same error.
+        self.parse_errors = [
+            d.span for d in self.sink.items if d.code[:2] in ("E1", "E2")
+        ]
 
     # --- reporting -------------------------------------------------------------------------
 
     def err(self, code: str, message: str, span: Span, *notes: str) -> None:
+        if code in ("E307", "E502") and self.after_parse_error(span):
+            return  # a cascade of the parse error (see __init__): reported once, there
         key = (code, span)
         if key in self.reported:
             return
         self.reported.add(key)
         self.sink.add(code, message, span, *notes)
+
+    def after_parse_error(self, span: Span) -> bool:
+        """Whether a statement of ``span``'s file failed to parse on or before its line."""
+        return any(p.file == span.file and p.line <= span.line for p in self.parse_errors)
 
     # --- expressions -----------------------------------------------------------------------
 
