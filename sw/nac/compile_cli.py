@@ -346,10 +346,12 @@ def register(subparsers):
     p.add_argument("--save", help="write outputs as <SAVE>.<k>.npy")
     p.add_argument("--constants", help="lifted constants (<INPUT B=3>) as written by "
                    "npu compile: <stem>.constants.npz")
-    p.add_argument("--on", choices=("float", "executor"),
-                   help="FILE is a build directory: run on the float golden runtime or the NEM "
-                   "executor (default executor)")
-    p.add_argument("--report", action="store_true",
-                   help="with --on executor: cycles, MACs, utilisation, bytes per layer")
+    p.add_argument("--on", choices=("float", "executor", "rtl", "all"),
+                   help="FILE is a build directory: run on the float golden runtime, the NEM "
+                   "executor (default), the engine RTL in Verilator (checked against the "
+                   "executor; npu.tools.run_rtl), or all three with a comparison")
+    p.add_argument("--report", nargs="?", const=True, metavar="DIR",
+                   help="with --on executor: cycles, MACs, utilisation, bytes per layer; "
+                   "with --on rtl|all and DIR: also an HTML report in DIR")
     p.set_defaults(func=_cmd_run)
     return (CompileInputError, IRError, ScheduleError, NacRuntimeError, NacFormatError)
