@@ -13,6 +13,7 @@ decode is checked against :func:`npu.cstl.regs.decode` (built on the model's
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -21,15 +22,26 @@ from amaranth.sim import Simulator
 
 from nem.elemtypes import elem_type
 from nem.opcodes import OPCODES
-from nem.taskformat import ELEM_TYPES, LEVELS, NO_TABLE, REGISTER_MAPS, TABLE_BYTES, Unit
+from nem.registry import load_registry
+from nem.taskformat import (
+    ELEM_TYPES,
+    LEVELS,
+    NO_TABLE,
+    REGISTER_MAPS,
+    TABLE_BYTES,
+    Unit,
+    attr_words,
+)
 from npu.cstl.model import cstl_model, table_opcodes
-from npu.cstl.regs import CstlRegisters, decode, kept_registers
+from npu.cstl.poolwalk import pool_runs
+from npu.cstl.regs import CstlRegisters, decode, kept_registers, pool_attr_slots
 from npu.cstl.unit import TABLE_WORDS, CstlUnit
 from npu.cstl.walk import runs
 from npu.nmu.model import Cause
 
 LANES, DEPTH = 8, 256
 HALF = LANES * DEPTH // 2
+POOL_FIELDS = ("pool", "kh", "kw", "sh", "sw", "top", "left", "ih", "iw")
 REGS = REGISTER_MAPS[Unit.CSTL]
 I8 = ELEM_TYPES.index("i8")
 L1 = LEVELS.index("L1")
@@ -119,6 +131,53 @@ def _task(rng, cast=None):
                      **{f"OP{k}_DIM{d}": dims[d] for d in range(rank)},
                      **{f"OP{k}_STRIDE{d}": strides[d] for d in range(rank)}}
         return regs, dims
+
+
+def _pool_task(rng, op="maxpool"):
+    """Registers of a random NHWC pool: kernel 1..3 (or a whole 2-D image: a global
+    pool), strides 1..3, pads up to the kernel (windows of pads alone too), channels
+    contiguous (chunks of up to a word) or strided (one channel a chunk) on either side,
+    any alignment; ``TABLE`` 0 or ``NO_TABLE`` at random."""
+    while True:
+        n, c = rng.randint(1, 2), rng.choice([1, 3, LANES, LANES + 3, 2 * LANES + 1])
+        if rng.random() < 0.15:
+            h, w = rng.randint(1, 6), rng.randint(1, 6)
+            k, s, p = (h, w), (1, 1), (0, 0, 0, 0)
+        else:
+            k = (rng.randint(1, 3), rng.randint(1, 3))
+            s = (rng.randint(1, 3), rng.randint(1, 3))
+            p = tuple(rng.randint(0, k[d % 2]) for d in range(4))
+            h, w = rng.randint(1, 7), rng.randint(1, 7)
+        oh = (h + p[0] + p[2] - k[0]) // s[0] + 1
+        ow = (w + p[1] + p[3] - k[1]) // s[1] + 1
+        if oh < 1 or ow < 1:
+            continue
+        regs = {"OPCODE": OPCODES.index(op), "NIN": 1, "NOUT": 1,
+                "TABLE": rng.choice([0, NO_TABLE])}
+        spans = []
+        for slot, dims in ((0, (n, h, w, c)), (1, (n, oh, ow, c))):
+            cs = 1 if rng.random() < 0.7 else rng.randint(2, 3)
+            strides = [0, 0, 0, cs]
+            extent = cs * (c - 1) + 1
+            for d in (2, 1, 0):
+                strides[d] = extent + rng.choice([0, 0, rng.randint(1, 5)])
+                extent = strides[d] * (dims[d] - 1) + extent
+            spans.append(extent)
+            regs |= {f"OP{slot}_LEVEL": L1, f"OP{slot}_ELEM": I8, f"OP{slot}_RANK": 4,
+                     **{f"OP{slot}_DIM{d}": dims[d] for d in range(4)},
+                     **{f"OP{slot}_STRIDE{d}": strides[d] for d in range(4)}}
+        if max(spans) > HALF:
+            continue
+        regs["OP0_ADDR_LO"] = rng.randint(0, HALF - spans[0])
+        regs["OP1_ADDR_LO"] = HALF + rng.randint(0, HALF - spans[1])
+        attrs = {"kernel_shape": list(k)}
+        if p != (0, 0, 0, 0) or rng.random() < 0.5:
+            attrs["pads"] = list(p)
+        if s != (1, 1) or rng.random() < 0.5:
+            attrs["strides"] = list(s)
+        specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+        regs |= {f"ATTR{j}": v for j, v in attr_words(op, specs, attrs)}
+        return regs
 
 
 def _want(regs, mem, table):
@@ -227,6 +286,25 @@ def test_casts_equal_the_model(cast):
     _check(tasks, rng)
 
 
+def test_maxpool_tasks_equal_the_model():
+    """Random max pools (with and without a requantising table) against the model, with
+    L1 denials, table gaps and ``done`` back-pressure; the walk's runs against its model
+    (one run per tap, pads where the window leaves the input)."""
+    rng = random.Random(23)
+    tasks = []
+    for _ in range(16):
+        regs = _pool_task(rng)
+        w = decode(regs)
+        assert w.cause == Cause.NONE, regs
+        r = pool_runs(w, LANES)
+        assert len(r) == math.prod(w.dims[:3]) * w.kh * w.kw * (
+            -(-w.dims[3] // LANES) if w.run else w.dims[3])
+        tasks.append((regs, rng.randbytes(TABLE_BYTES) if regs["TABLE"] == 0 else b"",
+                      bytearray(rng.randbytes(LANES * DEPTH))))
+    assert any(any(run[2] for run in pool_runs(decode(t[0]), LANES)) for t in tasks)
+    assert _check(tasks, rng) > 20
+
+
 def test_contiguous_run_streams_one_word_per_cycle():
     """A contiguous 1-D task with no stalls: ``elems / (busy - table)`` approaches the
     word width (8 bytes a cycle) once the table is in."""
@@ -267,7 +345,8 @@ def test_contiguous_run_streams_one_word_per_cycle():
     ({"OP0_RANK": 5, "OP1_LEVEL": LEVELS.index("L2")}, Cause.LAYOUT),   # operand 0 first
     ({"OP0_ELEM": ELEM_TYPES.index("i16"), "OP1_RANK": 1}, Cause.TYPE),  # types, then shapes
     ({"TABLE": NO_TABLE}, Cause.REQUANT),                                # no table read
-    ({"OPCODE": OPCODES.index("maxpool")}, Cause.OPCODE),                # not built yet
+    ({"OPCODE": OPCODES.index("avgpool")}, Cause.OPCODE),                # not built yet
+    ({"OPCODE": OPCODES.index("maxpool")}, Cause.LAYOUT),   # rank 2; its table is read
 ])
 def test_refusals_end_in_error_after_the_table(change, cause):
     rng = random.Random(7)
@@ -283,12 +362,56 @@ def test_refusals_end_in_error_after_the_table(change, cause):
     assert words == (TABLE_WORDS if decode(regs).table else 0)
 
 
+def _attr(name, item=None):
+    """The ATTR register of a pooling attribute's tag (``item`` None) or body item."""
+    slot = pool_attr_slots()[name]
+    return f"ATTR{slot.tag if item is None else slot.body + item}"
+
+
+@pytest.mark.parametrize("change", [
+    {_attr("kernel_shape"): 0},                       # no kernel
+    {_attr("kernel_shape"): (1 << 31) + 1},           # a kernel of one size
+    {_attr("kernel_shape", 0): 0},                    # a size 0
+    {_attr("kernel_shape", 1): 1 << 16},              # a size of 2**16
+    {_attr("kernel_shape", 0): 300, _attr("kernel_shape", 1): 300},   # 90,000 taps
+    {_attr("pads"): (1 << 31) + 2},                   # two pads
+    {_attr("pads", 2): 0xFFFFFFFF},                   # a pad of -1
+    {_attr("strides"): 0, _attr("strides", 0): 2},    # a body without its tag
+    {_attr("strides", 1): 0},                         # a stride 0
+    {"ATTR30": 5},                                    # a word of no attribute
+    {"OP1_DIM1": 9},                                  # not the window's output height
+    {"OP1_DIM3": 2},                                  # channels differ
+    {"OP0_RANK": 3},
+])
+def test_pool_refusals(change):
+    """A max pool the model refuses (attribute words, shapes) ends in LAYOUT, after its
+    table, with nothing written."""
+    rng = random.Random(8)
+    regs = {**_pool_task(rng), "TABLE": 0, _attr("kernel_shape"): (1 << 31) + 2,
+            _attr("kernel_shape", 0): 2, _attr("kernel_shape", 1): 2,
+            _attr("strides"): (1 << 31) + 2, _attr("strides", 0): 1,
+            _attr("strides", 1): 1, _attr("pads"): (1 << 31) + 4,
+            **{_attr("pads", i): 0 for i in range(4)}}
+    regs |= {"OP1_DIM1": regs["OP0_DIM1"] - 1, "OP1_DIM2": regs["OP0_DIM2"] - 1}
+    if regs["OP1_DIM1"] < 1 or regs["OP1_DIM2"] < 1:
+        regs |= {"OP0_DIM1": 3, "OP0_DIM2": 3, "OP1_DIM1": 2, "OP1_DIM2": 2}
+    regs |= {"OP0_DIM3": 1, "OP1_DIM3": 1}
+    assert decode(regs).cause == Cause.NONE
+    regs |= change
+    assert decode(regs).cause == Cause.LAYOUT
+    mem = bytearray(rng.randbytes(LANES * DEPTH))
+    [(got, done, words, _)] = _run([(regs, rng.randbytes(TABLE_BYTES), mem)], rng)
+    assert done == (1, Cause.LAYOUT)
+    assert got == mem and words == TABLE_WORDS
+
+
 def test_decode_equals_the_model():
     rng = random.Random(11)
     casts = [None, ("i8", "i8"), ("i8", "i16"), ("i8", "i32"), ("i16", "i8"), ("i32", "i8")]
     cases = [_task(rng, rng.choice(casts))[0] for _ in range(40)]
-    for regs in cases[:20]:   # random corruptions of valid tasks
-        name = rng.choice(kept_registers())
+    cases += [_pool_task(rng) for _ in range(30)]
+    for regs in cases[:20] + cases[40:55]:   # random corruptions of valid tasks
+        name = rng.choice([*kept_registers(), "ATTR11", "ATTR39"])
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])
     dut = CstlRegisters()
     sim = Simulator(dut)
@@ -309,7 +432,8 @@ def test_decode_equals_the_model():
             got.append((int(t.cause), int(t.table), tuple(int(t.dims[j]) for j in range(4)),
                         int(t.x_addr), tuple(int(t.xs[j]) for j in range(4)), int(t.y_addr),
                         tuple(int(t.ys[j]) for j in range(4)), int(t.run),
-                        int(t.in_shift), int(t.out_shift)))
+                        int(t.in_shift), int(t.out_shift),
+                        tuple(int(getattr(t, f)) for f in POOL_FIELDS)))
 
     sim.add_testbench(bench)
     sim.run()
@@ -319,5 +443,9 @@ def test_decode_equals_the_model():
             assert g[:2] == (w.cause, int(w.table)), (regs, g, w)
         else:
             assert g == (0, int(w.table), w.dims, w.x_addr, w.xs, w.y_addr, w.ys,
-                         int(w.run), w.in_shift, w.out_shift), (regs, g, w)
-            assert len(runs(w)) in (0, *range(1, 401))
+                         int(w.run), w.in_shift, w.out_shift,
+                         tuple(getattr(w, f) for f in POOL_FIELDS)), (regs, g, w)
+            if not w.pool:
+                assert len(runs(w)) in (0, *range(1, 401))
+    causes = {decode(regs).cause for regs in cases}
+    assert {Cause.NONE, Cause.LAYOUT} <= causes

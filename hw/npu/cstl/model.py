@@ -18,7 +18,8 @@ most :data:`MAX_RANK_RUN`, dimensions below 2**16):
   ``ELTWISE_ENTRY`` at data offset ``REQUANT``;
 * **cast**: i8 -> i8 / i16 / i32 (sign extension) and i16 / i32 -> i8 (saturation);
 * **maxpool**, **avgpool**: NHWC i8 -> i8 windows (kernel, strides, pads from the ATTR
-  registers), the max / the sum of the in-bounds codes divided by their count rounded half
+  registers: two kernel sizes, two strides, four pads, each below 2**16, fewer than 2**16
+  taps), the max / the sum of the in-bounds codes divided by their count rounded half
   to even, then the lookup table when ``TABLE`` is not ``NO_TABLE``;
 * **reduce_max** / **argmax** over the last axis (kept as 1 or dropped): the largest code
   (then the table, as pooling) / the index of its first occurrence (i8 / i16 / i32 out).
@@ -209,8 +210,11 @@ def _check_layout(name, kind, ins, out, attrs):
         s = tuple(attrs.get("strides") or (1, 1))
         p = tuple(attrs.get("pads") or (0, 0, 0, 0))
         d = tuple(attrs.get("dilations") or (1, 1))
-        if not k or len(k) != 2 or min(k) < 1 or min(s) < 1 or min(p) < 0 or d != (1, 1):
-            refuse(f"kernel {k}, strides {s}, pads {p}, dilations {d}")
+        if (not k or len(k) != 2 or len(s) != 2 or len(p) != 4 or min(k) < 1 or min(s) < 1
+                or min(p) < 0 or d != (1, 1) or max(*k, *s, *p) >> DIM_BITS
+                or k[0] * k[1] >> DIM_BITS):
+            refuse(f"kernel {k}, strides {s}, pads {p}, dilations {d} (kernel, strides and "
+                   f"pads below 2**{DIM_BITS}, fewer than 2**{DIM_BITS} taps)")
         n, h, w, c = x.shape
         oh = (h + p[0] + p[2] - k[0]) // s[0] + 1
         ow = (w + p[1] + p[3] - k[1]) // s[1] + 1

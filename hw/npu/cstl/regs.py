@@ -6,8 +6,9 @@ sequencer pulses ``clear`` (every register reads 0) and sends the task's writes 
 the decode is combinational from the shadow registers and gives the CSTL's walk view
 (:func:`task_layout`) with the :class:`npu.nmu.model.Cause` of a task the CSTL refuses.
 
-Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT and
-ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 and 1.
+Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT,
+TABLE, ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 and 1,
+and the ATTR words of the pooling attributes.
 
 What runs: the lookup-table opcodes and ``cast`` of :func:`npu.cstl.model.decode_task`,
 one input and one output of the same shape, rank 0..4, both in L1:
@@ -16,12 +17,18 @@ one input and one output of the same shape, rank 0..4, both in L1:
   i8 -> i8: ``out = table[in]`` through the task's 256-byte table at data offset ``TABLE``
   (read on the unit's ``table`` stream), so the opcode selects nothing else;
 * ``cast`` i8 -> i8 / i16 / i32 (sign extension) and i16 / i32 -> i8 (saturation), no
-  table.
+  table;
+* ``maxpool`` (:data:`POOL_OPS`), NHWC i8 -> i8: kernel, strides and top / left pads from
+  the ATTR words (:func:`pool_attr_slots`), the table when ``TABLE`` names one. The ATTR
+  words are checked as the model's ``read_attr_words`` does (tags, list lengths, no word
+  outside a present attribute: the words the CSTL does not keep have one flag each), and
+  the output shape against the window by multiplications only.
 
 The refusals and their order are the model's: an opcode the RTL does not run
-(``OPCODE``; binary eltwise, pooling and reductions are not built yet), operand counts
+(``OPCODE``; binary eltwise, avgpool and reductions are not built yet), operand counts
 (``TYPE``), per operand its memory (``TYPE``) then its rank or a dimension of 2**16 or
-more (``LAYOUT``), the element types (``TYPE``), shapes that differ (``LAYOUT``), a table
+more (``LAYOUT``), the element types (``TYPE``), shapes that differ or a pool's
+attributes and shapes (``LAYOUT``), a table
 task with ``TABLE`` = ``NO_TABLE`` (``REQUANT``). A table task with a table reads it even
 when refused (``task.table``), so that the sequencer's fetch always completes.
 
@@ -41,12 +48,24 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from nem.elemtypes import elem_type
-from nem.taskformat import ELEM_TYPES, LEVELS, NO_TABLE, OPCODES, REGISTER_MAPS, Unit
+from nem.registry import load_registry
+from nem.taskformat import (
+    ATTR_PRESENT,
+    ATTR_WORDS,
+    ELEM_TYPES,
+    LEVELS,
+    NO_TABLE,
+    OPCODES,
+    REGISTER_MAPS,
+    Unit,
+    attr_layout,
+)
 from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
-__all__ = ["LEVELS_WALKED", "CstlRegisters", "CstlTask", "decode", "kept_registers",
-           "table_codes", "task_layout", "write_layout"]
+__all__ = ["LEVELS_WALKED", "POOL_OPS", "CstlRegisters", "CstlTask", "decode",
+           "kept_registers", "pool_attr_slots", "reads_table_codes", "table_codes",
+           "task_layout", "write_layout"]
 
 REGS = REGISTER_MAPS[Unit.CSTL]
 #: Loop levels of the walk (operand ranks above this are refused).
@@ -63,6 +82,33 @@ CAST = OPCODES.index("cast")
 MASK = 0xFFFFFFFF
 #: Element type -> log2 of its bytes, for the types a cast takes (``CAST_TYPES``).
 SHIFT = {name: (elem_type(name).bits // 8).bit_length() - 1 for name in CAST_TYPES}
+#: The pooling opcodes the RTL runs, and their ``pool`` code in the task (0: no pool).
+POOL_OPS = {"maxpool": 1}
+
+
+@functools.cache
+def pool_attr_slots() -> dict:
+    """The ATTR slots of the pooling opcodes (``nem.taskformat.attr_layout``; maxpool and
+    avgpool share one layout): ``{name: AttrSlot}`` for kernel_shape, pads, strides."""
+    layouts = set()
+    for op in ("maxpool", "avgpool"):
+        specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+        layouts.add(attr_layout(op, specs))
+    if len(layouts) != 1:
+        raise ValueError("maxpool and avgpool have different ATTR layouts")
+    slots = {slot.name: slot for slot in layouts.pop()}
+    if set(slots) != {"kernel_shape", "pads", "strides"}:
+        raise ValueError(f"pooling attributes {sorted(slots)}; the CSTL reads kernel_shape, "
+                         f"pads and strides")
+    return slots
+
+
+def _pool_attr_indices() -> list[int]:
+    """ATTR indices of the pooling slots' tags and bodies (the registers the CSTL keeps)."""
+    out = []
+    for slot in pool_attr_slots().values():
+        out += range(slot.tag, slot.body + slot.words)
+    return sorted(out)
 
 
 @functools.cache
@@ -72,10 +118,20 @@ def table_codes() -> tuple[int, ...]:
     return tuple(sorted(OPCODES.index(name) for name in table_opcodes()))
 
 
+@functools.cache
+def reads_table_codes() -> tuple[int, ...]:
+    """Opcode codes whose task reads a table when ``TABLE`` is not ``NO_TABLE``: the table
+    opcodes and the pools the RTL runs (a requantising pool); the sequencer fetches the
+    table of exactly these tasks."""
+    return tuple(sorted((*table_codes(), *(OPCODES.index(name) for name in POOL_OPS))))
+
+
 def kept_registers() -> list[str]:
-    """Names of the registers the CSTL keeps, in index order."""
+    """Names of the registers the CSTL keeps, in index order (the ATTR words of the
+    others are only checked to be 0, by one flag each)."""
     names = ["OPCODE", "NIN", "NOUT", "TABLE"]
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
+    names += [f"ATTR{j}" for j in _pool_attr_indices()]
     return sorted(names, key=REGS.index)
 
 
@@ -85,22 +141,30 @@ def write_layout():
 
 
 def task_layout():
-    """The CSTL's task: four loop levels (outermost first), byte addresses of the input
-    ``x`` and the output ``y``, their byte strides; ``run``: both innermost element strides
-    are 1 (the innermost level is read and written as one run of bytes); ``table``: the
-    task reads a table (and looks every byte up); ``in_shift`` / ``out_shift``: log2 of the
-    input's / output's element bytes."""
+    """The CSTL's task: four loop levels (outermost first: the output's shape), byte
+    addresses of the input ``x`` and the output ``y``, their byte strides; ``run``: both
+    innermost element strides are 1 (the innermost level is read and written as runs of
+    bytes); ``table``: the task reads a table (and looks every result byte up);
+    ``in_shift`` / ``out_shift``: log2 of the input's / output's element bytes.
+
+    A pool (``pool`` not 0: :data:`POOL_OPS`) walks the output ``(N, OH, OW, C)`` on the
+    four levels with the input's strides in ``xs`` (n, h, w, c), and per output element
+    the ``kh x kw`` window of input rows ``oh * sh - top + u`` and columns
+    ``ow * sw - left + v`` of an input of ``ih x iw``."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
         "y_addr": 32, "ys": data.ArrayLayout(32, LEVELS_WALKED),
         "run": 1, "table": 1, "in_shift": 2, "out_shift": 2, "cause": 4,
+        "pool": 2, "kh": DIM_BITS, "kw": DIM_BITS, "sh": DIM_BITS, "sw": DIM_BITS,
+        "top": DIM_BITS, "left": DIM_BITS, "ih": DIM_BITS, "iw": DIM_BITS,
     })
 
 
 @dataclass(frozen=True)
 class CstlTask:
-    """The decode of a task (Python model of :class:`CstlRegisters`' ``task``)."""
+    """The decode of a task (Python model of :class:`CstlRegisters`' ``task``); the pool
+    fields are 0 for a task that is not a pool."""
 
     dims: tuple[int, ...]
     x_addr: int
@@ -112,6 +176,15 @@ class CstlTask:
     in_shift: int
     out_shift: int
     cause: int
+    pool: int = 0
+    kh: int = 0
+    kw: int = 0
+    sh: int = 0
+    sw: int = 0
+    top: int = 0
+    left: int = 0
+    ih: int = 0
+    iw: int = 0
 
 
 def _levels(rank, values, fill):
@@ -121,25 +194,37 @@ def _levels(rank, values, fill):
 
 def decode(regs: dict[str, int]) -> CstlTask:
     """What the CSTL makes of the registers ``regs`` (name -> value; missing ones read 0):
-    :func:`npu.cstl.model.decode_task` on the registers the CSTL keeps, in the walk's
-    view, with ``OPCODE`` for what the RTL does not run yet."""
+    :func:`npu.cstl.model.decode_task` on the registers the CSTL keeps (and the ATTR
+    words), in the walk's view, with ``OPCODE`` for what the RTL does not run yet."""
     r = {name: regs.get(name, 0) & MASK for name in kept_registers()}
-    is_table = r["OPCODE"] in table_codes()
+    r |= {f"ATTR{j}": regs.get(f"ATTR{j}", 0) & MASK for j in range(ATTR_WORDS)}
+    code = r["OPCODE"]
+    is_table = code in table_codes()
+    name = OPCODES[code] if code < len(OPCODES) else None
     zeros = (0,) * LEVELS_WALKED
-    if not is_table and r["OPCODE"] != CAST:
+    if not is_table and code != CAST and name not in POOL_OPS:
         return CstlTask(zeros, 0, zeros, 0, zeros, False, False, 0, 0, Cause.OPCODE)
+    reads = code in reads_table_codes() and r["TABLE"] != NO_TABLE
     try:
         work = decode_task(r)
     except CstlUnsupported as exc:
-        return CstlTask(zeros, 0, zeros, 0, zeros, False,
-                        is_table and r["TABLE"] != NO_TABLE, 0, 0, exc.cause)
+        return CstlTask(zeros, 0, zeros, 0, zeros, False, reads, 0, 0, exc.cause)
     x, y = work.ins[0], work.out
     rank = len(y.shape)
     si, so = SHIFT[x.elem], SHIFT[y.elem]
     xs = _levels(rank, [(v << si) & MASK for v in x.strides], 0)
     ys = _levels(rank, [(v << so) & MASK for v in y.strides], 0)
+    pool = {}
+    if name in POOL_OPS:
+        a = work.attrs
+        kh, kw = a["kernel_shape"]
+        sh, sw = a.get("strides") or (1, 1)
+        top, left, _, _ = a.get("pads") or (0, 0, 0, 0)
+        pool = {"pool": POOL_OPS[name], "kh": kh, "kw": kw, "sh": sh, "sw": sw, "top": top,
+                "left": left, "ih": x.shape[1], "iw": x.shape[2]}
     return CstlTask(_levels(rank, y.shape, 1), x.addr, xs, y.addr, ys,
-                    xs[-1] == 1 << si and ys[-1] == 1 << so, is_table, si, so, Cause.NONE)
+                    xs[-1] == 1 << si and ys[-1] == 1 << so, reads, si, so, Cause.NONE,
+                    **pool)
 
 
 class CstlRegisters(wiring.Component):
@@ -166,14 +251,21 @@ class CstlRegisters(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         r = {name: Signal(32, name=name.lower()) for name in kept_registers()}
+        # the ATTR words the CSTL does not keep: one flag each, set while the word is not 0
+        others = [j for j in range(ATTR_WORDS) if f"ATTR{j}" not in r]
+        stray = Signal(len(others))
         m.d.comb += self.write.ready.eq(1)
         with m.If(self.clear):
             m.d.sync += [s.eq(0) for s in r.values()]
+            m.d.sync += stray.eq(0)
         with m.Elif(self.write.valid):
             with m.Switch(self.write.payload.index):
                 for name, s in r.items():
                     with m.Case(REGS.index(name)):
                         m.d.sync += s.eq(self.write.payload.value)
+                for bit, j in enumerate(others):
+                    with m.Case(REGS.index(f"ATTR{j}")):
+                        m.d.sync += stray[bit].eq(self.write.payload.value != 0)
 
         def op(k, f):
             return r[f"OP{k}_{f}"]
@@ -184,6 +276,11 @@ class CstlRegisters(wiring.Component):
             with m.Case(*table_codes()):
                 m.d.comb += is_table.eq(1)
         is_cast = r["OPCODE"] == CAST
+        pool = Signal(2)
+        for name, value in POOL_OPS.items():
+            with m.If(r["OPCODE"] == OPCODES.index(name)):
+                m.d.comb += pool.eq(value)
+        is_pool = pool != 0
         # element types: log2 of the bytes of a cast type, and whether it is one
         shifts, known = [Signal(2, name=f"shift{k}") for k in range(SLOTS)], []
         for k in range(SLOTS):
@@ -205,13 +302,18 @@ class CstlRegisters(wiring.Component):
                 bad = bad | ((op(k, "RANK") > d) & (op(k, f"DIM{d}")[DIM_BITS:] != 0))
             return bad
 
-        rank = op(0, "RANK")
-        differ = op(1, "RANK") != rank
+        rank = op(1, "RANK")
+        differ = op(0, "RANK") != rank
         for d in range(LEVELS_WALKED):
             differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
+        pool_bad, pa = self._pool_check(m, r, stray)
         has_table = r["TABLE"] != NO_TABLE
-        m.d.comb += t.table.eq(is_table & has_table)
-        with m.If(~is_table & ~is_cast):
+        reads = Signal()
+        with m.Switch(r["OPCODE"]):
+            with m.Case(*reads_table_codes()):
+                m.d.comb += reads.eq(1)
+        m.d.comb += t.table.eq(reads & has_table)
+        with m.If(~is_table & ~is_cast & ~is_pool):
             m.d.comb += t.cause.eq(Cause.OPCODE)
         with m.Elif((r["NIN"] != 1) | (r["NOUT"] != 1) | mem_bad(0)):
             m.d.comb += t.cause.eq(Cause.TYPE)
@@ -223,7 +325,7 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(~elem_ok):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(differ):
+        with m.Elif(Mux(is_pool, pool_bad, differ)):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
@@ -232,6 +334,10 @@ class CstlRegisters(wiring.Component):
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
                          t.in_shift.eq(si), t.out_shift.eq(so),
                          t.run.eq((t.xs[-1] == (1 << si)) & (t.ys[-1] == (1 << so)))]
+            with m.If(is_pool):
+                m.d.comb += [t.pool.eq(pool), t.ih.eq(op(0, "DIM1")), t.iw.eq(op(0, "DIM2"))]
+                m.d.comb += [getattr(t, f).eq(pa[f]) for f in
+                             ("kh", "kw", "sh", "sw", "top", "left")]
             # level j of the walk is dimension j - (4 - rank) of the operands
             with m.Switch(rank):
                 for rk in range(LEVELS_WALKED + 1):
@@ -241,7 +347,65 @@ class CstlRegisters(wiring.Component):
                             if d < 0:
                                 m.d.comb += t.dims[j].eq(1)
                             else:
-                                m.d.comb += [t.dims[j].eq(op(0, f"DIM{d}")),
+                                m.d.comb += [t.dims[j].eq(op(1, f"DIM{d}")),
                                              t.xs[j].eq(op(0, f"STRIDE{d}") << si),
                                              t.ys[j].eq(op(1, f"STRIDE{d}") << so)]
         return m
+
+    @staticmethod
+    def _pool_check(m, r, stray):
+        """Whether a pool's attributes and shapes are refused (``LAYOUT``, as the model's
+        ``read_attr_words`` and ``_check_layout``), and its kernel, strides, top and left
+        pads (16 bits each)."""
+        slots = pool_attr_slots()
+
+        def word(j):
+            return r[f"ATTR{j}"]
+
+        def tag(name):
+            return word(slots[name].tag)
+
+        def body(name, i):
+            return word(slots[name].body + i)
+
+        def nonzero(name):
+            out = 0
+            for i in range(slots[name].words):
+                out = out | (body(name, i) != 0)
+            return out
+
+        def wide(v):               # not below 2**16
+            return v[DIM_BITS:] != 0
+
+        # an int_list of n items: tag ATTR_PRESENT + n; an empty list reads as absent
+        bad = (tag("kernel_shape") != ATTR_PRESENT + 2) | (stray != 0)
+        given = {}
+        for name, n in (("pads", 4), ("strides", 2)):
+            full = tag(name) == ATTR_PRESENT + n
+            empty = (tag(name) == 0) | (tag(name) == ATTR_PRESENT)
+            bad = bad | ~(full | empty) | (empty & nonzero(name))
+            given[name] = full
+        kh, kw = body("kernel_shape", 0), body("kernel_shape", 1)
+        sh = Mux(given["strides"], body("strides", 0), 1)
+        sw = Mux(given["strides"], body("strides", 1), 1)
+        pads = [Mux(given["pads"], body("pads", i), 0) for i in range(4)]
+        for v in (kh, kw, sh, sw):
+            bad = bad | wide(v) | (v == 0)
+        for v in pads:
+            bad = bad | wide(v)
+        taps = Signal(2 * DIM_BITS)
+        m.d.comb += taps.eq(kh[:DIM_BITS] * kw[:DIM_BITS])
+        bad = bad | wide(taps)
+        bad = bad | (r["OP0_RANK"] != 4) | (r["OP1_RANK"] != 4)
+        bad = bad | (r["OP0_DIM0"] != r["OP1_DIM0"]) | (r["OP0_DIM3"] != r["OP1_DIM3"])
+        # out = (in + pad_a + pad_b - k) // s + 1, i.e. (out - 1) * s <= in + pads - k
+        # < out * s, without a division or a negative number
+        for d, k, s, pa, pb in ((1, kh, sh, pads[0], pads[2]), (2, kw, sw, pads[1], pads[3])):
+            prod = Signal(2 * DIM_BITS, name=f"pool_prod{d}")
+            m.d.comb += prod.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * s[:DIM_BITS])
+            span = r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS] + pb[:DIM_BITS]
+            bad = bad | (prod + k[:DIM_BITS] > span + s[:DIM_BITS]) | \
+                (span >= prod + k[:DIM_BITS])
+        return bad, {"kh": kh[:DIM_BITS], "kw": kw[:DIM_BITS], "sh": sh[:DIM_BITS],
+                     "sw": sw[:DIM_BITS], "top": pads[0][:DIM_BITS],
+                     "left": pads[1][:DIM_BITS]}

@@ -26,13 +26,14 @@ between reader and store; ``done`` once the last result byte is written.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
+from npu.cstl.poolwalk import PoolWalk
 from npu.cstl.regs import CstlRegisters, task_layout, write_layout
 from npu.cstl.store import VectorStore
 from npu.cstl.walk import RegionWalk
@@ -93,26 +94,49 @@ class Cstl(wiring.Component):
         m = Module()
         L = self.lanes
         m.submodules.walk = walk = RegionWalk()
+        m.submodules.pool_walk = pwalk = PoolWalk(lanes=L)
         m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
         m.submodules.store = store = VectorStore(lanes=L, depth=self.depth)
-        wiring.connect(m, walk.cmd, reader.cmd)
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, store.wr, wiring.flipped(self.l1_wr))
 
         task = Signal(task_layout())
         cause = Signal(4)
         widx = Signal(range(TABLE_WORDS))
+        is_pool = Signal()
+        m.d.comb += is_pool.eq(task.pool != 0)
+        # the reader takes the runs of the task's walk; a max pool pads with -128
+        with m.If(is_pool):
+            wiring.connect(m, pwalk.cmd, reader.cmd)
+        with m.Else():
+            wiring.connect(m, walk.cmd, reader.cmd)
+        m.d.comb += reader.pad_byte.eq(0x80)
+
+        # pooling: per lane the running max of the window's taps so far; a vector of a
+        # window's last tap leaves with the result
+        vec = reader.o.payload
+        tag = vec.tag
+        first_tap, last_tap = tag.first, tag.kind[0]
+        acc = [Signal(signed(8), name=f"acc{k}") for k in range(L)]
+        pooled = []
+        for k in range(L):
+            x = vec.data[k].as_signed()
+            v = Signal(signed(8), name=f"pool{k}")
+            m.d.comb += v.eq(Mux(first_tap | (x > acc[k]), x, acc[k]))
+            pooled.append(v)
+        with m.If(is_pool & reader.o.valid & reader.o.ready & ~last_tap):
+            m.d.sync += [acc[k].eq(pooled[k]) for k in range(L)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
-        # combinationally by the lane's byte
-        vec = reader.o.payload
+        # combinationally by the lane's byte (the code read, or the pool's result)
         looked = []
         for k in range(L):
             mem = Memory(shape=32, depth=TABLE_WORDS, init=[])
             m.submodules[f"lut{k}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
-            code = vec.data[k]
+            code = Signal(8, name=f"code{k}")
+            m.d.comb += code.eq(Mux(is_pool, pooled[k], vec.data[k]))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready), rp.addr.eq(code[2:])]
             byte = Signal(8, name=f"y{k}")
@@ -124,7 +148,8 @@ class Cstl(wiring.Component):
         # 4 parts); or elements of 2 or 4 bytes saturated to one (one part)
         codes = [Signal(8, name=f"c{k}") for k in range(L)]
         for k in range(L):
-            m.d.comb += codes[k].eq(Mux(task.table, looked[k], vec.data[k]))
+            m.d.comb += codes[k].eq(Mux(task.table, looked[k],
+                                        Mux(is_pool, pooled[k], vec.data[k])))
         part = Signal(2)
         n_vec = Signal(range(L + 1))            # elements in the vector
         m.d.comb += n_vec.eq(vec.count >> task.in_shift)
@@ -157,13 +182,20 @@ class Cstl(wiring.Component):
                         m.d.comb += q.eq(Mux(v > 127, 127, Mux(v < -128, -128, v)))
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
-        m.d.comb += [
-            store.i.valid.eq(reader.o.valid), store.i.payload.data.eq(out),
-            store.i.payload.count.eq(n_part << task.out_shift),
-            store.i.payload.addr.eq(vec.tag.yaddr + ((((vec.index * L) >> task.in_shift)
+        m.d.comb += [store.i.payload.data.eq(out),
+                     store.i.payload.count.eq(n_part << task.out_shift)]
+        with m.If(is_pool):
+            # one part of i8 results at the chunk's output address, once per window
+            m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap),
+                         store.i.payload.addr.eq(tag.yaddr),
+                         reader.o.ready.eq(~last_tap | store.i.ready)]
+        with m.Else():
+            m.d.comb += [
+                store.i.valid.eq(reader.o.valid),
+                store.i.payload.addr.eq(tag.yaddr + ((((vec.index * L) >> task.in_shift)
                                                       + first) << task.out_shift)),
-            reader.o.ready.eq(store.i.ready & last_part),
-        ]
+                reader.o.ready.eq(store.i.ready & last_part),
+            ]
         with m.If(store.i.valid & store.i.ready):
             m.d.sync += part.eq(Mux(last_part, 0, part + 1))
         last_in = reader.o.valid & reader.o.ready & vec.tag.last & vec.last
@@ -195,6 +227,9 @@ class Cstl(wiring.Component):
                     empty = empty | (task.dims[j] == 0)
                 with m.If((cause != 0) | empty):
                     m.next = "DONE"
+                with m.Elif(is_pool):
+                    m.d.comb += [pwalk.start.valid.eq(1), pwalk.start.payload.eq(task)]
+                    m.next = "WALK"
                 with m.Else():
                     m.d.comb += [walk.start.valid.eq(1), walk.start.payload.eq(task)]
                     m.next = "WALK"

@@ -86,7 +86,7 @@ from nem.taskformat import (
 )
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
-from npu.cstl.regs import table_codes
+from npu.cstl.regs import reads_table_codes
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -190,8 +190,9 @@ class Sequencer(wiring.Component):
     cstl_table, cstl_has_table : Out (engines with CSTLs)
         The DDR address of the issuing CSTL task's table
         (:class:`npu.engine.table_fetch.TableFetcher`, started with the CSTL), and whether
-        the task reads one (a table opcode with ``TABLE`` not ``NO_TABLE``; the table lies
-        in the data section, else ``BAD_ENTRY`` at decode).
+        the task reads one (an opcode of ``npu.cstl.regs.reads_table_codes``: a table
+        opcode or a pool, with ``TABLE`` not ``NO_TABLE``; the table lies in the data
+        section, else ``BAD_ENTRY`` at decode).
     nmu_entry : Out(entry_request_layout)
         The DDR address of the issuing NMU task's requantisation entry and the data
         section's end (for :class:`npu.engine.entry_fetch.EntryFetcher`, started with the NMU).
@@ -777,15 +778,16 @@ class Sequencer(wiring.Component):
                 with m.If(indices[0] == regs.index("OPCODE")):
                     m.d.sync += s.cur_table_op.eq(0)
                     with m.Switch(values[0]):
-                        with m.Case(*table_codes()):
+                        with m.Case(*reads_table_codes()):
                             m.d.sync += s.cur_table_op.eq(1)
                 with m.If(indices[0] == regs.index("TABLE")):
                     m.d.sync += s.cur_table.eq(values[0])
 
     def _cstl_hand(self, m, s):
         """HAND of a CSTL task: the CSTL checks its own registers; here only where its
-        table lies, for a task that reads one (a table opcode, ``TABLE`` not ``NO_TABLE``:
-        ``TABLE_ALIGN``-aligned and inside the data section, else ``BAD_ENTRY``)."""
+        table lies, for a task that reads one (a table opcode or a pool, ``TABLE`` not
+        ``NO_TABLE``: ``TABLE_ALIGN``-aligned and inside the data section, else
+        ``BAD_ENTRY``)."""
         table = s.cur_table_op & (s.cur_table != NO_TABLE)
         bad = (s.cur_table % TABLE_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes)
         with m.If(table & bad):
