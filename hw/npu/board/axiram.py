@@ -1,0 +1,171 @@
+"""Block RAM behind the engine's AXI4 port, with a 32-bit host port for the UART bridge.
+
+The board has no DDR in use: :class:`AxiRam` is the engine's memory. It is an AXI4
+subordinate (the engine's :func:`npu.bus.axi.axi4_signature`, seen from the other side) on
+one simple dual-port block RAM (one read, one write port, byte enables), plus a host port
+(:func:`host_port_signature`) through which the bridge reads and writes 32-bit words.
+
+Behaviour (the Python model is a byte array; ``tests/board/test_axiram.py`` drives random
+bursts with random stalls against it):
+
+* One transaction at a time: an AR burst, an AW burst with its W beats and B response, or
+  one host access. The host goes first, then reads and writes take turns, so none starves.
+* Bursts are INCR with full-width beats (the only kind the engine's
+  :class:`~npu.bus.axi.AxiBurstPort` issues; ``ARBURST``/``ARSIZE`` are not decoded). A read
+  burst streams one beat per cycle once started; W beats are taken one per cycle, the burst
+  ending at ``WLAST``.
+* A beat whose word lies past the memory's end answers ``DECERR`` (read data 0; the write
+  is dropped, and the burst's B response is ``DECERR``): the engine then stops with its AXI
+  error cause instead of reading wrapped data.
+* Host port: hold ``req`` (with ``we``, ``addr`` = byte address / 4, ``wdata``) until
+  ``ack``; a read's word is on ``rdata`` in the ``ack`` cycle. The bridge checks the range
+  before it asks.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from npu.bus.axi import axi4_signature
+
+__all__ = ["RESP_DECERR", "AxiRam", "host_port_signature"]
+
+RESP_OKAY = 0
+RESP_DECERR = 3
+
+
+def host_port_signature(addr_bits):
+    """The bridge's word port (manager side): 32-bit words, ``addr`` = byte address / 4."""
+    return wiring.Signature({
+        "req": Out(1), "we": Out(1), "addr": Out(addr_bits), "wdata": Out(32),
+        "ack": In(1), "rdata": In(32),
+    })
+
+
+class AxiRam(wiring.Component):
+    """AXI4 subordinate block RAM with a host port.
+
+    Parameters
+    ----------
+    size : int
+        Bytes; a positive multiple of the bus word (``data_width // 8``).
+    addr_width, data_width : int
+        As the engine's AXI port (:func:`npu.bus.axi.axi4_signature`).
+
+    Attributes
+    ----------
+    axi : AXI4 subordinate (``In(axi4_signature(...))``)
+    host : host word port (``In(host_port_signature(...))``)
+    """
+
+    def __init__(self, *, size, addr_width=32, data_width=64):
+        if data_width % 32:
+            raise ValueError(f"data_width must be a multiple of 32, not {data_width!r}")
+        wbytes = data_width // 8
+        if not isinstance(size, int) or size <= 0 or size % wbytes:
+            raise ValueError(f"memory size must be a positive multiple of {wbytes} bytes, "
+                             f"not {size!r}")
+        self.size, self.addr_width, self.data_width = size, addr_width, data_width
+        self.depth = size // wbytes
+        self.host_bits = max(1, (size // 4 - 1).bit_length())
+        super().__init__({
+            "axi": In(axi4_signature(addr_width, data_width)),
+            "host": In(host_port_signature(self.host_bits)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi, host = self.axi, self.host
+        wbytes = self.data_width // 8
+        shift = wbytes.bit_length() - 1
+        lanes = self.data_width // 32
+        lane_bits = (lanes - 1).bit_length()
+        depth = self.depth
+        m.submodules.mem = mem = Memory(shape=self.data_width, depth=depth, init=[])
+        rport = mem.read_port(domain="sync")
+        wport = mem.write_port(granularity=8)
+
+        base = Signal(self.addr_width - shift)   # word index of the burst's first beat
+        length = Signal(8)                         # AxLEN
+        tid = Signal(axi.arid.shape())
+        issued = Signal(9)
+        beat = Signal(8)
+        rv = Signal()
+        rerr = Signal()
+        werr = Signal()
+        turn = Signal()                            # 1: a write goes first next time
+        lane = Signal(max(1, lane_bits))
+
+        host_word = host.addr >> lane_bits if lane_bits else host.addr
+        m.d.comb += [axi.rid.eq(tid), axi.bid.eq(tid)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(host.req):
+                    m.next = "HOST"
+                with m.Elif(axi.arvalid & (~axi.awvalid | ~turn)):
+                    m.d.comb += axi.arready.eq(1)
+                    m.d.sync += [base.eq(axi.araddr[shift:]), length.eq(axi.arlen),
+                                 tid.eq(axi.arid), issued.eq(0), rv.eq(0), turn.eq(1)]
+                    m.next = "READ"
+                with m.Elif(axi.awvalid):
+                    m.d.comb += axi.awready.eq(1)
+                    m.d.sync += [base.eq(axi.awaddr[shift:]), tid.eq(axi.awid), beat.eq(0),
+                                 werr.eq(0), turn.eq(0)]
+                    m.next = "WRITE"
+            with m.State("HOST"):
+                if lane_bits:
+                    m.d.sync += lane.eq(host.addr[:lane_bits])
+                with m.If(host.we):
+                    m.d.comb += [wport.addr.eq(host_word),
+                                 wport.data.eq(host.wdata.replicate(lanes)),
+                                 host.ack.eq(1)]
+                    if lane_bits:
+                        m.d.comb += wport.en.eq(0xF << (host.addr[:lane_bits] * 4))
+                    else:
+                        m.d.comb += wport.en.eq(0xF)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [rport.addr.eq(host_word), rport.en.eq(1)]
+                    m.next = "HOST_READ"
+            with m.State("HOST_READ"):
+                m.d.comb += [host.ack.eq(1),
+                             host.rdata.eq(rport.data.word_select(lane, 32) if lane_bits
+                                           else rport.data)]
+                m.next = "IDLE"
+            with m.State("READ"):
+                word = Signal(self.addr_width - shift + 1)
+                m.d.comb += word.eq(base + issued)
+                advance = ~rv | axi.rready
+                m.d.comb += [axi.rvalid.eq(rv), axi.rlast.eq(beat == length),
+                             axi.rdata.eq(Mux(rerr, 0, rport.data)),
+                             axi.rresp.eq(Mux(rerr, RESP_DECERR, RESP_OKAY)),
+                             rport.addr.eq(word), rport.en.eq(advance)]
+                with m.If(advance):
+                    with m.If(rv & (beat == length)):
+                        m.d.sync += rv.eq(0)
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [rv.eq(1), beat.eq(issued), rerr.eq(word >= depth),
+                                     issued.eq(issued + 1)]
+            with m.State("WRITE"):
+                word = Signal(self.addr_width - shift + 1)
+                m.d.comb += [word.eq(base + beat), axi.wready.eq(1)]
+                with m.If(axi.wvalid):
+                    m.d.comb += [wport.addr.eq(word), wport.data.eq(axi.wdata)]
+                    with m.If(word < depth):
+                        m.d.comb += wport.en.eq(axi.wstrb)
+                    with m.Else():
+                        m.d.sync += werr.eq(1)
+                    m.d.sync += beat.eq(beat + 1)
+                    with m.If(axi.wlast):
+                        m.next = "RESP"
+            with m.State("RESP"):
+                m.d.comb += [axi.bvalid.eq(1), axi.bresp.eq(Mux(werr, RESP_DECERR,
+                                                                RESP_OKAY))]
+                with m.If(axi.bready):
+                    m.next = "IDLE"
+        return m
