@@ -16,13 +16,20 @@ Designs (``--designs``, default ``nmu_array``):
   weight read port), ``-noabc9``.
 * ``nmu_unit_1port``: the same without the weight port, ``-noabc9``.
 * ``nem_engine``: ``NemEngine(device="small")``, ``-noabc9``.
+* ``nac_decoder``: the NAC ABCD decoder as ``npu.tools.toplevels`` builds it
+  (``InstructionDecoder(max_args=8, max_consts=8)``, a byte per transfer); seconds.
+* ``nac_decoder_w2``: the same with ``width=2`` (two bytes per transfer).
+
+``--seeds 1 2 3`` places and routes each design once per seed (work directory
+``build/fpga/<design>/seed<N>/`` when more than one seed is given) and prints, per design
+and clock, the Fmax over the seeds as min / median / max.
 
 Outputs go to ``build/fpga/<design>/`` (Verilog, JSON netlist, logs, nextpnr's report).
 Needs the ``fpga`` extra. Kept apart from ``bench_nmu.py`` (``--pnr`` of issue 10) so the
 two can be edited independently.
 
 Run: ``.venv/bin/python tests/bench/bench_fpga.py [--designs nmu_array nmu_unit ...]
-[--freq 50] [--seed 1] [--timeout 1800]``.
+[--freq 50] [--seeds 1 2 3] [--timeout 1800]``.
 """
 
 from __future__ import annotations
@@ -60,6 +67,12 @@ def _unit(weight_port):
     return NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth, weight_port=weight_port)
 
 
+def _decoder(width):
+    from npu.nac.decoder import InstructionDecoder
+
+    return InstructionDecoder(max_args=8, max_consts=8, width=width)
+
+
 def _engine():
     from npu.engine.top import NemEngine
 
@@ -74,6 +87,11 @@ DESIGNS = {
                  "1024-word L1, weight port"),
     "nmu_unit_1port": (lambda: _unit(False), True, "NmuUnit as nmu_unit, one L1 read port"),
     "nem_engine": (_engine, True, 'NemEngine(device="small")'),
+    "nac_decoder": (lambda: _decoder(1), False,
+                    "InstructionDecoder(max_args=8, max_consts=8), 1 byte per transfer"),
+    "nac_decoder_w2": (lambda: _decoder(2), False,
+                       "InstructionDecoder(max_args=8, max_consts=8, width=2), 2 bytes per "
+                       "transfer"),
 }
 
 
@@ -100,29 +118,54 @@ def format_report(report, description):
     return lines
 
 
-def run(names, *, freq, seed, timeout, out):
-    """Place and route each design of *names*; print as each finishes. True if all ran."""
+def seed_summary(fmax_by_seed):
+    """``{clock: (min, median, max)}`` of ``{seed: {clock: MHz}}`` (clocks seen in any run).
+
+    The median of an even number of seeds is the mean of the middle two.
+    """
+    clocks = sorted({clock for per in fmax_by_seed.values() for clock in per})
+    out = {}
+    for clock in clocks:
+        values = sorted(per[clock] for per in fmax_by_seed.values() if clock in per)
+        mid = len(values) // 2
+        median = values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+        out[clock] = (values[0], median, values[-1])
+    return out
+
+
+def run(names, *, freq, seeds, timeout, out):
+    """Place and route each design of *names* once per seed; print as each finishes.
+
+    Returns True if every run finished.
+    """
     versions = tool_versions()
     print("; ".join(f"{k}: {v}" for k, v in versions.items()))
     ok = True
     for name in names:
         factory, noabc9, description = DESIGNS[name]
-        work = out / name
-        work.mkdir(parents=True, exist_ok=True)
-        t0 = time.monotonic()
-        path = work / f"{name}.v"
-        path.write_text(verilog.convert(factory(), name=name, emit_src=False))
-        gen = time.monotonic() - t0
-        try:
-            report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq, noabc9=noabc9,
-                              seed=seed, timeout=timeout)
-        except SynthError as exc:
-            ok = False
-            print(f"{name}: {exc}", flush=True)
-            continue
-        print("\n".join(format_report(report, description)))
-        print(f"  Verilog {gen:.0f} s; {'synth_ecp5 -noabc9' if noabc9 else 'synth_ecp5'}; "
-              f"{' '.join(report.command)}", flush=True)
+        fmax_by_seed = {}
+        for seed in seeds:
+            work = out / name if len(seeds) == 1 else out / name / f"seed{seed}"
+            work.mkdir(parents=True, exist_ok=True)
+            t0 = time.monotonic()
+            path = work / f"{name}.v"
+            path.write_text(verilog.convert(factory(), name=name, emit_src=False))
+            gen = time.monotonic() - t0
+            try:
+                report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq, noabc9=noabc9,
+                                  seed=seed, timeout=timeout)
+            except SynthError as exc:
+                ok = False
+                print(f"{name} seed {seed}: {exc}", flush=True)
+                continue
+            fmax_by_seed[seed] = dict(report.fmax)
+            print(f"seed {seed}: " + "\n".join(format_report(report, description)))
+            print(f"  Verilog {gen:.0f} s; {'synth_ecp5 -noabc9' if noabc9 else 'synth_ecp5'}; "
+                  f"{' '.join(report.command)}", flush=True)
+        if len(fmax_by_seed) > 1:
+            for clock, (lo, med, hi) in seed_summary(fmax_by_seed).items():
+                print(f"{name} Fmax {clock} over seeds {sorted(fmax_by_seed)}: min {lo:.2f}, "
+                      f"median {med:.2f}, max {hi:.2f} MHz", flush=True)
     return ok
 
 
@@ -131,14 +174,15 @@ def main(argv=None):
     ap.add_argument("--designs", nargs="+", choices=sorted(DESIGNS), default=["nmu_array"],
                     help="designs to place and route, in order (default nmu_array)")
     ap.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
-    ap.add_argument("--seed", type=int, default=1, help="placer seed")
+    ap.add_argument("--seeds", "--seed", type=int, nargs="+", default=[1],
+                    help="placer seeds, one run each (default 1)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds allowed per tool run (default: no limit)")
     ap.add_argument("-o", "--output", default=str(REPO / "build" / "fpga"),
                     help="work directory")
     args = ap.parse_args(argv)
     try:
-        ok = run(args.designs, freq=args.freq, seed=args.seed, timeout=args.timeout,
+        ok = run(args.designs, freq=args.freq, seeds=args.seeds, timeout=args.timeout,
                  out=Path(args.output))
     except SynthError as exc:  # a missing tool
         print(exc)

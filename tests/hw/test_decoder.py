@@ -26,6 +26,16 @@ def to_instruction(view):
               for k in range(int(view.n_args))))
 
 
+def to_payloads(stream_bytes, width):
+    """Input transfers of a byte stream: one byte each, or two (little-endian pairs; an
+    odd final byte goes alone with ``half``)."""
+    n = len(stream_bytes)
+    if width == 1:
+        return [{"data": byte, "last": int(k == n - 1)} for k, byte in enumerate(stream_bytes)]
+    return [{"data": stream_bytes[k] | (stream_bytes[k + 1] << 8 if k + 1 < n else 0),
+             "last": int(k + 2 >= n), "half": int(k + 1 == n)} for k in range(0, n, 2)]
+
+
 def run_rtl(dut, perm, stream_bytes, num_outputs, expected_count, *, idle=0.0,
             backpressure=0.0, seed=0):
     """Load PERM, stream the bytes, collect outputs; return (instructions, status, cycles)."""
@@ -39,8 +49,7 @@ def run_rtl(dut, perm, stream_bytes, num_outputs, expected_count, *, idle=0.0,
             ctx.set(dut.perm.valid, 1)
             await ctx.tick()
         ctx.set(dut.perm.valid, 0)
-        payloads = [{"data": byte, "last": int(k == len(stream_bytes) - 1)}
-                    for k, byte in enumerate(stream_bytes)]
+        payloads = to_payloads(stream_bytes, dut.width)
         result["start"] = 0
         await stream_send(ctx, dut.i, payloads, rng=random.Random(seed), idle=idle)
         result["sent"] = True
@@ -79,8 +88,9 @@ def check(dut, model, program_perm, stream_bytes, num_outputs, **kwargs):
     assert bool(done) == want.done
 
 
+@pytest.mark.parametrize("width", [1, 2])
 @pytest.mark.parametrize("seed", range(6))
-def test_valid_streams(seed):
+def test_valid_streams(seed, width):
     rng = random.Random(seed)
     max_args, max_consts = rng.choice([(4, 4), (6, 3), (8, 8)])
     program = random_program(rng, max_args=max_args, max_consts=max_consts,
@@ -88,14 +98,15 @@ def test_valid_streams(seed):
     model = DecoderModel(program.perm, max_args=max_args, max_consts=max_consts,
                          num_outputs=program.num_outputs)
     assert model.decode(program.stream).instructions == program.expected
-    dut = InstructionDecoder(max_args=max_args, max_consts=max_consts)
+    dut = InstructionDecoder(max_args=max_args, max_consts=max_consts, width=width)
     idle, backpressure = [(0, 0), (0.3, 0), (0, 0.5), (0.4, 0.4)][seed % 4]
     check(dut, model, program.perm, program.stream, program.num_outputs, idle=idle,
           backpressure=backpressure, seed=seed)
 
 
+@pytest.mark.parametrize("width", [1, 2])
 @pytest.mark.parametrize("seed", range(40))
-def test_corrupted_streams(seed):
+def test_corrupted_streams(seed, width):
     rng = random.Random(1000 + seed)
     program = random_program(rng, max_args=5, max_consts=3, n_instr=rng.randint(2, 25),
                              num_outputs=rng.randint(1, 2))
@@ -104,16 +115,20 @@ def test_corrupted_streams(seed):
     damaged = corrupt(program.stream, rng)
     if not damaged:
         damaged = b"\x0a"
-    dut = InstructionDecoder(max_args=5, max_consts=3)
+    dut = InstructionDecoder(max_args=5, max_consts=3, width=width)
     check(dut, model, program.perm, damaged, program.num_outputs, idle=0.2,
           backpressure=0.2, seed=seed)
 
 
-def test_throughput_one_byte_per_cycle():
-    # With no stalls on either side, N bytes are accepted in N consecutive cycles.
+@pytest.mark.parametrize("width", [1, 2])
+def test_throughput_width_bytes_per_cycle(width):
+    # With no stalls on either side, N transfers (of `width` bytes) are accepted in N
+    # consecutive cycles.
     rng = random.Random(5)
     program = random_program(rng, max_args=8, max_consts=8, n_instr=80)
-    dut = InstructionDecoder(max_args=8, max_consts=8)
+    dut = InstructionDecoder(max_args=8, max_consts=8, width=width)
+    payloads = to_payloads(program.stream, width)
+    assert len(payloads) * width == len(program.stream)  # instructions have even lengths
     cycles = {}
 
     async def bench(ctx):
@@ -127,14 +142,15 @@ def test_throughput_one_byte_per_cycle():
         ctx.set(dut.o.ready, 1)
         accepted = 0
         n = 0
-        for k, byte in enumerate(program.stream):
-            ctx.set(dut.i.payload, {"data": byte, "last": int(k == len(program.stream) - 1)})
+        for payload in payloads:
+            ctx.set(dut.i.payload, payload)
             ctx.set(dut.i.valid, 1)
             *_, ready = await ctx.tick().sample(dut.i.ready)
             n += 1
             accepted += ready
         ctx.set(dut.i.valid, 0)
-        await ctx.tick()
+        for _ in range(3):  # the input register and the packer
+            await ctx.tick()
         cycles["n"], cycles["accepted"] = n, accepted
         assert ctx.get(dut.done) and not ctx.get(dut.error)
 
@@ -142,7 +158,7 @@ def test_throughput_one_byte_per_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert cycles["accepted"] == cycles["n"] == len(program.stream)
+    assert cycles["accepted"] == cycles["n"] == len(payloads)
 
 
 def test_hand_assembled_instruction():
@@ -160,9 +176,10 @@ def test_hand_assembled_instruction():
             DecodedInstruction(6, 3, 0, (0,), ((False, 5),)))
     model = DecoderModel(perm, max_args=4, max_consts=4, num_outputs=1)
     assert model.decode(stream_bytes).instructions[5:] == want
-    got, status = run_rtl(InstructionDecoder(max_args=4, max_consts=4), perm, stream_bytes,
-                          1, 7)
-    assert tuple(got[5:]) == want and status[0] == 0 and status[3] == 1
+    for width in (1, 2):
+        got, status = run_rtl(InstructionDecoder(max_args=4, max_consts=4, width=width), perm,
+                              stream_bytes, 1, 7)
+        assert tuple(got[5:]) == want and status[0] == 0 and status[3] == 1
 
 
 @pytest.mark.parametrize(("stream_bytes", "cause", "index"), [
@@ -192,11 +209,49 @@ def test_error_causes(stream_bytes, cause, index):
     model = DecoderModel(perm, max_args=4, max_consts=4, num_outputs=1)
     want = model.decode(stream_bytes)
     assert (want.error, want.error_index) == (cause, index)
-    got, (error, rtl_cause, rtl_index, done) = run_rtl(
-        InstructionDecoder(max_args=4, max_consts=4), perm, stream_bytes, 1,
-        len(want.instructions))
+    for width in (1, 2):
+        got, (error, rtl_cause, rtl_index, done) = run_rtl(
+            InstructionDecoder(max_args=4, max_consts=4, width=width), perm, stream_bytes, 1,
+            len(want.instructions))
+        assert tuple(got) == want.instructions
+        assert (error, rtl_cause, rtl_index, done) == (1, cause, index, 0)
+
+
+@pytest.mark.parametrize("width", [1, 2])
+@pytest.mark.parametrize(("stream_bytes", "index"), [
+    # Odd lengths end inside an instruction: after A (index 1), inside C's count, inside a
+    # C id, inside D (all of instruction 1 with PERM[100] = (1, 0) or <INPUT B=1>).
+    (bytes([2, 0, 20]), 1),
+    (bytes([2, 0, 2, 1, 1]), 1),
+    (bytes([2, 0, 2, 1, 1, 0, 7]), 1),
+    (bytes([2, 0, 20, 100, 0xFF]), 1),
+    # Even lengths too: the stream ends after B or after C's count.
+    (bytes([2, 0, 20, 100]), 1),
+    (bytes([2, 0, 2, 1, 1, 0]), 1),
+])
+def test_truncated_streams(stream_bytes, index, width):
+    # Derived by hand from the rules: each stream stops before its instruction 1 is
+    # complete, so instruction 0 (<INPUT B=0>) comes out and the error is TRUNCATED at 1.
+    perm = {100: (1, 0)}
+    want = DecoderModel(perm, max_args=4, max_consts=4, num_outputs=1).decode(stream_bytes)
+    assert want.instructions == (DecodedInstruction(0, 2, 0, (), ()),)
+    assert (want.error, want.error_index) == (DecodeError.TRUNCATED, index)
+    got, status = run_rtl(InstructionDecoder(max_args=4, max_consts=4, width=width), perm,
+                          stream_bytes, 1, 1)
     assert tuple(got) == want.instructions
-    assert (error, rtl_cause, rtl_index, done) == (1, cause, index, 0)
+    assert status == (1, DecodeError.TRUNCATED, index, 0)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_width_must_be_one_or_two():
+    from npu.nac.decoder import IN_LAYOUT, in_layout
+
+    assert in_layout(1) is IN_LAYOUT and in_layout(2).size == 18
+    assert InstructionDecoder(width=2).i.payload.shape() == in_layout(2)
+    for width in (0, 3, 4, "2"):
+        with pytest.raises(ValueError, match=rf"^width must be 1 or 2 bytes per transfer, "
+                                             rf"not {width!r}$"):
+            InstructionDecoder(width=width)
 
 
 def test_layout_width_is_what_the_docs_say():
@@ -229,3 +284,37 @@ def test_interface_widths_and_defaults():
     # A PERM entry for 7 arguments: valid 1 + length 0..7 (3 bits) + mask 7 = 11 bits; the
     # write port adds the 8-bit signature id B.
     assert perm_entry_layout(7).size == 11 and perm_write_layout(7).size == 19
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_latency_two_edges_after_the_final_byte(width):
+    # Module docstring: the instruction whose final byte is accepted at edge n is valid
+    # from edge n + 2 on (registers cur, pre, output). <INPUT B=0> = bytes 2, 0.
+    dut = InstructionDecoder(max_args=4, max_consts=4, width=width)
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        edges = []  # edge count at which each transfer was accepted
+        edge = 0
+        for payload in to_payloads(bytes([2, 0]), width):
+            ctx.set(dut.i.payload, payload)
+            ctx.set(dut.i.valid, 1)
+            *_, ready = await ctx.tick().sample(dut.i.ready)
+            edge += 1
+            assert ready
+            edges.append(edge)
+        ctx.set(dut.i.valid, 0)
+        valid_at = []
+        for _ in range(4):
+            valid_at.append(ctx.get(dut.o.valid))
+            await ctx.tick()
+            edge += 1
+        seen["final"], seen["valid_from"] = edges[-1], edge - 4 + valid_at.index(1)
+        assert ctx.get(dut.o.payload.a) == 2 and ctx.get(dut.o.payload.index) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["valid_from"] == seen["final"] + 2

@@ -5,22 +5,35 @@ the instruction count) as a byte stream and emits one decoded instruction per ou
 transfer: its index, ``A``, ``B``, the constant ids of ``C`` and, per argument, either the
 absolute index of the ancestor instruction or the constant id that a zero in ``D`` takes.
 
-Why a byte-wide input
----------------------
-Every ABCD field is a byte or a little-endian int16, and instruction lengths are arbitrary
-byte counts, so a byte per cycle needs no realignment logic. One byte per cycle, with no
-idle cycle between instructions, decodes a typical 8-16 byte instruction in 8-16 cycles;
-the NEM engine spends hundreds of cycles or more executing one NAC operation, so a wider
-front end would buy nothing and cost a byte-lane shifter. The capacity parameters
-(``max_args``, ``max_consts``) are what scale.
+Input width and the core
+------------------------
+Every ABCD field is a byte pair (``A`` with ``B``) or a little-endian int16, so every
+instruction has an even length and, from the even start of the section, every field lies
+in one aligned 16-bit word. The core therefore decodes one word per cycle. ``width=1``
+(the default, :data:`IN_LAYOUT`) takes a byte per transfer and pairs the bytes in a
+packer: one byte per cycle, the core busy every second cycle. ``width=2``
+(:func:`in_layout`) takes a word per transfer: two bytes per cycle. Either way a typical
+8-16 byte instruction decodes in 4-16 cycles with no idle cycle between instructions.
+
+Two register stages sit in front of the core, so that what the core decides on comes from
+registers: ``cur`` (the word, and the signature table read at the word's high byte as the
+word enters, as if it were an instruction's ``B``), then ``pre`` (the word with every
+comparison the core may need: ``A``'s class, ``B == 0``, ``B <= 1``, ``B <= 3``, the
+table entry's flags, ``word == 0``, ``word in (1, 2)``, ``word > max_consts``, ``word !=
+num_outputs``). The core picks the ones its state needs. Measured effect on the ECP5-85F
+(``docs/fpga.md``): 65-68 MHz with the table read in the core's cycle, above 85 MHz now,
+so ``width=2`` decodes more than 170 MB/s.
 
 Protocol and timing
 -------------------
-* ``i``: stream of :data:`IN_LAYOUT` (``data`` byte, ``last`` on the final byte of the
-  section). ``i.ready`` is high whenever the output register is free or being read, so with
-  a ready consumer the decoder accepts a byte every cycle.
-* ``o``: stream of :func:`decoded_layout`; the instruction whose final byte was accepted at
-  edge *n* is valid from edge *n* on (one register stage).
+* ``i``: stream of ``in_layout(width)``: ``data`` (one byte, or two in stream order
+  little-endian), ``last`` on the final transfer of the section and, with ``width=2``,
+  ``half`` when that final transfer holds one byte (an odd-length section, which is
+  always truncated). ``i.ready`` is high whenever the input stages can move on, so with
+  a ready consumer the decoder accepts a transfer every cycle.
+* ``o``: stream of :func:`decoded_layout`; the instruction whose final byte was accepted
+  at edge *n* is valid from edge *n + 2* on, with a ready output (three register stages:
+  ``cur``, ``pre``, the output register).
 * ``perm``: write port (always ready) loading the signature table: entry ``B`` holds the
   signature length and a bit per argument that is a constant code (see
   :func:`perm_entry`). The table is memory: reset does not clear it, so a loader writes
@@ -54,7 +67,7 @@ from __future__ import annotations
 import enum as py_enum
 from dataclasses import dataclass
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -74,6 +87,7 @@ __all__ = [
     "DecoderResult",
     "InstructionDecoder",
     "decoded_layout",
+    "in_layout",
     "perm_entry",
     "perm_entry_layout",
     "perm_write_layout",
@@ -298,20 +312,35 @@ class DecoderModel:
         raise _Stop(DecodeError.UNKNOWN_SYSTEM_OP)
 
 
+
 # --- Hardware -------------------------------------------------------------------------
 
 
+def in_layout(width=1):
+    """Layout of one input transfer of a decoder with *width* bytes per transfer.
+
+    ``width = 1``: :data:`IN_LAYOUT` (``data`` byte, ``last``). ``width = 2``: ``data`` is
+    two bytes, stream order little-endian (the earlier byte in bits 0-7), ``last`` marks the
+    final transfer and ``half`` says that its bits 8-15 are not part of the stream (a
+    stream of odd length; ``half`` is read on the final transfer only).
+    """
+    if width == 1:
+        return IN_LAYOUT
+    if width == 2:
+        return data.StructLayout({"data": 16, "last": 1, "half": 1})
+    raise ValueError(f"width must be 1 or 2 bytes per transfer, not {width!r}")
+
+
 class _State(py_enum.IntEnum):
-    A = 0
-    B = 1
-    C_COUNT = 2
-    C_IDS = 3
-    D = 4
-    DRAIN = 5  # after an error: accept and drop
+    AB = 0       # the A and B bytes
+    C_COUNT = 1
+    C_IDS = 2
+    D = 3
+    DRAIN = 4    # after an error: accept and drop
 
 
 class InstructionDecoder(wiring.Component):
-    """ABCD decoder, one input byte per cycle.
+    """ABCD decoder: one byte per cycle (``width=1``) or two (``width=2``).
 
     Parameters
     ----------
@@ -319,10 +348,12 @@ class InstructionDecoder(wiring.Component):
         Largest number of arguments (signature length, or outputs of ``<OUTPUT>``), 1..255.
     max_consts : int
         Largest number of constant ids in C, 1..255.
+    width : int
+        Bytes per input transfer, 1 (:data:`IN_LAYOUT`) or 2 (:func:`in_layout`).
 
     Attributes
     ----------
-    i : stream of IN_LAYOUT, in
+    i : stream of in_layout(width), in
     o : stream of decoded_layout(max_args, max_consts), out
     perm : stream of {"b": 8, "entry": perm_entry_layout(max_args)}, in (always ready)
     num_outputs : Signal(16), in
@@ -330,15 +361,27 @@ class InstructionDecoder(wiring.Component):
     error_cause : DecodeError, out
     error_index : Signal(16), out
     done : Signal, out
+
+    Notes
+    -----
+    Every ABCD field is a byte pair (A with B, or an int16) and every instruction has an
+    even length, so the core works on one 16-bit word per cycle: a stream starts at an even
+    offset and keeps every field in one word. With ``width=1`` a packer pairs the bytes
+    (one byte accepted per cycle, a word for the core every second cycle); with
+    ``width=2`` the core takes a word per cycle. In front of the core sits a register
+    (``cur``): when a word enters it, the signature table is read at the word's high byte
+    (B, if the word is an instruction's first), so the table entry is a register when the
+    core decodes the word, and the table read is off the core's path.
     """
 
-    def __init__(self, *, max_args=8, max_consts=8):
+    def __init__(self, *, max_args=8, max_consts=8, width=1):
         _check_capacity("max_args", max_args)
         _check_capacity("max_consts", max_consts)
         self.max_args = max_args
         self.max_consts = max_consts
+        self.width = width
         super().__init__({
-            "i": In(stream.Signature(IN_LAYOUT)),
+            "i": In(stream.Signature(in_layout(width))),
             "o": Out(stream.Signature(decoded_layout(max_args, max_consts))),
             "perm": In(stream.Signature(perm_write_layout(max_args))),
             "num_outputs": In(16),
@@ -352,12 +395,15 @@ class InstructionDecoder(wiring.Component):
         m = Module()
         max_args, max_consts = self.max_args, self.max_consts
 
-        # Signature table: 256 entries, combinational read (LUT RAM), so the B byte can
-        # choose the next state in the cycle it arrives.
+        # Signature table: 256 entries. Read when a word enters `cur`, at the word's high
+        # byte; transparent for a write in the same cycle. LUT RAM with the read register
+        # in the fabric: a block RAM's output (5.8 ns clock to output on the ECP5 without
+        # its output register) would start the core's longest path.
         entry_layout = perm_entry_layout(max_args)
-        m.submodules.perm_mem = perm_mem = Memory(shape=entry_layout, depth=256, init=[])
+        m.submodules.perm_mem = perm_mem = Memory(shape=entry_layout, depth=256, init=[],
+                                                  attrs={"ram_style": "distributed"})
         perm_w = perm_mem.write_port()
-        perm_r = perm_mem.read_port(domain="comb")
+        perm_r = perm_mem.read_port(domain="sync", transparent_for=(perm_w,))
         m.d.comb += [
             self.perm.ready.eq(1),
             perm_w.addr.eq(self.perm.payload.b),
@@ -365,103 +411,186 @@ class InstructionDecoder(wiring.Component):
             perm_w.en.eq(self.perm.valid),
         ]
 
-        state = Signal(_State, init=_State.A)
+        state = Signal(_State, init=_State.AB)
+
+        # --- input: `cur` holds the next word for the core ---------------------------
+        cur_valid = Signal()
+        cur_data = Signal(16)
+        cur_last = Signal()
+        cur_half = Signal()
+        out_free = ~self.o.valid | self.o.ready
+        consume = Signal()   # `cur` moves on to `pre` this cycle
+        core_take = Signal()  # the core takes `pre` this cycle
+        pre_valid = Signal()
+        m.d.comb += [core_take.eq(pre_valid & (out_free | (state == _State.DRAIN))),
+                     consume.eq(cur_valid & (~pre_valid | core_take))]
+        can_load = ~cur_valid | consume
+        load = Signal()
+        load_data = Signal(16)
+        load_last = Signal()
+        load_half = Signal()
+        m.d.comb += perm_r.addr.eq(load_data[8:]), perm_r.en.eq(load)
+        with m.If(load):
+            m.d.sync += [cur_valid.eq(1), cur_data.eq(load_data), cur_last.eq(load_last),
+                         cur_half.eq(load_half)]
+        with m.Elif(consume):
+            m.d.sync += cur_valid.eq(0)
+
+        if self.width == 2:
+            m.d.comb += [
+                self.i.ready.eq(can_load),
+                load.eq(self.i.valid & can_load),
+                load_data.eq(self.i.payload.data),
+                load_last.eq(self.i.payload.last),
+                load_half.eq(self.i.payload.last & self.i.payload.half),
+            ]
+        else:
+            # Packer: `lo` holds an even byte; a final byte at an even offset waits in
+            # `lo` (lo_last) until `cur` takes it as a half word.
+            lo = Signal(8)
+            lo_valid = Signal()
+            lo_last = Signal()
+            byte = self.i.payload.data
+            m.d.comb += self.i.ready.eq(~lo_valid | (can_load & ~lo_last))
+            take = self.i.valid & self.i.ready
+            with m.If(lo_valid & lo_last):
+                m.d.comb += [load.eq(can_load), load_data.eq(lo), load_last.eq(1),
+                             load_half.eq(1)]
+                with m.If(can_load):
+                    m.d.sync += lo_valid.eq(0)
+            with m.Elif(lo_valid):
+                m.d.comb += [load.eq(take), load_data.eq(Cat(lo, byte)),
+                             load_last.eq(self.i.payload.last)]
+                with m.If(take):
+                    m.d.sync += lo_valid.eq(0)
+            with m.Elif(take):
+                m.d.sync += [lo.eq(byte), lo_valid.eq(1), lo_last.eq(self.i.payload.last)]
+
+        # --- pre-decode: `pre` holds the word in `cur` with its comparisons ------------
+        # The same comparisons whatever the word turns out to be (an A/B pair or an
+        # int16); the core picks what its state needs, from registers.
+        pre_data = Signal(16)
+        pre_last = Signal()
+        pre_half = Signal()
+        pre_length = Signal(range(max_args + 1))
+        flags = Signal(data.StructLayout({
+            "a_regular": 1, "a_input": 1, "a_output": 1, "a_unsupported": 1,
+            "b_zero": 1, "b_le1": 1, "b_le3": 1,
+            "e_valid": 1, "e_consts": 1, "e_args": 1,
+            "w_zero": 1, "w_one_two": 1, "w_gt_consts": 1, "w_gt_out": 1,
+            "w_ne_outputs": 1,
+        }))
+        c_lo, c_hi = cur_data[:8], cur_data[8:]
+        c_entry = perm_r.data
+        with m.If(consume):
+            m.d.sync += [
+                pre_valid.eq(1), pre_data.eq(cur_data), pre_last.eq(cur_last),
+                pre_half.eq(cur_half), pre_length.eq(c_entry.length),
+                flags.a_regular.eq(c_lo >= REGULAR_OP_MIN),
+                flags.a_input.eq(c_lo == OP_INPUT),
+                flags.a_output.eq(c_lo == OP_OUTPUT),
+                flags.a_unsupported.eq((c_lo == OP_CONTROL_FLOW) | (c_lo == OP_CONVERGENCE)),
+                flags.b_zero.eq(c_hi == 0),
+                flags.b_le1.eq(c_hi <= 1),
+                flags.b_le3.eq(c_hi <= 3),
+                flags.e_valid.eq(c_entry.valid),
+                flags.e_consts.eq(c_entry.const_mask != 0),
+                flags.e_args.eq(c_entry.length != 0),
+                flags.w_zero.eq(cur_data == 0),
+                flags.w_one_two.eq((cur_data == 1) | (cur_data == 2)),
+                flags.w_gt_consts.eq(cur_data > max_consts),
+                flags.w_gt_out.eq(cur_data > min(max_consts, max_args)),
+                flags.w_ne_outputs.eq(cur_data != self.num_outputs),
+            ]
+        with m.Elif(core_take):
+            m.d.sync += pre_valid.eq(0)
+
+        # --- core: one word per cycle ------------------------------------------------
         index = Signal(17)          # one bit more than 16 to detect the 65537th instruction
         work = Signal(decoded_layout(max_args, max_consts))
         count = Signal(16)          # items left in the current C or D list
         taken = Signal(range(max_consts + 1))   # constants consumed by zeros in D
-        const_mask = Signal(max_args)
         arg_pos = Signal(range(max_args + 1))
         const_pos = Signal(range(max_consts + 1))
-        hi_phase = Signal()         # 0: expecting the low byte of an int16
-        lo = Signal(8)
 
-        byte = self.i.payload.data
-        last = self.i.payload.last
-        word = Signal(16)
-        m.d.comb += word.eq(Mux(hi_phase, (byte << 8) | lo, 0))
+        word = pre_data
         sword = word.as_signed()
-
-        out_free = ~self.o.valid | self.o.ready
-        m.d.comb += self.i.ready.eq(out_free | (state == _State.DRAIN))
-        take = self.i.valid & self.i.ready
+        last = pre_last
+        is_input = Signal()   # the current instruction's A (set with its A/B word)
+        is_output = Signal()
+        b_zero = Signal()
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += self.o.valid.eq(0)
 
         error_now = Signal()
         cause_now = Signal(DecodeError)
-        finish = Signal()  # the accepted byte ends the current instruction
+        finish = Signal()  # the word ends the current instruction
 
         # Action requests from the per-state logic below (combinational).
         d_arg_value = Signal(16)
         d_arg_const = Signal()
         d_write = Signal()
 
-        with m.If(take & (state != _State.DRAIN)):
+        with m.If(core_take & (state != _State.DRAIN)):
             with m.Switch(state):
-                with m.Case(_State.A):
-                    m.d.sync += [work.eq(0), work.index.eq(index[:16]), work.a.eq(byte),
-                                 taken.eq(0), arg_pos.eq(0), const_pos.eq(0),
-                                 hi_phase.eq(0)]
+                with m.Case(_State.AB):
+                    a, b = word[:8], word[8:]
+                    m.d.sync += [work.eq(0), work.index.eq(index[:16]), work.a.eq(a),
+                                 work.b.eq(b), taken.eq(0), arg_pos.eq(0), const_pos.eq(0),
+                                 is_input.eq(flags.a_input), is_output.eq(flags.a_output),
+                                 b_zero.eq(flags.b_zero)]
                     with m.If(index[16]):
                         m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.TOO_MANY)]
-                    with m.Else():
-                        m.d.sync += state.eq(_State.B)
-                with m.Case(_State.B):
-                    m.d.sync += work.b.eq(byte)
-                    a = work.a
-                    m.d.comb += perm_r.addr.eq(byte)
-                    entry = perm_r.data
-                    with m.If(a >= REGULAR_OP_MIN):
-                        with m.If(byte == 0):
+                    with m.Elif(pre_half):
+                        pass  # A without B: truncated (below)
+                    with m.Elif(flags.a_regular):
+                        with m.If(flags.b_zero):
                             m.d.comb += finish.eq(1)
-                        with m.Elif(~entry.valid):
+                        with m.Elif(~flags.e_valid):
                             m.d.comb += [error_now.eq(1),
                                          cause_now.eq(DecodeError.UNKNOWN_SIGNATURE)]
                         with m.Else():
-                            m.d.sync += [work.n_args.eq(entry.length),
-                                         const_mask.eq(entry.const_mask)]
-                            with m.If(entry.const_mask != 0):
+                            m.d.sync += work.n_args.eq(pre_length)
+                            with m.If(flags.e_consts):
                                 m.d.sync += state.eq(_State.C_COUNT)
-                            with m.Elif(entry.length != 0):
-                                m.d.sync += [state.eq(_State.D), count.eq(entry.length)]
+                            with m.Elif(flags.e_args):
+                                m.d.sync += [state.eq(_State.D), count.eq(pre_length)]
                             with m.Else():
                                 m.d.comb += finish.eq(1)
-                    with m.Elif(a == OP_INPUT):
-                        with m.If(byte == 0):
+                    with m.Elif(flags.a_input):
+                        with m.If(flags.b_zero):
                             m.d.comb += finish.eq(1)
-                        with m.Elif(byte <= 3):
+                        with m.Elif(flags.b_le3):
                             m.d.sync += state.eq(_State.C_COUNT)
                         with m.Else():
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.BAD_SYSTEM_OP)]
-                    with m.Elif(a == OP_OUTPUT):
-                        with m.If(byte <= 1):
+                    with m.Elif(flags.a_output):
+                        with m.If(flags.b_le1):
                             m.d.sync += state.eq(_State.C_COUNT)
                         with m.Else():
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.BAD_SYSTEM_OP)]
-                    with m.Elif((a == OP_CONTROL_FLOW) | (a == OP_CONVERGENCE)):
+                    with m.Elif(flags.a_unsupported):
                         m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.UNSUPPORTED_OP)]
                     with m.Else():
                         m.d.comb += [error_now.eq(1),
                                      cause_now.eq(DecodeError.UNKNOWN_SYSTEM_OP)]
                 with m.Case(_State.C_COUNT):
-                    m.d.sync += hi_phase.eq(~hi_phase)
-                    with m.If(~hi_phase):
-                        m.d.sync += lo.eq(byte)
-                    with m.Elif(work.a == OP_INPUT):
-                        with m.If((sword == 1) | (sword == 2)):
+                    with m.If(pre_half):
+                        pass  # half an int16: truncated (below)
+                    with m.Elif(is_input):
+                        with m.If(flags.w_one_two):
                             m.d.sync += [state.eq(_State.C_IDS), count.eq(1),
                                          work.n_consts.eq(1)]
                         with m.Else():
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.BAD_SYSTEM_OP)]
-                    with m.Elif(work.a == OP_OUTPUT):
+                    with m.Elif(is_output):
                         with m.If(sword < 0):
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.BAD_SYSTEM_OP)]
-                        with m.Elif((word > max_consts) | (word > max_args)):
+                        with m.Elif(flags.w_gt_out):
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.CAPACITY)]
-                        with m.Elif((work.b == 0) & (word != self.num_outputs)):
+                        with m.Elif(b_zero & flags.w_ne_outputs):
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.OUTPUT_COUNT)]
-                        with m.Elif(word == 0):
+                        with m.Elif(flags.w_zero):
                             m.d.comb += finish.eq(1)
                         with m.Else():
                             m.d.sync += [state.eq(_State.C_IDS), count.eq(word),
@@ -470,35 +599,28 @@ class InstructionDecoder(wiring.Component):
                         with m.If(sword < 0):
                             m.d.comb += [error_now.eq(1),
                                          cause_now.eq(DecodeError.CONST_MISMATCH)]
-                        with m.Elif(word > max_consts):
+                        with m.Elif(flags.w_gt_consts):
                             m.d.comb += [error_now.eq(1), cause_now.eq(DecodeError.CAPACITY)]
-                        with m.Elif(word != 0):
+                        with m.Elif(~flags.w_zero):
                             m.d.sync += [state.eq(_State.C_IDS), count.eq(word),
                                          work.n_consts.eq(word)]
                         with m.Else():
                             # The signature has a constant code, so its length is >= 1.
                             m.d.sync += [state.eq(_State.D), count.eq(work.n_args)]
                 with m.Case(_State.C_IDS):
-                    m.d.sync += hi_phase.eq(~hi_phase)
-                    with m.If(~hi_phase):
-                        m.d.sync += lo.eq(byte)
-                    with m.Else():
+                    with m.If(~pre_half):
                         m.d.sync += [work.consts[const_pos].eq(word), count.eq(count - 1),
                                      const_pos.eq(const_pos + 1)]
                         with m.If(count == 1):
-                            with m.If(work.a == OP_INPUT):
+                            with m.If(is_input):
                                 m.d.comb += finish.eq(1)
                             with m.Else():
                                 m.d.sync += [state.eq(_State.D), count.eq(work.n_args)]
                 with m.Case(_State.D):
-                    m.d.sync += hi_phase.eq(~hi_phase)
-                    with m.If(~hi_phase):
-                        m.d.sync += lo.eq(byte)
-                    with m.Else():
+                    with m.If(~pre_half):
                         ancestor = Signal(18)
                         m.d.comb += ancestor.eq(index + sword)  # 17-bit index + signed 16
-                        is_output = work.a == OP_OUTPUT
-                        with m.If(word != 0):
+                        with m.If(~flags.w_zero):
                             # A negative ancestor wraps to >= 2**17 > index as an
                             # unsigned 18-bit value, so one comparison covers both ends.
                             with m.If(ancestor >= index):
@@ -527,7 +649,7 @@ class InstructionDecoder(wiring.Component):
                                 with m.Else():
                                     m.d.comb += finish.eq(1)
 
-            # The final byte of the stream must end an instruction.
+            # The final word of the stream must end an instruction.
             truncated = last & ~finish & ~error_now
             with m.If(error_now | truncated):
                 m.d.sync += [self.error.eq(1),
@@ -535,17 +657,20 @@ class InstructionDecoder(wiring.Component):
                                                      DecodeError.TRUNCATED)),
                              self.error_index.eq(index[:16]), state.eq(_State.DRAIN)]
             with m.Elif(finish):
-                # Emit: the output register takes the work register plus this byte's
+                # Emit: the output register takes the work register plus this word's
                 # update (later assignments to the same bits win).
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(work)]
-                with m.If(state == _State.B):
-                    m.d.sync += self.o.payload.b.eq(byte)
+                m.d.sync += self.o.valid.eq(1)
+                with m.If(state == _State.AB):  # no C, no D: only index, A and B
+                    m.d.sync += [self.o.payload.eq(0), self.o.payload.index.eq(index[:16]),
+                                 self.o.payload.a.eq(word[:8]), self.o.payload.b.eq(word[8:])]
+                with m.Else():
+                    m.d.sync += self.o.payload.eq(work)
                 with m.If(state == _State.C_IDS):
                     m.d.sync += self.o.payload.consts[const_pos].eq(word)
                 with m.If(d_write):
                     m.d.sync += [self.o.payload.args[arg_pos].value.eq(d_arg_value),
                                  self.o.payload.args[arg_pos].is_const.eq(d_arg_const)]
-                m.d.sync += [state.eq(_State.A), index.eq(index + 1)]
+                m.d.sync += [state.eq(_State.AB), index.eq(index + 1)]
                 with m.If(last):
                     m.d.sync += [index.eq(0), self.done.eq(1)]
             with m.If(~last):
