@@ -133,11 +133,14 @@ def seed_summary(fmax_by_seed):
     return out
 
 
-def run(names, *, freq, seeds, timeout, out):
+def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
     """Place and route each design of *names* once per seed; print as each finishes.
 
+    *seed* (one seed) is the older spelling of ``seeds=[seed]`` (``bench_nmu.py --pnr``).
     Returns True if every run finished.
     """
+    if seed is not None:
+        seeds = [seed]
     versions = tool_versions()
     print("; ".join(f"{k}: {v}" for k, v in versions.items()))
     ok = True
