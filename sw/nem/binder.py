@@ -40,13 +40,22 @@ from nem.memory import (
     dense_strides,
 )
 from nem.opcodes import groups
-from nem.ops import CstlInt8, NotSupported, OpError, cstl_int8, nmu_requant, quant_params
+from nem.ops import (
+    CstlInt8,
+    NotSupported,
+    OpError,
+    cstl_int8,
+    nmu_group_requant,
+    nmu_requant,
+    quant_params,
+)
 from nem.registry import Registry, load_registry
 from nem.shapes import check_shapes
 from nem.taskformat import (
     ATTR_WORDS,
     DDR_ADDRESS_BITS,
     ELEM_TYPES,
+    GROUP_MINOR,
     LEVELS,
     MAX_COPY_COUNT,
     MAX_OPERANDS,
@@ -59,6 +68,7 @@ from nem.taskformat import (
     SLOTTED_ATTRS_MINOR,
     TABLE_MINOR,
     BufferEntry,
+    GroupRequantEntry,
     Program,
     QuantEntry,
     RequantEntry,
@@ -67,10 +77,12 @@ from nem.taskformat import (
     Unit,
     attr_words,
     decode_eltwise,
+    decode_group_requant,
     decode_quant,
     decode_requant,
     decode_table,
     encode_eltwise,
+    encode_group_requant,
     encode_quant,
     encode_requant,
     encode_table,
@@ -199,13 +211,25 @@ def _quant_entry(region: Region, consts: dict[str, int], label: str) -> QuantEnt
     )
 
 
-def _requant_entry(task: TaskInstance, consts: dict[str, int]) -> RequantEntry | None:
-    """The NMU output stage of an integer gemm/matmul/conv2d (``None`` for other tasks)."""
+def _requant_entry(
+    task: TaskInstance, consts: dict[str, int]
+) -> RequantEntry | GroupRequantEntry | None:
+    """The NMU output stage of an integer gemm/matmul/conv2d (``None`` for other tasks): a
+    group requantisation entry when the weight is i4 quantised per group along a reduction
+    axis (``nem.ops.nmu_group_requant``), else a requantisation entry."""
     regions = [*task.ins, *task.outs]
     if task.opcode not in groups().nmu or any(r.elem in FLOAT_TYPES for r in regions[:2]):
         return None
     try:
-        zx, rq = nmu_requant(task.opcode, regions, [quant_params(r, consts) for r in regions])
+        qps = [quant_params(r, consts) for r in regions]
+        gw = nmu_group_requant(task.opcode, regions, qps)
+        if gw is not None:
+            g = gw.requant
+            return GroupRequantEntry(
+                gw.x_zero_point, g.zero_point, g.lo, g.hi, g.shift, gw.axis, gw.group_size,
+                tuple(map(int, g.multipliers)), tuple(map(int, g.w_zero_points)),
+            )
+        zx, rq = nmu_requant(task.opcode, regions, qps)
     except (OpError, NotSupported) as exc:
         raise BindError(f"{task.label}: {exc}") from None
     if rq is None:
@@ -289,7 +313,9 @@ def compute_registers(
         raise BindError(f"{label}: {exc}") from None
     writes += [(f"ATTR{j}", w) for j, w in words]
     requant = _requant_entry(task, consts)
-    if requant is not None:
+    if isinstance(requant, GroupRequantEntry):
+        writes.append(("REQUANT", data.add(encode_group_requant(requant))))
+    elif requant is not None:
         writes.append(("REQUANT", data.add(encode_requant(requant))))
     cstl = _cstl_entries(task, consts)
     if cstl is not None:
@@ -657,9 +683,17 @@ def _compute_task(
         want = _requant_entry(task, {})
     except BindError as exc:
         raise TaskFormatError(f"task {k}: {exc}") from None
+    if isinstance(want, GroupRequantEntry) and program.version < (1, GROUP_MINOR):
+        raise TaskFormatError(
+            f"task {k}: {opcode}: an i4 weight quantised per group along a reduction axis "
+            f"needs a group requantisation entry (task binary 1.{GROUP_MINOR}); this binary "
+            f"is {program.version[0]}.{program.version[1]}"
+        )
     if want is not None:
+        decode_entry = (decode_group_requant if isinstance(want, GroupRequantEntry)
+                        else decode_requant)
         try:
-            got = decode_requant(program.data, read("REQUANT"))
+            got = decode_entry(program.data, read("REQUANT"))
         except TaskFormatError as exc:
             raise TaskFormatError(f"task {k}: REQUANT: {exc}") from None
         if got != want:

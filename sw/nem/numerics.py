@@ -18,6 +18,13 @@ int8 path (TFLite-style scheme)
   ``M = s_x * s_w[n] / s_y`` by :func:`quantize_multiplier`.
 * Saturation to int8 ``[-128, 127]`` or int16; optional fused ReLU / ReLU6 clamp the
   lower (and upper) bound at the quantised 0 (and 6) before saturation.
+
+int4 weights quantised per group along a reduction axis
+--------------------------------------------------------
+One int32 accumulator per group, ``acc_g = sum (x - z_x) * (w - z_w[g])`` over the group's
+elements (the bias joins group 0), then one rounding of the 64-bit sum
+``p = sum_g acc_g * m_g`` with integer multipliers sharing one shift ``t``:
+:func:`group_requant_params`, :func:`requantize_groups`.
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ from nem.elemtypes import ELEM_RANGES, elem_type
 __all__ = [
     "ELTWISE_LEFT_SHIFT",
     "ELTWISE_OPS",
+    "GROUP_SUM_LIMIT",
     "INT_RANGES",
     "REQUANT_TYPES",
     "EltwiseParams",
+    "GroupRequant",
     "NumericsError",
     "QuantParams",
     "Requant",
@@ -49,12 +58,14 @@ __all__ = [
     "eltwise_params",
     "fold_input_zero_point",
     "gemm_int8_acc",
+    "group_requant_params",
     "maxpool_int8",
     "quantize_multiplier",
     "quantize_real",
     "reduce_max_int8",
     "requant_params",
     "requantize",
+    "requantize_groups",
     "rescale",
     "round_div",
     "round_float",
@@ -605,3 +616,127 @@ def argmax_int8(q, axis: int, keepdims: bool):
     dequantised values, dequantisation being increasing for a scale > 0."""
     out = np.argmax(np.asarray(q, dtype=np.int8), axis=axis)
     return np.expand_dims(out, axis) if keepdims else out
+
+
+# --- int4 weights quantised per group along a reduction axis ---------------------------------
+
+#: Bound on the 64-bit group sum ``p = sum_g acc_g * m_g`` of :func:`requantize_groups`:
+#: ``|p|`` must stay below it (a margin under 2**63 so that the check is exact).
+GROUP_SUM_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class GroupRequant:
+    """Requantisation of a weight quantised per group along a reduction axis.
+
+    Attributes
+    ----------
+    multipliers : numpy.ndarray of int64
+        ``m_g`` per group, in ``[0, 2**31)``: ``floor(M_g * 2**shift + 1/2)`` with
+        ``M_g = s_x * s_w[g] / s_y``.
+    w_zero_points : numpy.ndarray of int64
+        The weight zero point of each group (subtracted from the group's weights).
+    shift : int
+        ``t`` in ``[1, 62]``, common to every group: the shift of the largest ``M_g``
+        (:func:`quantize_multiplier`).
+    zero_point : int
+        Output zero point.
+    out_dtype : str
+        ``"i8"``, ``"u8"`` or ``"i16"``.
+    lo, hi : int
+        Clamp bounds after adding the zero point.
+    """
+
+    multipliers: np.ndarray
+    w_zero_points: np.ndarray
+    shift: int
+    zero_point: int
+    out_dtype: str
+    lo: int
+    hi: int
+
+
+def group_requant_params(x_scale, w_scales, w_zero_points, y_scale, y_zero_point, *,
+                         out_dtype="i8", w_range=(-8, 7)):
+    """Requantisation parameters of a per-group weight (``docs/numerics.md``).
+
+    Parameters
+    ----------
+    x_scale : float
+        Input activation scale (per tensor).
+    w_scales, w_zero_points : array_like
+        Scale and zero point of each weight group.
+    y_scale : float
+        Output scale.
+    y_zero_point : int
+        Output zero point.
+    out_dtype : {"i8", "u8", "i16"}
+    w_range : (int, int)
+        Code range of the weights; a zero point outside it is an error.
+
+    Returns
+    -------
+    GroupRequant
+
+    Raises
+    ------
+    NumericsError
+        When a scale is not positive, a zero point is out of range, or the largest
+        multiplier is outside what :func:`quantize_multiplier` represents.
+    """
+    if out_dtype not in INT_RANGES:
+        raise NumericsError(f"out_dtype must be one of {sorted(INT_RANGES)}, not {out_dtype!r}")
+    lo, hi = INT_RANGES[out_dtype]
+    if not lo <= y_zero_point <= hi:
+        raise NumericsError(f"output zero point {y_zero_point} outside {out_dtype} [{lo}, {hi}]")
+    scales = [float(v) for v in np.atleast_1d(np.asarray(w_scales, dtype=np.float64))]
+    zps = [int(v) for v in np.atleast_1d(np.asarray(w_zero_points))]
+    if len(scales) != len(zps) or not scales:
+        raise NumericsError(f"{len(scales)} group scales and {len(zps)} zero points")
+    if not (x_scale > 0 and y_scale > 0 and all(v > 0 for v in scales)):
+        raise NumericsError("scales must be > 0")
+    bad = [z for z in zps if not w_range[0] <= z <= w_range[1]]
+    if bad:
+        raise NumericsError(f"weight zero point {bad[0]} outside the weights' range {w_range}")
+    reals = [float(x_scale) * v / float(y_scale) for v in scales]
+    _, t = quantize_multiplier(max(reals))
+    ms = [math.floor(math.ldexp(r, t) + 0.5) for r in reals]
+    return GroupRequant(np.array(ms, dtype=np.int64), np.array(zps, dtype=np.int64), t,
+                        int(y_zero_point), out_dtype, lo, hi)
+
+
+def requantize_groups(accs, gq: GroupRequant):
+    """Requantise the per-group accumulators of one output (``docs/numerics.md``).
+
+    Parameters
+    ----------
+    accs : numpy.ndarray
+        ``acc_g`` stacked on the first axis (``[groups, ...]``), each an int32 value.
+    gq : GroupRequant
+
+    Returns
+    -------
+    numpy.ndarray
+        ``clamp(((sum_g acc_g * m_g) + 2**(t-1)) >> t) + z_y, lo, hi)`` in the output type.
+
+    Raises
+    ------
+    NumericsError
+        When an accumulator leaves int32 or the group sum reaches ``GROUP_SUM_LIMIT``.
+    """
+    accs = np.asarray(accs, dtype=np.int64)
+    if accs.shape[0] != gq.multipliers.size:
+        raise NumericsError(f"{accs.shape[0]} group accumulators, {gq.multipliers.size} groups")
+    if accs.size and (accs.min() < -(1 << 31) or accs.max() >= 1 << 31):
+        raise NumericsError("int32 accumulator overflow")
+    m = gq.multipliers.reshape((-1,) + (1,) * (accs.ndim - 1))
+    # Each product is below 2**62 in magnitude; the int64 sum wraps only if the true sum
+    # leaves int64, which the float64 bound below excludes (its rounding error, a relative
+    # n_groups * 2**-53, is far below the margin between 2**62 and 2**63).
+    bound = np.abs(accs.astype(np.float64) * m.astype(np.float64)).sum(axis=0)
+    if bound.size and bound.max() >= GROUP_SUM_LIMIT:
+        raise NumericsError("group sum reaches 2**62")
+    p = (accs * m).sum(axis=0)
+    t = np.int64(gq.shift)
+    y = np.clip(((p + (np.int64(1) << (t - 1))) >> t) + gq.zero_point, gq.lo, gq.hi)
+    return y.astype(elem_type(gq.out_dtype).dtype)

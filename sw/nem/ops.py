@@ -30,10 +30,12 @@ import numpy as np
 from nem import opcodes
 from nem.checker import Region
 from nem.consteval import EvalError, evaluate
-from nem.elemtypes import BITS, FLOAT_TYPES
+from nem.elemtypes import BITS, ELEM_RANGES, FLOAT_TYPES
 from nem.numerics import (
     ELTWISE_OPS,
+    REQUANT_TYPES,
     EltwiseParams,
+    GroupRequant,
     NumericsError,
     QuantParams,
     Requant,
@@ -44,11 +46,13 @@ from nem.numerics import (
     eltwise_int8,
     eltwise_params,
     fold_input_zero_point,
+    group_requant_params,
     maxpool_int8,
     quantize_real,
     reduce_max_int8,
     requant_params,
     requantize,
+    requantize_groups,
     round_float,
 )
 from nem.shapes import conv_out
@@ -58,13 +62,16 @@ __all__ = [
     "BINARY",
     "UNARY",
     "CstlInt8",
+    "GroupWeights",
     "NotSupported",
     "OpError",
     "Work",
     "cstl_int8",
     "lookup_table",
+    "nmu_group_requant",
     "nmu_requant",
     "quant_params",
+    "reduction_axes",
     "run_compute",
     "table_opcodes",
 ]
@@ -157,12 +164,100 @@ def _weight_scales(qp: QuantParams, region: Region, channels: int, what: str) ->
         )
     if qp.axis is None:
         return np.repeat(qp.scales, channels)
-    if qp.axis % len(region.shape) != len(region.shape) - 1 or qp.group_size is not None:
+    if qp.axis % len(region.shape) != len(region.shape) - 1:
         raise NotSupported(
-            f"{what}: weight {region.label} must be quantised per tensor or per output "
-            "channel (the last axis)"
+            f"{what}: weight {region.label} must be quantised per tensor, per output channel "
+            "(the last axis), or per group along the last axis or a reduction axis"
         )
+    if qp.group_size is not None:  # groups of output channels: one scale per channel
+        return qp.scales[np.arange(channels) // qp.group_size]
     return qp.scales
+
+
+def reduction_axes(name: str, rank: int) -> tuple[int, ...]:
+    """The axes of an NMU opcode's weight (B of gemm/matmul, HWIO W of conv2d) that the
+    accumulation sums over: K of ``[..., K, N]``, H, W and I of ``HWIO``."""
+    return (0, 1, 2) if name == "conv2d" else (rank - 2,)
+
+
+@dataclass(frozen=True)
+class GroupWeights:
+    """The int4 per-group scheme of one NMU task (``docs/numerics.md``): the weight's
+    groups run along ``axis`` (a reduction axis), ``group_size`` elements each."""
+
+    x_zero_point: int
+    axis: int
+    group_size: int
+    requant: GroupRequant
+
+
+def nmu_group_requant(name: str, regions: list[Region], qps: list) -> GroupWeights | None:
+    """The per-group output stage of an integer gemm/matmul/conv2d whose weight is
+    quantised per group along a reduction axis; ``None`` for any other task.
+
+    ``regions`` and ``qps`` as for :func:`nmu_requant`; the binder stores the result.
+
+    Raises
+    ------
+    OpError, NotSupported
+        When the other operands do not fit the scheme (i4 weights, X and Y per tensor).
+    """
+    wr, yr = regions[1], regions[-1]
+    qx, qw, qy = qps[0], qps[1], qps[-1]
+    if name not in opcodes.groups().nmu or qw is None or qw.group_size is None:
+        return None
+    rank = len(wr.shape)
+    axis = qw.axis % rank
+    if axis == rank - 1:
+        return None  # groups of output channels: per-channel scales (nmu_requant)
+    if axis not in reduction_axes(name, rank):
+        raise NotSupported(
+            f"{name}: weight {wr.label} is quantised per group along batch axis {qw.axis}; "
+            "groups run along a reduction axis or the output channels"
+        )
+    if wr.elem != "i4":
+        raise NotSupported(
+            f"{name}: weight {wr.label} is {wr.elem} quantised per group along reduction axis "
+            f"{qw.axis}: that is the int4 weight format (elem=i4); quantise {wr.elem} weights "
+            "per tensor or per output channel"
+        )
+    if qx is None or qy is None or yr.elem not in REQUANT_TYPES:
+        raise OpError(
+            f"{name}: a weight quantised per group needs a quantised input and a quantised "
+            f"{'/'.join(REQUANT_TYPES)} output (each group has its own scale)"
+        )
+    if qx.axis is not None or qy.axis is not None:
+        raise NotSupported(f"{name}: input and output must be quantised per tensor")
+    try:
+        rq = group_requant_params(
+            float(qx.scales[0]), qw.scales, qw.zero_points, float(qy.scales[0]),
+            int(qy.zero_points[0]), out_dtype=yr.elem, w_range=ELEM_RANGES[wr.elem],
+        )
+    except NumericsError as exc:
+        raise OpError(f"{name}: {exc}") from None
+    return GroupWeights(int(qx.zero_points[0]), axis, qw.group_size, rq)
+
+
+def _group_path(name, x, w, bias, gw: GroupWeights, acc_fn):
+    """int4 weights per group: one int32 accumulator per group of ``w`` along ``gw.axis``
+    (``acc_fn(x - z_x, w_g)`` with ``w_g`` the group's ``w - z_w[g]``, 0 elsewhere), the
+    bias in group 0, then :func:`nem.numerics.requantize_groups`."""
+    w = np.asarray(w, np.int64)
+    xz = np.asarray(x, np.int64) - gw.x_zero_point
+    index = np.arange(w.shape[gw.axis]) // gw.group_size
+    along = [1] * w.ndim
+    along[gw.axis] = w.shape[gw.axis]
+    index = index.reshape(along)
+    accs = []
+    for g, zw in enumerate(gw.requant.w_zero_points):
+        acc = acc_fn(xz, np.where(index == g, w - int(zw), 0))
+        if g == 0 and bias is not None:
+            acc = acc + bias
+        accs.append(acc)
+    try:
+        return requantize_groups(np.stack(accs), gw.requant)
+    except NumericsError as exc:
+        raise OpError(f"{name}: {exc}") from None
 
 
 def nmu_requant(name: str, regions: list[Region], qps: list) -> tuple[int, Requant | None]:
@@ -235,6 +330,10 @@ def _gemm(name, vals, regions, qps, attrs):
             if regions[2].elem != "i32":
                 raise NotSupported(f"{name}: an integer gemm's bias must be i32")
             bias = np.asarray(c, np.int64)
+        gw = nmu_group_requant(name, regions, qps)
+        if gw is not None:
+            out = _group_path(name, a, b, bias, gw, np.matmul)
+            return [out], Work(macs=macs)
         out = _int_path(name, a, b, bias, regions, qps, _matmul_acc, reduce_axes=-2)
         return [out], Work(macs=macs)
     real = np.matmul(_real(a, regions[0], qps[0]), _real(b, regions[1], qps[1]))
@@ -298,6 +397,14 @@ def _conv2d(name, vals, regions, qps, attrs):
                 raise NumericsError("int32 accumulator overflow")
             return acc
 
+        gw = nmu_group_requant(name, regions, qps)
+        if gw is not None:
+            def group_acc(xz, wg):
+                # x - z_x is 0 at a padded position (docs/numerics.md)
+                return _conv_real(xz, wg, pads, strides, dil, groups)
+
+            out = _group_path(name, x, w, bias, gw, group_acc)
+            return [out], Work(macs=macs)
         out = _int_path(name, x, w, bias, regions, qps, acc_fn, reduce_axes=(0, 1, 2))
         return [out], Work(macs=macs)
     real = _conv_real(

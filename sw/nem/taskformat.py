@@ -49,6 +49,9 @@ __all__ = [
     "DDR_ADDRESS_BITS",
     "ELEM_TYPES",
     "ELTWISE_ENTRY",
+    "GROUP_MINOR",
+    "GROUP_REQUANT_ENTRY",
+    "GROUP_REQUANT_GROUP",
     "HEADER",
     "HEADER_FIELDS",
     "ID_VALUES",
@@ -80,6 +83,7 @@ __all__ = [
     "WRITE_FIELDS",
     "AttrSlot",
     "BufferEntry",
+    "GroupRequantEntry",
     "Program",
     "QuantEntry",
     "Register",
@@ -93,11 +97,13 @@ __all__ = [
     "data_offset",
     "decode",
     "decode_eltwise",
+    "decode_group_requant",
     "decode_quant",
     "decode_requant",
     "decode_table",
     "encode",
     "encode_eltwise",
+    "encode_group_requant",
     "encode_quant",
     "encode_requant",
     "encode_table",
@@ -107,10 +113,13 @@ __all__ = [
 
 MAGIC = b"NEMB"
 #: (major, minor): a reader accepts its own major version and any minor version up to its own.
-VERSION = (1, 3)
+VERSION = (1, 4)
 #: Task binary minor version that added the compute register ``TABLE`` (the map's last
 #: register); a 1.2 reader refuses its index.
 TABLE_MINOR = 3
+#: Task binary minor version that added the group requantisation entry
+#: (``GROUP_REQUANT_ENTRY``: int4 weights quantised per group along a reduction axis).
+GROUP_MINOR = 4
 
 #: The program header (68 bytes). A 1.0 binary had a reserved 0 where 1.1 has
 #: ``data_bytes``: it reads as one without a data section.
@@ -274,6 +283,26 @@ REQUANT_CHANNEL = Record("requantisation channel", [
     ("multiplier", "i32", "fixed-point multiplier (docs/numerics.md)"),
     ("shift", "i32", "right shift"),
 ])
+#: The head of a group requantisation entry (32 bytes), the NMU output stage of an integer
+#: gemm/matmul/conv2d whose i4 weight is quantised per group along a reduction axis (since
+#: 1.4); ``groups`` GROUP_REQUANT_GROUP records follow. Word 4 holds the record count, as
+#: in REQUANT_ENTRY, and a record is 8 bytes in both, so a reader of either finds the
+#: entry's end. The arithmetic is ``nem.numerics.requantize_groups`` (docs/numerics.md).
+GROUP_REQUANT_ENTRY = Record("group requantisation entry", [
+    ("x_zero_point", "i32", "subtracted from every input element"),
+    ("y_zero_point", "i32", "added to every requantised output"),
+    ("lo", "i32", "clamp low"),
+    ("hi", "i32", "clamp high"),
+    ("groups", "u32", "GROUP_REQUANT_GROUP records that follow (>= 1)"),
+    ("shift", "i32", "right shift of the 64-bit group sum, common to every group"),
+    ("axis", "i32", "weight axis the groups run along (K of B[..., K, N]; H, W or I of HWIO)"),
+    ("group_size", "u32", "weight elements per group along axis (the last may be shorter)"),
+])
+#: One group of a group requantisation entry (8 bytes).
+GROUP_REQUANT_GROUP = Record("group requantisation group", [
+    ("multiplier", "i32", "m_g: the group accumulator's multiplier, in [0, 2**31)"),
+    ("w_zero_point", "i32", "zero point of the group's weights"),
+])
 #: ``TABLE`` when the task has no lookup table.
 NO_TABLE = 0xFFFFFFFF
 #: Bytes of a lookup table: one output code per input byte value.
@@ -416,6 +445,86 @@ def decode_requant(data: bytes, offset: int) -> RequantEntry:
     chans = [REQUANT_CHANNEL.unpack(data, at + REQUANT_CHANNEL.size * c) for c in range(n)]
     return RequantEntry(head["x_zero_point"], head["y_zero_point"], head["lo"], head["hi"],
                         tuple(c["multiplier"] for c in chans), tuple(c["shift"] for c in chans))
+
+
+@dataclass(frozen=True)
+class GroupRequantEntry:
+    """The NMU output stage of an integer gemm/matmul/conv2d with an i4 weight quantised per
+    group along a reduction axis, as the data section holds it (since 1.4).
+
+    Group ``g`` holds the weights whose index along ``axis`` is in
+    ``[g * group_size, (g + 1) * group_size)``; its int32 accumulator of
+    ``(x - x_zero_point) * (w - w_zero_points[g])`` (group 0 also holds the bias) is
+    multiplied by ``multipliers[g]``; the 64-bit sum over the groups is shifted right by
+    ``shift`` with rounding, ``y_zero_point`` added and the result clamped to ``[lo, hi]``
+    (``docs/numerics.md``).
+    """
+
+    x_zero_point: int
+    y_zero_point: int
+    lo: int
+    hi: int
+    shift: int
+    axis: int
+    group_size: int
+    multipliers: tuple[int, ...]
+    w_zero_points: tuple[int, ...]
+
+
+def encode_group_requant(entry: GroupRequantEntry) -> bytes:
+    """The bytes of one group requantisation entry (a multiple of 8)."""
+    n = len(entry.multipliers)
+    if n == 0 or n != len(entry.w_zero_points):
+        raise TaskFormatError(f"group requantisation entry: {n} multipliers, "
+                              f"{len(entry.w_zero_points)} weight zero points")
+    values = (entry.x_zero_point, entry.y_zero_point, entry.lo, entry.hi, entry.shift,
+              entry.axis, *entry.multipliers, *entry.w_zero_points)  # fmt: skip
+    if not all(-(1 << 31) <= v < 1 << 31 for v in values) or \
+            not 0 < entry.group_size < 1 << 32:
+        raise TaskFormatError("group requantisation entry: a value does not fit its field")
+    head = GROUP_REQUANT_ENTRY.pack(
+        x_zero_point=entry.x_zero_point, y_zero_point=entry.y_zero_point, lo=entry.lo,
+        hi=entry.hi, groups=n, shift=entry.shift, axis=entry.axis,
+        group_size=entry.group_size,
+    )
+    body = b"".join(GROUP_REQUANT_GROUP.pack(multiplier=m, w_zero_point=z)
+                    for m, z in zip(entry.multipliers, entry.w_zero_points, strict=True))
+    return head + body
+
+
+def decode_group_requant(data: bytes, offset: int) -> GroupRequantEntry:
+    """Read the group requantisation entry at ``offset`` of a data section.
+
+    Raises
+    ------
+    TaskFormatError
+        When the entry is misaligned, has no group, or does not fit in the section.
+    """
+    where = f"data section offset {offset}"
+    if offset % DATA_ALIGN:
+        raise TaskFormatError(
+            f"{where}: a group requantisation entry starts on a multiple of {DATA_ALIGN}"
+        )
+    if offset + GROUP_REQUANT_ENTRY.size > len(data):
+        raise TaskFormatError(
+            f"{where}: a group requantisation entry needs {GROUP_REQUANT_ENTRY.size} bytes, "
+            f"the data section has {len(data)}"
+        )
+    head = GROUP_REQUANT_ENTRY.unpack(data, offset)
+    n = head["groups"]
+    if n == 0 or offset + GROUP_REQUANT_ENTRY.size + GROUP_REQUANT_GROUP.size * n > len(data):
+        raise TaskFormatError(
+            f"{where}: a group requantisation entry of {n} groups does not fit in the "
+            f"{len(data)}-byte data section"
+        )
+    at = offset + GROUP_REQUANT_ENTRY.size
+    rows = [GROUP_REQUANT_GROUP.unpack(data, at + GROUP_REQUANT_GROUP.size * g)
+            for g in range(n)]
+    return GroupRequantEntry(
+        head["x_zero_point"], head["y_zero_point"], head["lo"], head["hi"], head["shift"],
+        head["axis"], head["group_size"], tuple(r["multiplier"] for r in rows),
+        tuple(r["w_zero_point"] for r in rows),
+    )
 
 
 def encode_table(codes) -> bytes:

@@ -39,10 +39,10 @@ def _small() -> Program:
 
 def test_bytes_by_hand():
     data = encode(_small())
-    # header: "NEMB", version 1.3, header size 68, the hash, 1 task, 2 buffers, table at 68,
+    # header: "NEMB", version 1.4, header size 68, the hash, 1 task, 2 buffers, table at 68,
     # tasks at 68 + 2 * 56 = 180, task stream 12 + 2 * 5 = 22 bytes, no data section
     assert data[:4] == b"NEMB"
-    assert data[4:8] == b"\x01\x00\x03\x00"
+    assert data[4:8] == b"\x01\x00\x04\x00"
     assert data[8:12] == (68).to_bytes(4, "little")
     assert data[12:44] == DEV
     assert [int.from_bytes(data[k : k + 4], "little") for k in range(44, 68, 4)] == [
@@ -152,11 +152,11 @@ def test_bad_binaries_name_the_field():
     good = encode(_small())
     with pytest.raises(TaskFormatError, match=r"offset 0: magic b'XEMB'"):
         decode(b"X" + good[1:])
-    with pytest.raises(TaskFormatError, match=r"offset 4: format version 2\.3"):
+    with pytest.raises(TaskFormatError, match=r"offset 4: format version 2\.4"):
         decode(good[:4] + b"\x02\x00" + good[6:])
-    with pytest.raises(TaskFormatError, match=r"offset 4: format version 1\.4; this reader "
-                                              r"handles 1\.0 to 1\.3"):
-        decode(good[:6] + b"\x04\x00" + good[8:])
+    with pytest.raises(TaskFormatError, match=r"offset 4: format version 1\.5; this reader "
+                                              r"handles 1\.0 to 1\.4"):
+        decode(good[:6] + b"\x05\x00" + good[8:])
     # a 1.0 binary (reserved 0 where 1.1 has the data section size) still reads
     assert decode(good[:6] + b"\x00\x00" + good[8:]).tasks == _small().tasks
     with pytest.raises(TaskFormatError, match="offset 12: bound for device"):

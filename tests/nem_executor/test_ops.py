@@ -506,8 +506,10 @@ def test_gemm_int8_requantisation_rounds_half_up_and_saturates():
     "wquant,why",
     [
         (Q((0.01,), (1,)), "zero point"),
-        (Q((0.01, 0.02), (0, 0), axis=1, group=2), "per tensor or per output channel"),
-        (Q((0.01, 0.02, 0.03), (0, 0, 0), axis=0), "per tensor or per output channel"),
+        # per group along K is the int4 format (tests/nem_executor/test_int4_groups.py);
+        # groups of output channels (axis 1) are per-channel scales and run
+        (Q((0.01, 0.02), (0, 0), axis=0, group=2), "that is the int4 weight format"),
+        (Q((0.01, 0.02, 0.03), (0, 0, 0), axis=0), "per tensor, per output channel"),
     ],
 )
 def test_gemm_int8_weight_quantisation_not_supported(wquant, why):
