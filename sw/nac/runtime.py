@@ -128,7 +128,7 @@ def _conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups
 
 
 def _pool2d(x, kernel, stride, padding, reduce, dilation=(1, 1), ceil_mode=False,
-            count_include_pad=True):
+            count_include_pad=True, divisor=None):
     kernel = _pairs(f"{reduce}_pool2d kernel_size", kernel, 1)
     stride = _pairs(f"{reduce}_pool2d stride", stride, 1) if stride else kernel
     padding = _pairs(f"{reduce}_pool2d padding", padding, 0)
@@ -152,7 +152,12 @@ def _pool2d(x, kernel, stride, padding, reduce, dilation=(1, 1), ceil_mode=False
     if not count_include_pad and any(padding):
         raise NacRuntimeError("avg_pool2d with count_include_pad=False and padding is not "
                             "supported")
-    return stack.mean(axis=0, dtype=np.float32)
+    if divisor is None:
+        return stack.mean(axis=0, dtype=np.float32)
+    if not isinstance(divisor, int) or isinstance(divisor, bool) or divisor == 0:
+        raise NacRuntimeError(f"avg_pool2d divisor_override must be a non-zero integer, got "
+                              f"{divisor!r}")
+    return stack.sum(axis=0, dtype=np.float32) / np.float32(divisor)
 
 
 def _softmax(x, dim, *_):
@@ -201,6 +206,15 @@ def _sdpa(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None, enable
         raise NacRuntimeError(f"scaled_dot_product_attention needs q, k, v of rank >= 2 and "
                               f"a non-empty head, got {list(q.shape)}, {list(k.shape)}, "
                               f"{list(v.shape)}")
+    if enable_gqa and k.shape[-3:-2] != q.shape[-3:-2]:
+        # Grouped-query attention: each key/value head serves a group of query heads.
+        if q.ndim < 3 or k.ndim < 3 or v.ndim < 3 or k.shape[-3] != v.shape[-3] or \
+                k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
+            raise NacRuntimeError(f"scaled_dot_product_attention with enable_gqa: the key and "
+                                  f"value heads must divide the query heads, got "
+                                  f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
+        repeat = q.shape[-3] // k.shape[-3]
+        k, v = np.repeat(k, repeat, axis=-3), np.repeat(v, repeat, axis=-3)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = _matmul(q, np.swapaxes(k, -1, -2)) * np.float32(scale)
     if is_causal:
@@ -354,6 +368,8 @@ def _instance_norm(x, w, b, mean, var, use_input_stats, momentum, eps, *_):
 
 def _pool1d(reduce):
     def pool(x, kernel, stride=(), padding=(0,), *rest):
+        if np.ndim(x) == 2:  # (C, L) without a batch axis, as ATen accepts it
+            return pool(x[None], kernel, stride, padding, *rest)[0]
         kernel, stride = list(kernel), list(stride) or list(kernel)
         padding = list(padding)
         if reduce == "max":
@@ -397,7 +413,7 @@ KERNELS = {
     "aten.max_pool2d.default": lambda x, k, s=(), p=(0, 0), d=(1, 1), ceil=False: _pool2d(
         x, k, s, p, "max", d, ceil),
     "aten.avg_pool2d.default": lambda x, k, s=(), p=(0, 0), ceil=False, incl=True, div=None:
-        _pool2d(x, k, s, p, "avg", ceil_mode=ceil, count_include_pad=incl),
+        _pool2d(x, k, s, p, "avg", ceil_mode=ceil, count_include_pad=incl, divisor=div),
     "aten.adaptive_avg_pool2d.default": _adaptive_avg_pool2d,
     "aten.softmax.int": _softmax,
     "aten.layer_norm.default": _layer_norm,
