@@ -73,6 +73,7 @@ TARGETS = {t.module: t for t in (
     _T("nac.runtime", ("tests/nac_compiler/test_frontend.py",
                        "tests/nac_compiler/test_op_coverage.py",
                        "tests/nac_compiler/test_runtime_hardening.py",
+                       "tests/nac_compiler/test_runtime_kernels.py",
                        "tests/nac_compiler/test_zoo.py")),
     _T("npu.nac.decoder", ("tests/hw/test_decoder.py", "tests/hw/test_decoder_vs_container.py"),
        "rtl"),
