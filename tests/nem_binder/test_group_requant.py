@@ -168,3 +168,13 @@ def test_the_nmu_refuses_int4_weights_as_a_type():
         decode_task(regs)
     assert err.value.cause == Cause.TYPE
     assert _rtl_cause(regs) == Cause.TYPE
+
+
+@pytest.mark.parametrize("device", ["engine_small", "engine_sim"])
+def test_the_engine_devices_do_not_offer_int4(device):
+    # The first guard before the RTL: the engine's devices list no gemm.int4 / conv2d.int4
+    # variant, so an int4 program for them fails the check, naming the variant it needs.
+    devices = Path(__file__).resolve().parents[2] / "hw" / "npu" / "devices"
+    text = GEMM_I4.replace('device "ops_device.nem"', f'device "{device}.nem"')
+    (d,) = check_text(text, file="g.nem", base_dir=str(devices)).diagnostics
+    assert d.code == "E709" and "gemm matches gemm.int4.no_bias, which device" in d.message
