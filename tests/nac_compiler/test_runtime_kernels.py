@@ -813,3 +813,40 @@ def test_compiled_models_match_torch(make, shapes):
     nac, _, _ = compile_module(module, args)
     (out,) = run(nac, [a.numpy() for a in args])
     _close(out, module(*args), atol=1e-5)
+
+
+# --- parameters and the operands named in a kernel's error --------------------------------
+
+def test_load_param_values_and_errors():
+    from nac.container import NacFile, QuantParams, Tensor
+    from nac.encoding import DType, QuantMethod
+
+    def tensor(quant, params, data, dtype=DType.INT8, shape=(3,)):
+        return Tensor(dtype, shape, quant, params, bytes(data))
+
+    # int8 codes 2, -1, 7 times the scale 0.5 (the byte 255 is -1).
+    good = tensor(QuantMethod.INT8_TENSOR, QuantParams(scales=(0.5,)), [2, 255, 7])
+    np.testing.assert_array_equal(runtime._load_param(NacFile(), 3, "w", {3: good}),
+                                  np.array([1.0, -0.5, 3.5], np.float32))
+    _refuses(lambda: runtime._load_param(NacFile(), 3, "w", {}),
+             "parameter 3 ('w') has no tensor (internal or external)")
+    two = tensor(QuantMethod.INT8_TENSOR, QuantParams(scales=(0.5, 1.0)), [0, 0, 0])
+    _refuses(lambda: runtime._load_param(NacFile(), 3, "w", {3: two}),
+             "parameter 3: tensor w: INT8_TENSOR needs exactly one scale")
+    fp8 = tensor(QuantMethod.BLOCK_FP8, QuantParams(scales=(1.0,), block_size=4,
+                                                    orig_shape=(3,)), [0, 0], DType.UINT8, (2,))
+    _refuses(lambda: runtime._load_param(NacFile(), 3, "w", {3: fp8}),
+             "parameter 3 ('w'): BLOCK_FP8 orig_shape [3] has more elements than the 2 stored")
+
+
+def test_operands_name_their_origin():
+    from nac.container import Instruction
+
+    # Instruction 6 with D = (-2, 0, -1): a tensor from instruction 4 (user input 0), a
+    # constant, a tensor from instruction 5.
+    ins = Instruction(20, 1, (1, 7), (-2, 0, -1))
+    args = [np.zeros((2, 3), np.float32), 5, np.zeros(3, np.int64)]
+    assert runtime._operands(args, {4: "input 0 ('x')"}, ins, 6) == \
+        " (tensor operands: float32 [2, 3] from input 0 ('x'); int64 [3])"
+    assert runtime._operands(args, {}, ins, 6) == " (tensor operands: float32 [2, 3]; int64 [3])"
+    assert runtime._operands([5, [1, 2]], {}, Instruction(20, 1, (1, 7, 8), (0, 0)), 6) == ""
