@@ -250,7 +250,11 @@ def _group_path(name, x, w, bias, gw: GroupWeights, acc_fn):
     index = index.reshape(along)
     accs = []
     for g, zw in enumerate(gw.requant.w_zero_points):
-        acc = acc_fn(xz, np.where(index == g, w - int(zw), 0))
+        if acc_fn is np.matmul:  # K is the last axis of x: the group's slice alone
+            ks = slice(g * gw.group_size, (g + 1) * gw.group_size)
+            acc = np.matmul(xz[..., ks], w[..., ks, :] - int(zw))
+        else:
+            acc = acc_fn(xz, np.where(index == g, w - int(zw), 0))
         if g == 0 and bias is not None:
             acc = acc + bias
         accs.append(acc)
