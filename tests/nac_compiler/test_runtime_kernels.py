@@ -258,6 +258,7 @@ AVG_POOL2D = [  # input shape, kernel, stride, padding, count_include_pad, divis
     ((1, 2, 7, 6), (2, 3), (1, 2), (0, 0), False, None),
     ((1, 2, 7, 6), (3, 2), (2, 1), (1, 1), True, 5),
     ((1, 2, 6, 6), (2, 2), (), (0, 0), True, -3),
+    ((1, 2, 6, 6), (2, 2), (), (0, 0), True, 1),
 ]
 
 
@@ -270,6 +271,14 @@ def test_avg_pool2d_matches_torch(xs, kernel, stride, padding, incl, divisor):
                                              False, incl, divisor)
     ref = F.avg_pool2d(_t(x), kernel, stride or None, padding, False, incl, divisor)
     _close(out, ref)
+
+
+def test_avg_pool2d_computes_in_float32():
+    # Average pooling sums in float32 and returns float32 whatever the operand's float type.
+    x = _rand(1, 1, 4, 4).astype(np.float64)
+    ref = F.avg_pool2d(_t(x.astype(np.float32)), 2)
+    _close(runtime._pool2d(x, 2, None, 0, "avg"), ref)
+    _close(runtime._pool2d(x, 2, None, 0, "avg", divisor=4), ref)
 
 
 def test_pool2d_defaults():
