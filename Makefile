@@ -5,6 +5,8 @@
 #   make lint      ruff + verilator --lint-only -Wall on the generated Verilog
 #   make bench     benchmark scripts (tests/bench/bench_*.py), numbers on stdout
 #   make fuzz      long fuzzing runs of every reader (tests/fuzz/fuzz_*.py)
+#   make bitstream ULX3S-85F bitstream of the board top into build/fpga/ulx3s-85f/ (docs/board.md)
+#   make program   load it with openFPGALoader (where installed)
 #   make mutate    mutation testing with mutmut (docs/testing.md; MODULES=..., BUDGET=min)
 #   make clean     remove build/ and caches (keeps .venv; `make distclean` removes it too)
 
@@ -15,7 +17,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 300
 
-.PHONY: all venv test sim verilog lint bench fuzz mutate clean distclean
+.PHONY: all venv test sim verilog lint bench fuzz mutate clean distclean bitstream program
 
 all: test
 
@@ -54,6 +56,23 @@ bench: $(FPGA_STAMP)
 fuzz: $(STAMP)
 	@set -e; for s in tests/fuzz/fuzz_*.py; do \
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
+
+# The board build (npu.board.build): PLL_MHZ, BOARD_DEVICE (small | none), BOARD_SEED, MEMORY (bytes).
+BITSTREAM_DIR ?= build/fpga/ulx3s-85f
+PLL_MHZ ?= 25
+BOARD_DEVICE ?= small
+BOARD_SEED ?= 1
+bitstream: $(FPGA_STAMP)
+	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) --pll-mhz $(PLL_MHZ) \
+	  --seed $(BOARD_SEED) $(if $(MEMORY),--memory $(MEMORY))
+
+program:
+	@test -f $(BITSTREAM_DIR)/board_top.bit || { \
+	  echo "make program: no $(BITSTREAM_DIR)/board_top.bit; run make bitstream first"; exit 1; }
+	@command -v openFPGALoader >/dev/null || { \
+	  echo "make program: openFPGALoader is not installed (Debian: apt install openfpgaloader);"; \
+	  echo "  load $(BITSTREAM_DIR)/board_top.bit with any ECP5 programmer"; exit 1; }
+	openFPGALoader --board ulx3s $(BITSTREAM_DIR)/board_top.bit
 
 # Mutation testing: mutmut from the mutate extra; results cached in build/mutate/.
 MUTATE_STAMP := $(VENV)/.installed-mutate
