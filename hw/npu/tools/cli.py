@@ -18,7 +18,7 @@ __all__ = ["COMMAND_MODULES", "build_parser", "main"]
 
 #: Modules that contribute subcommands, in help order.
 COMMAND_MODULES = ("npu.tools.hwcli", "nac.cli", "nac.compile_cli", "nem.cli",
-                   "npu.tools.nem_sim", "npu.tools.run_rtl")
+                   "npu.tools.nem_sim", "npu.tools.run_rtl", "npu.board.host")
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, tuple[type[BaseException], ...]]:
