@@ -226,8 +226,10 @@ def test_conv2d_nhwc_errors(monkeypatch):
 def test_conv2d_nhwc_keeps_the_operand_type():
     x, w = _rand(1, 3, 3, 2), _rand(2, 2, 2, 1)
     assert runtime._conv2d_nhwc(x, w, 1, (0, 0, 0, 0)).dtype == np.float32
-    out = runtime._conv2d_nhwc(x.astype(np.float64), w.astype(np.float64), 1, (0, 0, 0, 0))
-    assert out.dtype == np.float64
+    # The result has the promoted type of both operands, whichever of them is wider.
+    for xt, wt in [(np.float64, np.float64), (np.float32, np.float64), (np.float64, np.float32)]:
+        out = runtime._conv2d_nhwc(x.astype(xt), w.astype(wt), 1, (0, 0, 0, 0))
+        assert out.dtype == np.float64
 
 
 # --- 2-D and 1-D pooling ------------------------------------------------------------------
@@ -675,6 +677,7 @@ def test_group_norm_errors():
     _refuses(lambda: gn(_rand(2, 4, 3), 0), "group_norm: 0 groups do not divide the 4 channels")
     _refuses(lambda: gn(_rand(2, 4, 3), 2.0),
              "group_norm: 2.0 groups do not divide the 4 channels")
+    _refuses(lambda: gn(_rand(3, 5), 2), "group_norm: 2 groups do not divide the 5 channels")
     _refuses(lambda: gn(_rand(4), 2), "group_norm: 2 groups do not divide the 0 channels")
 
 
