@@ -1,0 +1,112 @@
+"""The host session of ``npu board run`` against the bridge's Python model as the board
+(memory and CSR bank, no engine: STATUS reads what the test sets), and the serial link's
+error paths."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from nem.taskformat import BufferEntry, Program
+from npu.board import protocol as p
+from npu.board.host import BoardError, SerialLink, board_image, drive, session
+from npu.board.model import BridgeModel
+from npu.engine.config import EngineConfig
+from npu.engine.top import engine_register_map
+
+REGMAP = engine_register_map(EngineConfig.shipped("small"))
+
+
+def _board(ro):
+    model = BridgeModel(REGMAP, memory_bytes=8192, ro_values=ro)
+    decoder = p.ReplyDecoder()
+    frames = []
+
+    def transact(frame):
+        frames.append(frame)
+        (reply,) = decoder.feed(model.feed_all(frame))
+        if frame[1] == p.Command.START:
+            model.memory[320:327] = b"resulty"   # what the engine would write
+        return reply
+
+    return model, transact, frames
+
+
+def _program():
+    bufs = [BufferEntry("X", "DDR", None, 64, 0, 300), BufferEntry("Y", "DDR", None, 64, 320, 7),
+            BufferEntry("S", "L2", None, 64, 0, 64)]
+    return Program(device_hash=bytes(32), buffers=tuple(bufs), tasks=())
+
+
+def test_session_loads_starts_polls_and_reads_back():
+    program = _program()
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, 300, dtype=np.uint8)
+    binary = bytes(range(40))
+    image = board_image(program, {"X": x}, 4096, binary, 8192)
+    assert image.size == 4096 + 40
+    ro = {"STATUS": 2, "CYCLES": 99, "ERROR_CAUSE": 0}
+    model, transact, frames = _board(ro)
+    run = drive(session(program, image, 4096, REGMAP), transact)
+    assert run.status == "DONE" and run.counters["CYCLES"] == 99 and run.polls == 1
+    assert bytes(model.memory[:300]) == x.tobytes()
+    assert bytes(model.memory[4096:4136]) == binary
+    assert model.csr.values["PROG_LO"] == 4096 and model.csr.pulses == ["START"]
+    assert run.buffers["X"].tobytes() == x.tobytes()
+    assert run.buffers["Y"].tobytes() == b"resulty"   # unaligned end: word reads trimmed
+    assert set(run.buffers) == {"X", "Y"}             # L2 is not reachable
+    # chunks of at most 60 words
+    assert max(len(f) for f in frames) == 3 + 4 + 240 + 1  # sync, CMD, LEN, address, CRC
+
+
+def test_session_reports_an_engine_that_never_ends():
+    _, transact, _ = _board({"STATUS": 1})
+    image = board_image(_program(), {}, 4096, b"\x00" * 8, 8192)
+    with pytest.raises(BoardError, match="still BUSY after 3 STATUS polls"):
+        drive(session(_program(), image, 4096, REGMAP, max_polls=3), transact)
+
+
+def test_board_without_engine_and_image_checks():
+    model = BridgeModel(REGMAP, memory_bytes=8192, engine=False)
+    decoder = p.ReplyDecoder()
+
+    def transact(frame):
+        return decoder.feed(model.feed_all(frame))[0]
+
+    image = board_image(_program(), {}, 4096, b"\x00" * 8, 8192)
+    with pytest.raises(BoardError, match="no engine"):
+        drive(session(_program(), image, 4096, REGMAP), transact)
+    with pytest.raises(BoardError, match="buffer S in L2 needs initial bytes"):
+        board_image(_program(), {"S": np.zeros(64, np.uint8)}, 4096, b"", 8192)
+    with pytest.raises(BoardError, match="needs 4104 bytes of DDR"):
+        board_image(_program(), {}, 4096, b"\x00" * 8, 4096)
+
+
+def test_error_reply_names_the_request():
+    reply = p.Reply(p.Status.ADDRESS, b"")
+    with pytest.raises(p.ProtocolError, match="MEM_READ 0x10: the board replied ADDRESS"):
+        reply.ok("MEM_READ 0x10")
+
+
+def test_serial_link_without_a_board():
+    link = SerialLink("loop://", timeout=0.2)  # an echo: the request, never a reply
+    try:
+        with pytest.raises(BoardError, match=r"no reply from the board within 0\.2 s"):
+            link.transact(p.info())
+    finally:
+        link.close()
+    with pytest.raises(BoardError, match="cannot open /dev/nonexistent-tty"):
+        SerialLink("/dev/nonexistent-tty")
+
+
+def test_reply_decoder_skips_noise_and_rejects_bad_crc():
+    frame = p.reply_frame(p.Status.OK, struct.pack("<I", 7))
+    d = p.ReplyDecoder()
+    assert d.feed(b"\x00\x01" + frame[:3]) == []
+    assert d.feed(frame[3:]) == [p.Reply(p.Status.OK, struct.pack("<I", 7))]
+    bad = bytearray(frame)
+    bad[-1] ^= 1
+    with pytest.raises(p.ProtocolError, match="bad CRC"):
+        d.feed(bytes(bad))
