@@ -707,7 +707,8 @@ def _compute_task(
 
 
 def _check_cstl_entries(k: int, task: TaskInstance, program: Program, read) -> None:
-    """A 1.3 binary's TABLE and eltwise REQUANT entry are what the executor computes."""
+    """The TABLE and eltwise REQUANT entry of a binary of 1.3 or later are what the executor
+    computes."""
     try:
         want = _cstl_entries(task, {})
     except BindError as exc:
