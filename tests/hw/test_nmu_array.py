@@ -190,3 +190,57 @@ def test_two_banks_against_the_model():
     sim.add_testbench(bench)
     sim.run()
     assert got == want
+
+
+def test_pipeline_latency_and_bank_busy():
+    """One single-vector pixel of bank 1, output always ready (module docstring: five
+    stages). Taken at edge e, the vector is in stages 1-4 (registers) after edges e..e+3,
+    so ``bank_busy`` is 0b10 and ``busy`` high there; its result is on ``o`` from edge
+    e + 4, with acc = bias + (x - zx) . w computed here by hand: lanes 0 and 1 only
+    (count 2), x = (5, -3), zx = 1 -> (4, -4); w[row 3][lane][c] = c + 1 and -(c + 1)
+    -> 4 (c + 1) + 4 (c + 1) = 8 (c + 1); bias 100 c."""
+    dut = NmuArray(lanes=LANES, cols=COLS, wrows=WROWS, tag_width=8, banks=2)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(dut.zx, 1)
+        ctx.set(dut.o.ready, 1)
+        for c in range(COLS):
+            ctx.set(dut.bias[c], 100 * c)
+        ctx.set(dut.w_en, 1)
+        ctx.set(dut.w_bank, 1)
+        ctx.set(dut.w_row, 3)
+        ctx.set(dut.w_count, COLS)
+        for lane, sign in ((0, 1), (1, -1)):
+            ctx.set(dut.w_lane, lane)
+            for c in range(COLS):
+                ctx.set(dut.w_data[c], (sign * (c + 1)) & 0xFF)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        ctx.set(dut.i.payload.data, [5, (-3) & 0xFF] + [7] * (LANES - 2))
+        ctx.set(dut.i.payload.count, 2)
+        ctx.set(dut.i.payload.row, 3)
+        ctx.set(dut.i.payload.first, 1)
+        ctx.set(dut.i.payload.last, 1)
+        ctx.set(dut.i.payload.tag, 42)
+        ctx.set(dut.i.payload.bank, 1)
+        ctx.set(dut.i.valid, 1)
+        assert ctx.get(dut.i.ready)
+        await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        trace = []
+        for _ in range(6):
+            trace.append((ctx.get(dut.bank_busy), ctx.get(dut.busy), ctx.get(dut.o.valid)))
+            if ctx.get(dut.o.valid):
+                seen["acc"] = [ctx.get(dut.o.payload.acc[c]) for c in range(COLS)]
+                seen["tag"] = ctx.get(dut.o.payload.tag)
+            await ctx.tick()
+        seen["trace"] = trace
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["trace"] == [(0b10, 1, 0)] * 4 + [(0, 1, 1), (0, 0, 0)]
+    assert seen["acc"] == [100 * c + 8 * (c + 1) for c in range(COLS)]
+    assert seen["tag"] == 42

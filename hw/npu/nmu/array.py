@@ -9,13 +9,17 @@ accumulators out. Lanes at or beyond the vector's ``count`` contribute nothing.
 
 Protocol and timing
 -------------------
-Two register stages: (1) the vector is registered while the weight row is read (the
-buffer has read latency 1); (2) products, column sums and accumulation, and on the
-pixel's last vector the accumulators (with the pixel's tag) into the output register.
-The pipeline advances unless the output register is full, not being read, and about to
-be refilled (``i.ready``), so back-pressure on ``o`` stalls every stage. Accumulation
-wraps modulo 2**32 (an exact i32 result whenever the exact sum fits, which the executor
-requires).
+Five register stages: (1) the vector is registered while the weight row is read (the
+buffer has read latency 1); (2) the multipliers' inputs: ``x - z_x`` masked by the
+vector's ``count``, and the weight row (the MULT18X18D's input registers, in the fabric);
+(3) the products (its output registers); (4) the column sums of the adder trees; (5) the
+accumulation, and on the pixel's last vector the accumulators (with the pixel's tag) into
+the output register. A pixel's result is therefore on ``o`` three cycles later than with
+one arithmetic stage; the array still takes one vector per cycle. Every stage moves on
+``advance`` (``i.ready``), which is low only while the vector in stage 5 is a pixel's last
+and the output register is full and not being read, so back-pressure on ``o`` stalls every
+stage. Accumulation wraps modulo 2**32 (an exact i32 result whenever the exact sum fits,
+which the executor requires).
 
 The weight buffer is written through ``w_en`` / ``w_row`` / ``w_lane`` / ``w_data`` /
 ``w_count``: bytes ``0 .. w_count-1`` of ``w_data`` go to columns ``0 .. w_count-1`` of
@@ -27,13 +31,14 @@ weights load into one bank while the vectors of the previous tile read the other
 is read when its vector enters (the read data stay in the read register while the vector
 waits), so a bank may be rewritten as soon as its tile's last vector has been taken. The
 bias is the caller's: ``bias`` must show the bias of bank ``bias_bank`` (the bank of the
-vector in stage 2, which adds it on a pixel's first vector); ``bank_busy[b]`` says that a
-vector of bank ``b`` is in stage 2, i.e. that bank ``b``'s bias may still be read.
+vector in stage 5, which adds it on a pixel's first vector); ``bank_busy[b]`` says that a
+vector of bank ``b`` is in one of the stages, i.e. that bank ``b``'s bias may still be
+read.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -84,7 +89,7 @@ class NmuArray(wiring.Component):
     bias_bank : Signal(range(banks)), out
         Bank whose bias ``bias`` must show (``banks > 1`` only).
     bank_busy : Signal(banks), out
-        Bit ``b``: a vector of bank ``b`` is in stage 2 (``banks > 1`` only).
+        Bit ``b``: a vector of bank ``b`` is in the pipeline (``banks > 1`` only).
     busy : Signal, out
         A vector is in the pipeline or an output waits.
     """
@@ -132,57 +137,81 @@ class NmuArray(wiring.Component):
                                            & (c < self.w_count)),
                 ]
 
+        # Five register stages, all moving together on `advance`:
+        #   1: the vector (x1 ...) while the weight row is read (the buffer's latency)
+        #   2: the multipliers' inputs: x - zx masked by count (xm2), the row (w2)
+        #   3: the products (p3), the multipliers' output registers
+        #   4: the column sums of the adder trees (sum4)
+        #   5: the accumulate: acc = (first ? bias : acc) + sum4; on last -> o
+        # Stage k's control (valid, first, last, tag, bank) travels in ctl[k].
         advance = Signal()
-        v1 = Signal()
+        ctl_fields = {"v": 1, "first": 1, "last": 1, "tag": self.tag_width}
+        if nb > 1:
+            ctl_fields["bank"] = 1
+        ctl_layout = data.StructLayout(ctl_fields)
+        ctl = {k: Signal(ctl_layout, name=f"ctl{k}") for k in range(1, 5)}
         x1 = Signal(data.ArrayLayout(8, L))
         n1 = Signal(range(L + 1))
-        first1, last1 = Signal(), Signal()
-        tag1 = Signal(self.tag_width)
         m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance),
                      self.i.ready.eq(advance)]
         if nb > 1:
-            bank1 = Signal()
-            m.d.comb += [rp.addr.eq(Mux(self.i.payload.bank, self.wrows, 0)
-                                    + self.i.payload.row),
-                         self.bias_bank.eq(bank1),
-                         self.bank_busy.eq(Mux(v1, Mux(bank1, 0b10, 0b01), 0))]
-            with m.If(advance):
-                m.d.sync += bank1.eq(self.i.payload.bank)
+            m.d.comb += rp.addr.eq(Mux(self.i.payload.bank, self.wrows, 0)
+                                   + self.i.payload.row)
         with m.If(advance):
-            m.d.sync += [v1.eq(self.i.valid), x1.eq(self.i.payload.data),
-                         n1.eq(self.i.payload.count), first1.eq(self.i.payload.first),
-                         last1.eq(self.i.payload.last), tag1.eq(self.i.payload.tag)]
+            m.d.sync += [ctl[1].v.eq(self.i.valid), ctl[1].first.eq(self.i.payload.first),
+                         ctl[1].last.eq(self.i.payload.last), ctl[1].tag.eq(self.i.payload.tag),
+                         x1.eq(self.i.payload.data), n1.eq(self.i.payload.count)]
+            if nb > 1:
+                m.d.sync += ctl[1].bank.eq(self.i.payload.bank)
+            m.d.sync += [ctl[k + 1].eq(ctl[k]) for k in range(1, 4)]
 
-        # stage 2: products, column sums, accumulate
+        # stage 2: multiplier inputs
+        xm2 = [Signal(signed(9), name=f"xm2_{lane}") for lane in range(L)]
+        w2 = Signal(8 * L * C)
+        # stage 3: products (9 x 8 bits signed: 17 bits)
+        p3 = [[Signal(signed(17), name=f"p3_{lane}_{c}") for c in range(C)] for lane in range(L)]
+        # stage 4: column sums
+        sum_width = 17 + (L - 1).bit_length()
+        sum4 = [Signal(signed(sum_width), name=f"sum4_{c}") for c in range(C)]
+        with m.If(advance):
+            m.d.sync += [xm2[lane].eq(Mux(lane < n1, x1[lane].as_signed() - self.zx, 0))
+                         for lane in range(L)]
+            m.d.sync += w2.eq(rp.data)
+            for lane in range(L):
+                for c in range(C):
+                    w = w2[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed()
+                    m.d.sync += p3[lane][c].eq(xm2[lane] * w)
+            for c in range(C):
+                terms = [p3[lane][c] for lane in range(L)]
+                while len(terms) > 1:  # adder tree
+                    terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
+                             for k in range(0, len(terms), 2)]
+                m.d.sync += sum4[c].eq(terms[0])
+
+        # stage 5: accumulate
+        last_ctl = ctl[4]
         acc = [Signal(signed(32), name=f"acc{c}") for c in range(C)]
-        xs = []
-        for lane in range(L):
-            x = Signal(signed(9), name=f"x{lane}")
-            m.d.comb += x.eq(Mux(lane < n1, x1[lane].as_signed() - self.zx, 0))
-            xs.append(x)
         new_acc = []
         for c in range(C):
-            terms = []
-            for lane in range(L):
-                w = rp.data[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed()
-                terms.append(xs[lane] * w)
-            while len(terms) > 1:  # adder tree
-                terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
-                         for k in range(0, len(terms), 2)]
-            colsum = Signal(signed(32), name=f"colsum{c}")
-            m.d.comb += colsum.eq(terms[0])
             nxt = Signal(signed(32), name=f"next_acc{c}")
-            m.d.comb += nxt.eq(Mux(first1, self.bias[c], acc[c]) + colsum)
+            m.d.comb += nxt.eq(Mux(last_ctl.first, self.bias[c], acc[c]) + sum4[c])
             new_acc.append(nxt)
+        if nb > 1:
+            # a vector reads its bank's bias in stage 5; the bank's bias is in use while
+            # a vector of the bank is in any stage
+            m.d.comb += self.bias_bank.eq(last_ctl.bank)
+            for b in range(nb):
+                m.d.comb += self.bank_busy[b].eq(
+                    Cat(*[ctl[k].v & (ctl[k].bank == b) for k in range(1, 5)]).any())
 
-        blocked = v1 & last1 & self.o.valid & ~self.o.ready
+        blocked = last_ctl.v & last_ctl.last & self.o.valid & ~self.o.ready
         m.d.comb += advance.eq(~blocked)
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
-        with m.If(advance & v1):
+        with m.If(advance & last_ctl.v):
             m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
-            with m.If(last1):
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.tag.eq(tag1)]
+            with m.If(last_ctl.last):
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.tag.eq(last_ctl.tag)]
                 m.d.sync += [self.o.payload.acc[c].eq(new_acc[c]) for c in range(C)]
-        m.d.comb += self.busy.eq(v1 | self.o.valid)
+        m.d.comb += self.busy.eq(Cat(*[ctl[k].v for k in range(1, 5)]).any() | self.o.valid)
         return m
