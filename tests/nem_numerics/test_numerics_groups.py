@@ -19,12 +19,13 @@ from nem.numerics import (
 
 
 def test_parameters_by_hand():
-    # M = 0.5 * [0.25, 0.125, 0.001] / 1: the largest, 0.125 = 0.5 * 2**-2, gives m = 2**30
-    # and t = 33; then 0.0625 * 2**33 = 2**29 and 0.0005 * 2**33 = 4294967.296 -> 4294967.
-    gq = group_requant_params(0.5, [0.25, 0.125, 0.001], [0, 1, -8], 1.0, 3)
+    # M = 0.5 * [0.25, 0.125, 0.001, 0.002] / 1: the largest, 0.125 = 0.5 * 2**-2, gives
+    # m = 2**30 and t = 33; then 0.0625 * 2**33 = 2**29, 0.0005 * 2**33 = 4294967.296 ->
+    # 4294967 and 0.001 * 2**33 = 8589934.592 -> 8589935 (rounded to nearest, not down).
+    gq = group_requant_params(0.5, [0.25, 0.125, 0.001, 0.002], [0, 1, -8, 7], 1.0, 3)
     assert gq.shift == 33
-    assert gq.multipliers.tolist() == [1 << 30, 1 << 29, 4294967]
-    assert gq.w_zero_points.tolist() == [0, 1, -8]
+    assert gq.multipliers.tolist() == [1 << 30, 1 << 29, 4294967, 8589935]
+    assert gq.w_zero_points.tolist() == [0, 1, -8, 7]
     assert (gq.zero_point, gq.lo, gq.hi, gq.out_dtype) == (3, -128, 127, "i8")
     # The largest group's pair is quantize_multiplier's (one group = the per-tensor scheme).
     assert quantize_multiplier(0.125) == (1 << 30, 33)
