@@ -91,7 +91,7 @@ def _read_range(address, size):
 
 
 def session(program, image, base, regmap, *, watchdog=None, max_polls=100_000,
-            poll_wait=None):
+            poll_wait=None, memory_is_zero=False):
     """Generator: load *image*, start the binary at *base*, wait, read back.
 
     Parameters
@@ -110,6 +110,9 @@ def session(program, image, base, regmap, *, watchdog=None, max_polls=100_000,
         STATUS polls before giving up (:class:`BoardError`).
     poll_wait : callable, optional
         Called between polls (a sleep on the board; the simulation needs none).
+    memory_is_zero : bool
+        The board's memory holds zeros (fresh from configuration or reset of a
+        simulation): chunks of the image that are all zero are not sent.
 
     Returns
     -------
@@ -126,6 +129,8 @@ def session(program, image, base, regmap, *, watchdog=None, max_polls=100_000,
                          f"{info.memory_bytes}")
     raw = image.tobytes()
     for at in range(0, len(raw), CHUNK):
+        if memory_is_zero and not any(raw[at:at + CHUNK]):
+            continue
         reply = yield p.mem_write(at, raw[at:at + CHUNK])
         reply.ok(f"MEM_WRITE {at:#x}")
     if watchdog is not None:
