@@ -245,7 +245,15 @@ def _cmd_run(args):
     if not os.path.isfile(path):
         print(f"npu board run: error: {path}: no such file", file=sys.stderr)
         return 1
-    prep = run.prepare(path, args.device, memory=args.memory, seed=args.seed)
+    from nem.binder import BindError
+    from nem.executor import ExecError
+    from nem.memimage import MemoryImageError
+
+    try:
+        prep = run.prepare(path, args.device, memory=args.memory, seed=args.seed)
+    except (run.SimError, BindError, ExecError, MemoryImageError) as exc:
+        print(f"npu board run: error: {exc}", file=sys.stderr)
+        return 1
     regmap = engine_register_map(EngineConfig.shipped(args.device))
     want = run.expected(prep)
     link = SerialLink(args.port, baud=args.baud, timeout=args.timeout)
