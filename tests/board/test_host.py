@@ -5,6 +5,7 @@ error paths."""
 from __future__ import annotations
 
 import struct
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -110,3 +111,59 @@ def test_reply_decoder_skips_noise_and_rejects_bad_crc():
     bad[-1] ^= 1
     with pytest.raises(p.ProtocolError, match="bad CRC"):
         d.feed(bytes(bad))
+
+
+class _FakeBoard:
+    """A board for ``npu board run``: the bridge model, and on START the given DDR results
+    written where the engine would write them (STATUS then reads DONE)."""
+
+    results: ClassVar[dict] = {}
+
+    def __init__(self, port, *, baud, timeout):
+        self.model = BridgeModel(REGMAP, memory_bytes=1 << 16, ro_values={"STATUS": 0})
+        self.decoder = p.ReplyDecoder()
+
+    def transact(self, frame):
+        (reply,) = self.decoder.feed(self.model.feed_all(frame))
+        if frame[1] == p.Command.START:
+            for address, data in self.results.values():
+                self.model.memory[address:address + len(data)] = data
+            self.model.ro_values.update(STATUS=2, CYCLES=1234)
+        return reply
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_npu_board_run_compares_with_the_executor(tmp_path, monkeypatch, capsys, corrupt):
+    import sim.program_run as run
+    from npu.board import host
+    from npu.tools.cli import main
+    from sim.engine_nmu_programs import gemm_tiles
+    from sim.engine_programs import _header
+
+    text, inputs = gemm_tiles(4, 8, 8, 4, seed=2)
+    source = tmp_path / "g.nem"
+    source.write_text(_header("small") + text)
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "in.npz", A=rng.integers(0, 256, 32, dtype=np.uint8),
+             B=rng.integers(0, 256, 64, dtype=np.uint8), **inputs)
+    prep = run.prepare(str(source), "small", memory=str(tmp_path / "in.npz"))
+    want = run.expected(prep).buffers()
+    table = {b.name: b for b in prep.program.buffers}
+    y = bytearray(want["Y"].tobytes())
+    if corrupt:
+        y[5] ^= 0x40
+    _FakeBoard.results = {"Y": (table["Y"].address, bytes(y))}
+    monkeypatch.setattr(host, "SerialLink", _FakeBoard)
+    status = main(["board", "run", str(source), "--port", "fake", "--memory",
+                   str(tmp_path / "in.npz")])
+    out = capsys.readouterr().out
+    assert "board: STATUS DONE after 1234 cycles" in out
+    if corrupt:
+        assert status == 1
+        assert "MISMATCH" in out and "buffer Y, byte offset 5" in out
+    else:
+        assert status == 0
+        assert "match: 4 DDR buffer(s)" in out and "not read back: " in out
