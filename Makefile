@@ -1,6 +1,8 @@
 # NPU co-design kit. Every target sets up .venv by itself; users never edit PATH.
 #   make test      whole pytest suite (unit, Amaranth simulator, cocotb + Verilator), parallel
-#   make sim       the main job: cocotb regression of every RTL block, with a summary
+#   make sim       the main job: digits CNN + zoo models on the engine RTL vs executor and
+#                  float, then the cocotb regression of every RTL block; one summary
+#                  (SIM_ARGS="--models mlp --no-blocks --report build/report" etc.)
 #   make verilog   Verilog of every top-level component into build/verilog/
 #   make lint      ruff + verilator --lint-only -Wall on the generated Verilog
 #   make bench     benchmark scripts (tests/bench/bench_*.py), numbers on stdout
@@ -39,8 +41,9 @@ $(FPGA_STAMP): $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
 
+SIM_ARGS ?=
 sim: $(STAMP)
-	$(PY) -m npu sim
+	$(PY) -m npu sim $(SIM_ARGS)
 
 verilog: $(STAMP)
 	$(PY) -m npu verilog -o build/verilog
