@@ -167,3 +167,33 @@ def test_npu_board_run_compares_with_the_executor(tmp_path, monkeypatch, capsys,
     else:
         assert status == 0
         assert "match: 4 DDR buffer(s)" in out and "not read back: " in out
+
+
+def test_npu_board_run_on_a_build_directory(tmp_path, monkeypatch, capsys):
+    """``npu board run DIR``: the build's model.bin with its memory image (weights loaded)."""
+    torch = pytest.importorskip("torch")
+    import sim.program_run as run
+    from nac.compile import compile_module
+    from nac.weights import write_nac
+    from nem.build_dir import compile_model
+    from npu.board import host
+    from npu.tools.cli import main
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8)).eval()
+    x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
+    nac, _, _ = compile_module(model, (torch.from_numpy(x),))
+    write_nac(nac, tmp_path / "m.nac")
+    compile_model(tmp_path / "m.nac", "small", tmp_path / "b", samples=[x])
+    prep = run.prepare(str(tmp_path / "b" / "model.bin"), "small",
+                       image=str(tmp_path / "b" / "model.image.safetensors"))
+    want = run.expected(prep).buffers()
+    _FakeBoard.results = {b.name: (b.address, want[b.name].tobytes())
+                          for b in prep.program.buffers if b.level == "DDR"}
+    monkeypatch.setattr(host, "SerialLink", _FakeBoard)
+    assert main(["board", "run", str(tmp_path / "b"), "--port", "fake"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs: memory image" in out and "match: " in out
+    assert main(["board", "run", str(tmp_path / "b"), "--port", "fake", "--memory",
+                 "x.npz"]) == 1
+    assert "brings its memory image" in capsys.readouterr().err

@@ -227,13 +227,15 @@ class SerialLink:
 
 
 def _program_path(path):
-    """A task binary path, or ``DIR``'s bound binary (``npu compile`` build directory)."""
+    """``(binary or program, memory image or None)`` of *path*: a file as given; a build
+    directory of ``npu compile`` gives its ``model.bin`` and ``model.image.safetensors``."""
     if os.path.isdir(path):
-        found = sorted(f for f in os.listdir(path) if f.endswith(".bin"))
-        if not found:
-            raise BoardError(f"{path}: no task binary (*.bin) in the directory")
-        return os.path.join(path, found[0])
-    return path
+        binary = os.path.join(path, "model.bin")
+        if not os.path.isfile(binary):
+            raise BoardError(f"{path}: not a build directory (no model.bin)")
+        image = os.path.join(path, "model.image.safetensors")
+        return binary, image if os.path.isfile(image) else None
+    return path, None
 
 
 def _cmd_run(args):
@@ -241,16 +243,21 @@ def _cmd_run(args):
     from npu.engine.config import EngineConfig
     from npu.engine.top import engine_register_map
 
-    path = _program_path(args.program)
+    path, image_file = _program_path(args.program)
     if not os.path.isfile(path):
         print(f"npu board run: error: {path}: no such file", file=sys.stderr)
+        return 1
+    if image_file and args.memory:
+        print("npu board run: error: a build directory brings its memory image; "
+              "--memory does not apply", file=sys.stderr)
         return 1
     from nem.binder import BindError
     from nem.executor import ExecError
     from nem.memimage import MemoryImageError
 
     try:
-        prep = run.prepare(path, args.device, memory=args.memory, seed=args.seed)
+        prep = run.prepare(path, args.device, memory=args.memory, image=image_file,
+                           seed=args.seed)
     except (run.SimError, BindError, ExecError, MemoryImageError) as exc:
         print(f"npu board run: error: {exc}", file=sys.stderr)
         return 1
@@ -308,7 +315,8 @@ def register(subparsers):
     sub = board.add_subparsers(dest="board_command", metavar="COMMAND", required=True)
     r = sub.add_parser("run", help="load a task binary over the UART, run it, compare "
                        "with the executor")
-    r.add_argument("program", help="a task binary, a .nem program, or a build directory")
+    r.add_argument("program", help="a task binary, a .nem program, or a build directory "
+                   "of npu compile (its model.bin and memory image)")
     r.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0)")
     r.add_argument("--device", default="small", choices=("small", "sim"),
                    help="the engine device of the bitstream (default small)")
