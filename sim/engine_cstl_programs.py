@@ -16,7 +16,7 @@ quantisation.
 
 from __future__ import annotations
 
-__all__ = ["cast_tiles", "table_tiles"]
+__all__ = ["cast_tiles", "pool_tiles", "table_tiles"]
 
 
 def cast_tiles(rows, cols, tile_rows):
@@ -100,5 +100,66 @@ def table_tiles(rows, cols, tile_rows, ops=("relu", "sigmoid")):
         stores.append(f"s{i}")
     lines.append(f"out = transfer.async(dst=region(Y, 0, {n}), src=region(Y2, 0, {n}), "
                  f"deps=[{', '.join(stores)}])")
+    lines.append("wait(out)")
+    return "\n".join(lines) + "\n", None
+
+
+#: Quantisation of the pools' input, and of the output of the tiles that requantise.
+POOL_QUANT = "per_tensor(scale=0.05, zero_point=-3)"
+POOL_REQUANT = "per_tensor(scale=0.08, zero_point=10)"
+
+
+def pool_tiles(op, n, h, w, c, kernel, strides, pads, tile_rows, requant=(False,)):
+    """An NHWC ``n x h x w x c`` i8 activation pooled by ``op`` (maxpool / avgpool) with
+    ``kernel``, ``strides`` and ``pads`` (top, left, bottom, right), in tiles of
+    ``tile_rows`` output rows as the back-end tiles a pool (``nem.emit``: per tile the
+    input rows its windows touch, the pads that fall inside the tile); tile ``i`` keeps the
+    input's quantisation, or requantises (a lookup table after the pool) when
+    ``requant[i % len(requant)]``. The input sits at an odd L1 address, the outputs at
+    another. Returns ``(text, None)``."""
+    kh, kw = kernel
+    sh, sw = strides
+    pt, pl, pb, pr = pads
+    oh = (h + pt + pb - kh) // sh + 1
+    ow = (w + pl + pr - kw) // sw + 1
+    size_x, size_y = n * h * w * c, n * oh * ow * c
+    lines = [
+        f"program {op}_tiles:",
+        f"buffer X : DDR (size={size_x})",
+        f"buffer Y : DDR (size={size_y})",
+        f"buffer X2 : L2 (size={size_x})",
+        f"buffer Y2 : L2 (size={size_y})",
+        f"buffer X1 : L1 (size={size_x + 3})",
+        f"buffer Y1 : L1 (size={size_y + 5})",
+        f"tx = transfer.sync(dst=region(X2, 0, {size_x}), src=region(X, 0, {size_x}))",
+        f"tl = transfer.sync(dst=region(X1, 3, {size_x}), src=region(X2, 0, {size_x}))",
+    ]
+    stores = []
+    tile = 0
+    for img in range(n):
+        for o0 in range(0, oh, tile_rows):
+            cnt = min(tile_rows, oh - o0)
+            first = o0 * sh - pt
+            last = (o0 + cnt - 1) * sh - pt + kh - 1
+            top, bottom = max(0, -first), max(0, last - (h - 1))
+            r0, r1 = max(first, 0), min(last, h - 1)
+            rows = r1 - r0 + 1
+            x_at = 3 + (img * h + r0) * w * c
+            y_off = ((img * oh + o0) * ow) * c
+            q = POOL_REQUANT if requant[tile % len(requant)] else POOL_QUANT
+            lines += [
+                f"let x{tile} = region(X1, {x_at}, {rows * w * c}) elem=i8, "
+                f"shape=[1, {rows}, {w}, {c}], layout=NHWC, quant={POOL_QUANT}",
+                f"let y{tile} = region(Y1, {5 + y_off}, {cnt * ow * c}) elem=i8, "
+                f"shape=[1, {cnt}, {ow}, {c}], layout=NHWC, quant={q}",
+                f"p{tile} = {op}.async in x{tile} out y{tile} kernel_shape=[{kh}, {kw}] "
+                f"pads=[{top}, {pl}, {bottom}, {pr}] strides=[{sh}, {sw}]",
+                f"s{tile} = transfer.async(dst=region(Y2, {y_off}, {cnt * ow * c}), "
+                f"src=region(Y1, {5 + y_off}, {cnt * ow * c}), deps=[p{tile}])",
+            ]
+            stores.append(f"s{tile}")
+            tile += 1
+    lines.append(f"out = transfer.async(dst=region(Y, 0, {size_y}), src=region(Y2, 0, "
+                 f"{size_y}), deps=[{', '.join(stores)}])")
     lines.append("wait(out)")
     return "\n".join(lines) + "\n", None

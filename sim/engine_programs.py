@@ -19,7 +19,7 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig, load_device
-from sim.engine_cstl_programs import cast_tiles, table_tiles
+from sim.engine_cstl_programs import cast_tiles, pool_tiles, table_tiles
 from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
 __all__ = ["Golden", "bench_programs", "contiguous", "cstl_programs", "golden", "nmu_programs",
@@ -183,11 +183,17 @@ def nmu_programs(device):
 
 def cstl_programs(device):
     """``{name: (NEM text, DDR inputs)}`` of the CSTL regression programs (empty when the
-    device has no CSTL): tiled casts i8 -> i16 / i32 and tiled activations through lookup
-    tables (relu, sigmoid), at unaligned addresses, spread over the CSTL instances."""
+    device has no CSTL): tiled casts i8 -> i16 / i32, tiled activations through lookup
+    tables (relu, sigmoid) and tiled max pools (2 x 2 stride 2 as the digits CNN's; 3 x 3
+    stride 2 with pads, more channels than a word), at unaligned addresses, spread over the
+    CSTL instances."""
     if not EngineConfig.shipped(device).n_cstl:
         return {}
-    return {"cast": cast_tiles(9, 13, 2), "activation": table_tiles(11, 21, 3)}
+    return {"cast": cast_tiles(9, 13, 2), "activation": table_tiles(11, 21, 3),
+            "maxpool": pool_tiles("maxpool", 1, 8, 8, 8, (2, 2), (2, 2), (0, 0, 0, 0), 2,
+                                  (False, True)),
+            "maxpool_pads": pool_tiles("maxpool", 1, 7, 6, 11, (3, 3), (2, 2), (1, 1, 1, 1),
+                                       2, (True, False))}
 
 
 def bench_programs(device):
