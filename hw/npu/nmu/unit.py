@@ -1,6 +1,7 @@
 """The NMU: int8 gemm / matmul / conv2d on L1 operands (AGU, MAC array, output stage).
 
-Blocks (``docs/nmu.md``): :class:`npu.nmu.agu.NmuAgu` walks the loop nests and
+Blocks (``docs/nmu.md``): :class:`npu.nmu.agu_step.SteppedAgu` walks the loop nests (the
+runs of :class:`npu.nmu.agu.NmuAgu`, addresses stepped by strides instead of multiplied) and
 :class:`npu.nmu.agu.RunReader` reads their runs from L1 as realigned vectors;
 :class:`npu.nmu.array.NmuArray` (``lanes x cols`` MACs, weight-stationary) accumulates;
 :class:`npu.nmu.output.NmuOutput` requantises (per-channel multiplier and shift, zero
@@ -61,6 +62,7 @@ from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.cstl.requant import param_layout
 from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
+from npu.nmu.agu_step import SteppedAgu
 from npu.nmu.array import NmuArray
 from npu.nmu.model import Cause, NmuGeometry
 from npu.nmu.output import NmuOutput
@@ -147,7 +149,7 @@ class Nmu(wiring.Component):
         rows = g.channels // C
         s = SimpleNamespace(L=L, C=C, rows=rows)
 
-        m.submodules.agu = s.agu = agu = NmuAgu(lanes=L, cols=C)
+        m.submodules.agu = s.agu = agu = SteppedAgu(lanes=L, cols=C)
         m.submodules.reader = s.reader = reader = RunReader(lanes=L, depth=self.depth)
         # the array's tag: the pixel's output address, the tile's valid columns and index
         otag = data.StructLayout({"yaddr": 32, "ncols": 8, "tile": 8})
@@ -439,7 +441,7 @@ class Nmu(wiring.Component):
         Returns (array waiting for weights with no vector offered, read stall)."""
         C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
         vec = s.vec
-        m.submodules.wagu = wagu = NmuAgu(lanes=s.L, cols=C)
+        m.submodules.wagu = wagu = SteppedAgu(lanes=s.L, cols=C)
         m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth)
         wiring.connect(m, wagu.cmd, wreader.cmd)
         wiring.connect(m, wreader.rd, wiring.flipped(self.l1_wrd))

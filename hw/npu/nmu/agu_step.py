@@ -1,0 +1,255 @@
+"""The NMU's loop-nest AGU with addresses stepped by strides instead of multiplied.
+
+:class:`SteppedAgu` walks the same loop nests as :class:`npu.nmu.agu.NmuAgu` (same ports,
+same runs, cycle for cycle: ``tests/hw/test_nmu_agu_step.py`` runs the two in lock-step
+and both against the model) without a multiplier between its counters and its run
+command. ``NmuAgu`` computes every run's address from its counters,
+``x + b*xs0 + ih*xs1 + iw*xs2`` with ``ih = oy*stride_h - pad_top + ky*dil_h``: two
+products in series and four carry chains in one cycle, the NMU's critical path on the
+ECP5 (42 ns, ``docs/fpga.md``). Here each loop level keeps its partial sum in a register
+(the address of the first run of the current iteration of that level) and a step adds a
+per-level increment; the increments (``stride_h*xs1``, ``dil_h*xs1``, ``stride_w*xs2``,
+``dil_w*xs2``, the output strides times the element size, ``n0*b_stride``) are products of
+the task's fields, registered every cycle from the inputs, which the caller holds from the
+``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out.
+
+All address arithmetic is modulo 2**32, as in ``NmuAgu`` (a negative ``ih`` of a pad tap
+gives the same address bits; the reader does not read pad runs).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.nmu.agu import ADDR, NmuAgu, run_layout, task_fields_layout
+
+__all__ = ["SteppedAgu"]
+
+
+class SteppedAgu(wiring.Component):
+    """Loop nests of one NMU tile, one run per cycle, addresses stepped by strides.
+
+    The interface, loop orders and run tags are those of :class:`npu.nmu.agu.NmuAgu`.
+
+    Parameters
+    ----------
+    lanes : int
+        Reduction lanes (L1 word bytes).
+    cols : int
+        Output channels per tile.
+
+    Attributes
+    ----------
+    task : Signal(task_fields_layout()), in
+        Held by the caller from the ``start`` cycle until ``busy`` falls.
+    n0, tile, bank, mode, start : in
+        As for ``NmuAgu`` (``n0`` held like ``task``).
+    cmd : stream of :func:`npu.nmu.agu.run_layout`, out
+    busy : Signal, out
+    """
+
+    MODE_W, MODE_B, MODE_A = NmuAgu.MODE_W, NmuAgu.MODE_B, NmuAgu.MODE_A
+
+    def __init__(self, *, lanes, cols):
+        self.lanes, self.cols = lanes, cols
+        super().__init__({
+            "task": In(task_fields_layout()),
+            "n0": In(16),
+            "tile": In(8),
+            "bank": In(1),
+            "mode": In(2),
+            "start": In(1),
+            "cmd": Out(stream.Signature(run_layout())),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        t = self.task
+        W = self.lanes
+        lw = W.bit_length() - 1
+        mode = Signal(2)
+        b, oy, ox, ky, kx, ci = (Signal(16, name=n) for n in ("b", "oy", "ox", "ky", "kx", "ci"))
+        q = Signal(16)  # chunks per tap: ceil(cin / lanes)
+        m.d.comb += q.eq((t.cin + (W - 1)) >> lw)
+        ncols = Signal(16)
+        left = Signal(16)
+        m.d.comb += left.eq(t.cout - self.n0)
+        m.d.comb += ncols.eq(Mux(left > self.cols, self.cols, left))
+
+        def product(name, value):
+            """A product of held inputs, registered every cycle (mod 2**32)."""
+            reg = Signal(ADDR, name=name)
+            m.d.sync += reg.eq(value)
+            return reg
+
+        inc_oy = product("inc_oy", t.stride_h * t.xs[1])
+        inc_ky = product("inc_ky", t.dil_h * t.xs[1])
+        inc_ox = product("inc_ox", t.stride_w * t.xs[2])
+        inc_kx = product("inc_kx", t.dil_w * t.xs[2])
+        x_pad = product("x_pad", t.pad_top * t.xs[1] + t.pad_left * t.xs[2])
+        y_inc_b = product("y_inc_b", t.out_bytes * t.ys[0])
+        y_inc_oy = product("y_inc_oy", t.out_bytes * t.ys[1])
+        y_inc_ox = product("y_inc_ox", t.out_bytes * t.ys[2])
+        y_n0 = product("y_n0", t.out_bytes * self.n0)
+        b_n0 = product("b_n0", (self.n0 * t.b_stride) << 2)
+        b_inc = Signal(ADDR)
+        pb_inc = Signal(ADDR)
+        m.d.comb += [b_inc.eq(t.b_stride << 2), pb_inc.eq(t.b_mstride << 2)]
+
+        # Partial sums per loop level: the offset of the current iteration's first run.
+        # activations (offsets from x - pad_top*xs1 - pad_left*xs2)
+        a_b, a_oy, a_ox, a_ky, a_off = (Signal(ADDR, name=f"a_{n}")
+                                        for n in ("b", "oy", "ox", "ky", "off"))
+        ih_base, ih = Signal(signed(34)), Signal(signed(34))   # oy*sh - pt (+ ky*dh)
+        iw_base, iw = Signal(signed(34)), Signal(signed(34))   # ox*sw - pl (+ kx*dw)
+        y_b, y_oy, y_off = (Signal(ADDR, name=f"y_{n}") for n in ("b", "oy", "off"))
+        tap = Signal(16)    # ky*kw + kx
+        trow = Signal(16)   # tap*q
+        # weights (offsets from w + n0), bias (from b + 4*n0*b_stride), per-pixel bias
+        w_ky, w_kx, w_off = (Signal(ADDR, name=f"w_{n}") for n in ("ky", "kx", "off"))
+        b_off = Signal(ADDR)
+        pb_oy = Signal(ADDR)   # oy * 4*b_mstride
+        pb_c = Signal(ADDR)    # bc * 4*b_stride
+
+        pb = Signal()
+        bc = Signal(16)
+        bank = Signal()
+        with m.If(self.start):
+            m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
+                         pb.eq(t.pix_bias & (self.mode == self.MODE_A))]
+            m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
+            m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
+                                           tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_c)]
+            m.d.sync += [ih_base.eq(-t.pad_top), ih.eq(-t.pad_top),
+                         iw_base.eq(-t.pad_left), iw.eq(-t.pad_left)]
+
+        p = self.cmd.payload
+        m.d.comb += [p.tag.kind.eq(mode), p.tag.bank.eq(bank)]
+        step = Signal()
+        m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
+
+        def carries(counters_bounds):
+            """End-of-level flags of a nest of (counter, bound), innermost last: element k
+            is true when levels k.. all wrap (the step carries out of level k)."""
+            out = []
+            carry = None
+            for c, bound in reversed(counters_bounds):
+                wraps = c + 1 == bound
+                carry = wraps if carry is None else carry & wraps
+                out.append(carry)
+            return out[::-1]
+
+        def count(counters_bounds, wraps):
+            for (c, _), w in zip(counters_bounds, wraps, strict=True):
+                with m.If(w):
+                    m.d.sync += c.eq(0)
+            # the innermost level that does not wrap counts up
+            levels = list(zip(counters_bounds, wraps, strict=True))
+            for k in range(len(levels)):
+                (c, _), _w = levels[k]
+                inner_wrap = levels[k + 1][1] if k + 1 < len(levels) else None
+                cond = ~levels[k][1]
+                if inner_wrap is not None:
+                    cond = cond & inner_wrap
+                with m.If(cond):
+                    m.d.sync += c.eq(c + 1)
+
+        with m.Switch(mode):
+            with m.Case(self.MODE_W):
+                m.d.comb += [
+                    p.addr.eq(t.w_addr + self.n0 + w_off),
+                    p.length.eq(ncols), p.pad.eq(0),
+                    p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
+                ]
+                nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
+                c_ky, c_kx, c_ci = carries(nest)
+                with m.If(step):
+                    count(nest, [c_ky, c_kx, c_ci])
+                    with m.If(c_ky):
+                        m.d.sync += self.busy.eq(0)
+                    with m.Elif(c_kx):   # next ky
+                        m.d.sync += [w_ky.eq(w_ky + t.ws[0]), w_kx.eq(w_ky + t.ws[0]),
+                                     w_off.eq(w_ky + t.ws[0])]
+                    with m.Elif(c_ci):   # next kx
+                        m.d.sync += [w_kx.eq(w_kx + t.ws[1]), w_off.eq(w_kx + t.ws[1])]
+                    with m.Else():       # next ci
+                        m.d.sync += w_off.eq(w_off + t.ws[2])
+                    with m.If(c_ci):
+                        m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
+            with m.Case(self.MODE_B):
+                m.d.comb += [p.addr.eq(t.b_addr + b_n0 + b_off),
+                             p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
+                with m.If(step):
+                    m.d.sync += b_off.eq(b_off + b_inc)
+                    with m.If(ci + 1 == ncols):
+                        m.d.sync += [ci.eq(0), self.busy.eq(0)]
+                    with m.Else():
+                        m.d.sync += ci.eq(ci + 1)
+            with m.Default():
+                pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
+                last_tap = (ky + 1 == t.kh) & (kx + 1 == t.kw)
+                m.d.comb += [
+                    p.addr.eq(t.x_addr - x_pad + a_off),
+                    p.length.eq(t.cin), p.pad.eq(pad),
+                    p.tag.row.eq(trow),
+                    p.tag.first.eq(tap == 0),
+                    p.tag.last.eq(last_tap),
+                    p.tag.yaddr.eq(t.y_addr + y_n0 + y_off),
+                    p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
+                ]
+                nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
+                c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
+                with m.If(pb):
+                    m.d.comb += [
+                        p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
+                        p.length.eq(4), p.pad.eq(0), p.tag.kind.eq(self.MODE_B),
+                        p.tag.lane.eq(bc),
+                    ]
+                    with m.If(step):
+                        m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc)]
+                        with m.If(bc + 1 == ncols):
+                            m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0)]
+                with m.Elif(step):
+                    count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
+                    with m.If(c_b):
+                        m.d.sync += self.busy.eq(0)
+                    with m.Elif(c_oy):   # next image
+                        nxt = a_b + t.xs[0]
+                        ynxt = y_b + y_inc_b
+                        m.d.sync += [a_b.eq(nxt), a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt),
+                                     a_off.eq(nxt), y_b.eq(ynxt), y_oy.eq(ynxt),
+                                     y_off.eq(ynxt), ih_base.eq(-t.pad_top),
+                                     ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
+                                     iw.eq(-t.pad_left), pb_oy.eq(0)]
+                    with m.Elif(c_ox):   # next output row
+                        nxt = a_oy + inc_oy
+                        ynxt = y_oy + y_inc_oy
+                        m.d.sync += [a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
+                                     y_oy.eq(ynxt), y_off.eq(ynxt),
+                                     ih_base.eq(ih_base + t.stride_h),
+                                     ih.eq(ih_base + t.stride_h),
+                                     iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
+                                     pb_oy.eq(pb_oy + pb_inc)]
+                    with m.Elif(c_ky):   # next output column
+                        nxt = a_ox + inc_ox
+                        m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
+                                     y_off.eq(y_off + y_inc_ox),
+                                     ih.eq(ih_base),
+                                     iw_base.eq(iw_base + t.stride_w),
+                                     iw.eq(iw_base + t.stride_w)]
+                    with m.Elif(c_kx):   # next kernel row
+                        nxt = a_ky + inc_ky
+                        m.d.sync += [a_ky.eq(nxt), a_off.eq(nxt), ih.eq(ih + t.dil_h),
+                                     iw.eq(iw_base)]
+                    with m.Else():       # next kernel column
+                        m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
+                    with m.If(c_ky):     # the pixel's last tap: the next pixel from tap 0
+                        m.d.sync += [tap.eq(0), trow.eq(0)]
+                        with m.If(~c_b):  # (its bias words first)
+                            m.d.sync += pb.eq(t.pix_bias)
+                    with m.Else():
+                        m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
+        return m
