@@ -70,6 +70,26 @@ def _cmd_sim(args) -> int:
             steps.append((step, result.result, result.detail))
             if result.run is not None:
                 runs.append((step, result.run, result.floats))
+    if models and args.random:
+        import time
+
+        from sim.random_programs import run_random
+
+        for seed in range(args.random):
+            step = f"random program {seed} ({args.device})"
+            began = time.monotonic()
+            print(f"[ run  ] {step}", flush=True)
+            try:
+                what, _, rtl, problem = run_random(seed, args.device, stalls=args.stalls)
+            except sim.runner.SimulationFailed as exc:
+                what, problem = f"seed {seed}", f"the simulation failed: {exc}"
+            seconds = time.monotonic() - began
+            result = "FAIL" if problem else "pass"
+            detail = f"{what}: " + (str(problem) if problem else
+                                    f"RTL == executor in {rtl.counters['CYCLES']} cycles")
+            print(f"[ {result.upper():<4} ] {step} ({seconds:.1f} s): {detail}", flush=True)
+            rows.append((step, result, detail, seconds))
+            steps.append((step, result, detail))
     for regression in regressions:
         print(f"[ run  ] {regression.id} :: {regression.module}", flush=True)
         result = sim.regression.run_regression(regression, seed=args.seed)
@@ -255,6 +275,10 @@ def register(subparsers):
                    help="only these model steps (digits, mlp, cnn, residual, attention; "
                    "none: no model)")
     p.add_argument("--no-blocks", action="store_true", help="only the model steps")
+    p.add_argument("--random", type=int, default=10, metavar="N",
+                   help="after the models, N random bound programs (copies, gemm, conv, "
+                   "CSTL tables and casts; sim.random_programs) on the RTL against the "
+                   "executor (default 10; 0: none)")
     p.add_argument("--device", choices=("small", "sim"), default="sim",
                    help="the engine the models run on (default sim)")
     p.add_argument("--batch", type=int, default=8,
