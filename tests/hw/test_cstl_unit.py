@@ -286,14 +286,16 @@ def test_casts_equal_the_model(cast):
     _check(tasks, rng)
 
 
-def test_maxpool_tasks_equal_the_model():
-    """Random max pools (with and without a requantising table) against the model, with
-    L1 denials, table gaps and ``done`` back-pressure; the walk's runs against its model
-    (one run per tap, pads where the window leaves the input)."""
-    rng = random.Random(23)
+@pytest.mark.parametrize("op", ["maxpool", "avgpool"])
+def test_pool_tasks_equal_the_model(op):
+    """Random max / average pools (with and without a requantising table; global pools;
+    windows of pads alone) against the model, with L1 denials, table gaps and ``done``
+    back-pressure; the walk's runs against its model (one run per tap, pads where the
+    window leaves the input)."""
+    rng = random.Random(23 if op == "maxpool" else 24)
     tasks = []
     for _ in range(16):
-        regs = _pool_task(rng)
+        regs = _pool_task(rng, op)
         w = decode(regs)
         assert w.cause == Cause.NONE, regs
         r = pool_runs(w, LANES)
@@ -345,7 +347,7 @@ def test_contiguous_run_streams_one_word_per_cycle():
     ({"OP0_RANK": 5, "OP1_LEVEL": LEVELS.index("L2")}, Cause.LAYOUT),   # operand 0 first
     ({"OP0_ELEM": ELEM_TYPES.index("i16"), "OP1_RANK": 1}, Cause.TYPE),  # types, then shapes
     ({"TABLE": NO_TABLE}, Cause.REQUANT),                                # no table read
-    ({"OPCODE": OPCODES.index("avgpool")}, Cause.OPCODE),                # not built yet
+    ({"OPCODE": OPCODES.index("reduce_max")}, Cause.OPCODE),             # not built yet
     ({"OPCODE": OPCODES.index("maxpool")}, Cause.LAYOUT),   # rank 2; its table is read
 ])
 def test_refusals_end_in_error_after_the_table(change, cause):
@@ -409,7 +411,7 @@ def test_decode_equals_the_model():
     rng = random.Random(11)
     casts = [None, ("i8", "i8"), ("i8", "i16"), ("i8", "i32"), ("i16", "i8"), ("i32", "i8")]
     cases = [_task(rng, rng.choice(casts))[0] for _ in range(40)]
-    cases += [_pool_task(rng) for _ in range(30)]
+    cases += [_pool_task(rng, rng.choice(["maxpool", "avgpool"])) for _ in range(30)]
     for regs in cases[:20] + cases[40:55]:   # random corruptions of valid tasks
         name = rng.choice([*kept_registers(), "ATTR11", "ATTR39"])
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])

@@ -83,7 +83,7 @@ MASK = 0xFFFFFFFF
 #: Element type -> log2 of its bytes, for the types a cast takes (``CAST_TYPES``).
 SHIFT = {name: (elem_type(name).bits // 8).bit_length() - 1 for name in CAST_TYPES}
 #: The pooling opcodes the RTL runs, and their ``pool`` code in the task (0: no pool).
-POOL_OPS = {"maxpool": 1}
+POOL_OPS = {"maxpool": 1, "avgpool": 2}
 
 
 @functools.cache

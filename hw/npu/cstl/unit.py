@@ -34,13 +34,15 @@ from amaranth.lib.wiring import In, Out
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.cstl.poolwalk import PoolWalk
-from npu.cstl.regs import CstlRegisters, task_layout, write_layout
+from npu.cstl.regs import DIM_BITS, POOL_OPS, CstlRegisters, task_layout, write_layout
 from npu.cstl.store import VectorStore
 from npu.cstl.walk import RegionWalk
 from npu.nmu.agu import RunReader
 
 __all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_layout"]
 
+#: Bits of a pool's running sum per lane (fewer than 2**16 taps of at most 128 in size).
+SUM_BITS = 24
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
 
@@ -110,22 +112,60 @@ class Cstl(wiring.Component):
             wiring.connect(m, pwalk.cmd, reader.cmd)
         with m.Else():
             wiring.connect(m, walk.cmd, reader.cmd)
-        m.d.comb += reader.pad_byte.eq(0x80)
+        is_avg = task.pool == POOL_OPS["avgpool"]
+        m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
-        # pooling: per lane the running max of the window's taps so far; a vector of a
-        # window's last tap leaves with the result
+        # pooling: per lane the running max, or the running sum, of the window's taps so
+        # far (and the taps inside the input); a vector of a window's last tap leaves with
+        # the result: the max, or the sum divided by the count (below)
         vec = reader.o.payload
         tag = vec.tag
-        first_tap, last_tap = tag.first, tag.kind[0]
-        acc = [Signal(signed(8), name=f"acc{k}") for k in range(L)]
-        pooled = []
+        first_tap, last_tap, inside = tag.first, tag.kind[0], tag.row[0]
+        acc = [Signal(signed(SUM_BITS), name=f"acc{k}") for k in range(L)]
+        cnt = Signal(DIM_BITS + 1)
+        n_cnt = Signal(DIM_BITS + 1)
+        m.d.comb += n_cnt.eq(Mux(first_tap, 0, cnt) + inside)
+        maxed, summed = [], []
         for k in range(L):
             x = vec.data[k].as_signed()
-            v = Signal(signed(8), name=f"pool{k}")
-            m.d.comb += v.eq(Mux(first_tap | (x > acc[k]), x, acc[k]))
-            pooled.append(v)
-        with m.If(is_pool & reader.o.valid & reader.o.ready & ~last_tap):
-            m.d.sync += [acc[k].eq(pooled[k]) for k in range(L)]
+            v = Signal(signed(8), name=f"max{k}")
+            m.d.comb += v.eq(Mux(first_tap | (x > acc[k]), x, acc[k][:8]))
+            maxed.append(v)
+            t = Signal(signed(SUM_BITS), name=f"sum{k}")
+            m.d.comb += t.eq(Mux(first_tap, 0, acc[k]) + x)
+            summed.append(t)
+        with m.If(reader.o.valid & reader.o.ready & ~last_tap):
+            m.d.sync += [acc[k].eq(Mux(is_avg, summed[k], maxed[k])) for k in range(L)]
+            m.d.sync += cnt.eq(n_cnt)
+        # the average: floor((sum + 128 n) / n) in 0..255 by 8 steps of restoring division
+        # (all lanes at once, the reader held), then rounded half to even; 0 for a window
+        # of pads alone
+        dstep = Signal(range(10))
+        rem = [Signal(SUM_BITS + 2, name=f"rem{k}") for k in range(L)]
+        quo = [Signal(8, name=f"quo{k}") for k in range(L)]
+        dcnt = Signal(DIM_BITS + 1)
+        div_ready = Signal()
+        m.d.comb += div_ready.eq(~is_avg | (dstep == 9))
+        with m.If(is_avg & reader.o.valid & last_tap & (dstep == 0)):
+            m.d.sync += [dstep.eq(1), dcnt.eq(n_cnt)]
+            m.d.sync += [rem[k].eq(summed[k] + (n_cnt << 7)) for k in range(L)]
+            m.d.sync += [q.eq(0) for q in quo]
+        for i in range(8):
+            with m.If(dstep == 8 - i):
+                m.d.sync += dstep.eq(dstep + 1)
+                trial = dcnt << i
+                for k in range(L):
+                    with m.If(rem[k] >= trial):
+                        m.d.sync += [rem[k].eq(rem[k] - trial), quo[k][i].eq(1)]
+        with m.If((dstep == 9) & store.i.valid & store.i.ready):
+            m.d.sync += dstep.eq(0)
+        averaged = []
+        for k in range(L):
+            up = (rem[k] << 1 > dcnt) | ((rem[k] << 1 == dcnt) & quo[k][0])
+            a = Signal(8, name=f"avg{k}")
+            m.d.comb += a.eq(Mux(dcnt == 0, 0, (quo[k] + up - 128)[:8]))
+            averaged.append(a)
+        pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
         # combinationally by the lane's byte (the code read, or the pool's result)
@@ -186,9 +226,9 @@ class Cstl(wiring.Component):
                      store.i.payload.count.eq(n_part << task.out_shift)]
         with m.If(is_pool):
             # one part of i8 results at the chunk's output address, once per window
-            m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap),
+            m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap & div_ready),
                          store.i.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~last_tap | store.i.ready)]
+                         reader.o.ready.eq(~last_tap | (store.i.ready & div_ready))]
         with m.Else():
             m.d.comb += [
                 store.i.valid.eq(reader.o.valid),
