@@ -4,7 +4,9 @@ driven only through its UART pins, with the host code of ``npu board run``
 
 The UART driver moves bits with ``Timer`` waits of one bit time (``divisor`` clock
 periods), so the simulator runs freely between bit edges; a background receiver samples
-``uart_tx`` in the middle of each bit. Every request frame goes through
+``uart_tx`` in the middle of each bit. (cocotbext-uart 0.1.4 would move bytes the same
+way, but it cannot send a byte with a low stop bit, which the LINE error case needs, so
+the few lines of driver are here.) Every request frame goes through
 :func:`transact` and every reply through :class:`npu.board.protocol.ReplyDecoder`.
 
 * ``gemm_program``: a bound, tiled int8 gemm (with bias) is loaded into the board's block
