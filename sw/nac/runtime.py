@@ -206,15 +206,16 @@ def _sdpa(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None, enable
         raise NacRuntimeError(f"scaled_dot_product_attention needs q, k, v of rank >= 2 and "
                               f"a non-empty head, got {list(q.shape)}, {list(k.shape)}, "
                               f"{list(v.shape)}")
-    if enable_gqa and k.shape[-3:-2] != q.shape[-3:-2]:
-        # Grouped-query attention: each key/value head serves a group of query heads.
-        if q.ndim < 3 or k.ndim < 3 or v.ndim < 3 or k.shape[-3] != v.shape[-3] or \
-                k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
+    if enable_gqa:
+        # Grouped-query attention (ATen's): the key heads and the value heads (axis -3) each
+        # divide the query heads and are repeated to match them.
+        if min(q.ndim, k.ndim, v.ndim) < 3 or 0 in (k.shape[-3], v.shape[-3]) or \
+                q.shape[-3] % k.shape[-3] or q.shape[-3] % v.shape[-3]:
             raise NacRuntimeError(f"scaled_dot_product_attention with enable_gqa: the key and "
                                   f"value heads must divide the query heads, got "
                                   f"{list(q.shape)}, {list(k.shape)}, {list(v.shape)}")
-        repeat = q.shape[-3] // k.shape[-3]
-        k, v = np.repeat(k, repeat, axis=-3), np.repeat(v, repeat, axis=-3)
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = _matmul(q, np.swapaxes(k, -1, -2)) * np.float32(scale)
     if is_causal:

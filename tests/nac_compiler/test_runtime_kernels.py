@@ -343,6 +343,10 @@ def test_pool2d_errors(monkeypatch):
     y = _rand(1, 2, 5, 7)
     _cap_boundary(monkeypatch, lambda: runtime._pool2d(y, (1, 1), (1, 1), (1, 1), "max"), 126,
                   "pool2d padded input", (1, 2, 7, 9))
+    _cap_boundary(monkeypatch, lambda: runtime._pool2d(y, (1, 1), (1, 1), (0, 1), "max"), 90,
+                  "pool2d padded input", (1, 2, 5, 9))
+    _cap_boundary(monkeypatch, lambda: runtime._pool2d(y, (1, 1), (1, 1), (1, 0), "max"), 98,
+                  "pool2d padded input", (1, 2, 7, 7))
     _cap_boundary(monkeypatch, lambda: runtime._pool2d(y, (2, 1), (1, 1), (1, 1), "avg"), 216,
                   "pool2d windows", (2, 1, 2, 6, 9))
     _cap_boundary(monkeypatch, lambda: runtime._pool2d(y, (1, 3), (1, 1), (0, 1), "max"), 210,
@@ -364,8 +368,12 @@ def test_pool1d_matches_torch():
     _close(avg(x, [3], [1], [1], False), F.avg_pool1d(t, 3, 1, 1, False))
     _close(avg(x, [4], [3], [0], False, False), F.avg_pool1d(t, 4, 3, 0, False, False))
     _close(avg(x, [3], [2], [1], False, True), F.avg_pool1d(t, 3, 2, 1, False, True))
-    # (N, L) input: pooled along the last axis.
-    _close(mx(x[0], [2], [1]), F.max_pool1d(t[0:1], 2, 1)[0], rtol=0, atol=0)
+    # (C, L) input without a batch axis: every option reaches the kernel.
+    _close(mx(x[0], [2], [1]), F.max_pool1d(t[0], 2, 1), rtol=0, atol=0)
+    _close(mx(x[0], [3], [2], [1], [2]), F.max_pool1d(t[0], 3, 2, 1, 2), rtol=0, atol=0)
+    _close(avg(x[0], [3], [2], [1], False, True), F.avg_pool1d(t[0], 3, 2, 1, False, True))
+    _refuses(lambda: avg(x[0], [3], [2], [1], False, False),
+             "avg_pool2d with count_include_pad=False and padding is not supported")
 
 
 def test_pool1d_options_reach_the_2d_kernel():
@@ -444,6 +452,8 @@ def test_matmul_errors_and_cap(monkeypatch):
                   (2, 1, 5))
     _cap_boundary(monkeypatch, lambda: mm(_rand(2, 3, 4), _rand(4)), 6, "matmul result",
                   (2, 3, 1))
+    _cap_boundary(monkeypatch, lambda: mm(_rand(3, 4), _rand(4, 5)), 15, "matmul result",
+                  (3, 5))
 
 
 def test_linear_and_addmm():
@@ -488,6 +498,8 @@ SDPA = [  # q, k, v shapes, mask ("bool"/"float"/None), is_causal, scale, enable
     ((3, 4), (6, 4), (6, 5), "float", False, None, False),
     ((4, 3), (4, 3), (4, 2), None, True, None, False),
     ((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 6), None, False, None, True),
+    ((2, 4, 3, 8), (2, 2, 5, 8), (2, 1, 5, 6), None, False, None, True),  # k, v heads differ
+    ((2, 4, 3, 8), (2, 1, 5, 8), (2, 4, 5, 6), "float", False, None, True),
     ((2, 6, 3, 4), (2, 2, 5, 4), (2, 2, 5, 2), "bool", False, 0.5, True),
     ((6, 3, 4), (3, 5, 4), (3, 5, 2), None, True, None, True),
     ((2, 3, 3, 4), (2, 3, 5, 4), (2, 3, 5, 2), None, False, None, True),  # equal heads
@@ -526,12 +538,30 @@ def test_sdpa_errors():
            "the query heads, got ")
     _refuses(lambda: sdpa(_rand(1, 3, 2, 4), _rand(1, 2, 2, 4), _rand(1, 2, 2, 4),
                           enable_gqa=True), gqa + "[1, 3, 2, 4], [1, 2, 2, 4], [1, 2, 2, 4]")
-    _refuses(lambda: sdpa(_rand(1, 4, 2, 4), _rand(1, 2, 2, 4), _rand(1, 1, 2, 4),
-                          enable_gqa=True), gqa + "[1, 4, 2, 4], [1, 2, 2, 4], [1, 1, 2, 4]")
-    _refuses(lambda: sdpa(_rand(1, 4, 2, 4), _rand(1, 0, 2, 4), _rand(1, 0, 2, 4),
-                          enable_gqa=True), gqa + "[1, 4, 2, 4], [1, 0, 2, 4], [1, 0, 2, 4]")
+    _refuses(lambda: sdpa(_rand(1, 4, 2, 4), _rand(1, 2, 2, 4), _rand(1, 3, 2, 4),
+                          enable_gqa=True), gqa + "[1, 4, 2, 4], [1, 2, 2, 4], [1, 3, 2, 4]")
+    _refuses(lambda: sdpa(_rand(1, 4, 2, 4), _rand(1, 0, 2, 4), _rand(1, 2, 2, 4),
+                          enable_gqa=True), gqa + "[1, 4, 2, 4], [1, 0, 2, 4], [1, 2, 2, 4]")
+    _refuses(lambda: sdpa(_rand(1, 4, 2, 4), _rand(1, 2, 2, 4), _rand(1, 0, 2, 4),
+                          enable_gqa=True), gqa + "[1, 4, 2, 4], [1, 2, 2, 4], [1, 0, 2, 4]")
+    # Grouped-query attention needs a head axis on all three (torch refuses 2-D too).
     _refuses(lambda: sdpa(_rand(2, 4), _rand(2, 2, 4), _rand(2, 2, 4), enable_gqa=True),
              gqa + "[2, 4], [2, 2, 4], [2, 2, 4]")
+    _refuses(lambda: sdpa(_rand(2, 2, 4), _rand(2, 4), _rand(2, 2, 4), enable_gqa=True),
+             gqa + "[2, 2, 4], [2, 4], [2, 2, 4]")
+    _refuses(lambda: sdpa(_rand(2, 2, 4), _rand(2, 2, 4), _rand(2, 4), enable_gqa=True),
+             gqa + "[2, 2, 4], [2, 2, 4], [2, 4]")
+
+
+def test_sdpa_defaults():
+    # Defaults: no mask, not causal, scale 1/sqrt(head size), no dropout; 4 queries, 6 keys.
+    q, k, v = _rand(2, 4, 8), _rand(2, 6, 8), _rand(2, 6, 3)
+    _close(runtime._sdpa(q, k, v), _sdpa_ref(q, k, v))
+    # Without enable_gqa, one key/value head broadcasts over the query heads (matmul rules),
+    # and a 2-D key/value over a batch of queries.
+    q4, k1, v1 = _rand(2, 4, 3, 8), _rand(2, 1, 5, 8), _rand(1, 1, 5, 6)
+    _close(runtime._sdpa(q4, k1, v1), _sdpa_ref(q4, k1, v1))
+    _close(runtime._sdpa(q, k[0], v[0]), _sdpa_ref(q, k[0], v[0]))
 
 
 # --- gelu, activations, softmax -----------------------------------------------------------
