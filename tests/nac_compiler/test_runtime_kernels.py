@@ -892,3 +892,104 @@ def test_operands_name_their_origin():
         " (tensor operands: float32 [2, 3] from input 0 ('x'); int64 [3])"
     assert runtime._operands(args, {}, ins, 6) == " (tensor operands: float32 [2, 3]; int64 [3])"
     assert runtime._operands([5, [1, 2]], {}, Instruction(20, 1, (1, 7, 8), (0, 0)), 6) == ""
+
+
+# --- run(): hand-built models, every refusal by its message -------------------------------
+
+def _model(*ops, data=None, cmap=None, cnst=()):
+    from nac.container import NacFile
+
+    return NacFile(ops=tuple(ops), perm=((1, "T"), (2, "TT")), data=data, cmap=cmap,
+                   cnst=tuple(cnst))
+
+
+def _ins(a, b=0, c=None, d=()):
+    from nac.container import Instruction
+
+    return Instruction(int(a), b, c, tuple(d))
+
+
+def test_run_hand_built_models():
+    from nac.container import Constant, DataSection
+    from nac.encoding import ConstType, SystemOp
+
+    inp, out = SystemOp.INPUT, SystemOp.OUTPUT
+    a, b = _rand(2, 3), _rand(3)
+    # Instruction 2 is nac.add (id 11) of instructions 0 and 1; no DATA section at all.
+    add = _model(_ins(inp), _ins(inp), _ins(11, 2, None, (-2, -1)), _ins(out, 0, None, (-1,)))
+    (result,) = runtime.run(add, [a, b])
+    np.testing.assert_array_equal(result, a + b)
+    # An output may name instruction 0 (the first one) and several results.
+    first = _model(_ins(inp), _ins(inp), _ins(out, 0, None, (-2, -1)))
+    outs = runtime.run(first, [a, b])
+    assert len(outs) == 2 and outs[0] is a and outs[1] is b
+    # A subgraph output (B=1) does not stop the run; its value is the list of its results,
+    # which a final output may name, but no kernel can take.
+    sub = _model(_ins(inp), _ins(out, 1, None, (-1,)), _ins(out, 0, None, (-2, -1)))
+    outs = runtime.run(sub, [a])
+    assert outs[0] is a and isinstance(outs[1], list) and outs[1][0] is a
+    bad = _model(_ins(inp), _ins(out, 1, None, (-1,)), _ins(11, 2, None, (-2, -1)),
+                 _ins(out, 0, None, (-1,)))
+    _refuses(lambda: runtime.run(bad, [a]), "instruction 2 (nac.add): argument from "
+             "instruction 1, which has no tensor value")
+    # nac.view (17) with a constant shape: a tuple constant reaches the kernel as a list.
+    view = _model(_ins(inp), _ins(17, 2, (2, 7), (-1, 0)), _ins(out, 0, None, (-1,)),
+                  cnst=[(7, Constant(ConstType.LIST_INT32, (3, 2)))])
+    assert runtime.run(view, [a])[0].shape == (3, 2)
+    _refuses(lambda: runtime.run(_model(_ins(inp), _ins(17, 2, (2, 8), (-1, 0)),
+                                        _ins(out, 0, None, (-1,))), [a]),
+             "instruction 1 (nac.view): constant id 8 is not in CNST")
+    # Input labels: named where DATA names them, "none" for a model without inputs.
+    named = _model(_ins(inp), _ins(inp), _ins(out, 0, None, (-1,)),
+                   data=DataSection(inputs=((1, "y"),)))
+    _refuses(lambda: runtime.run(named, [a]),
+             "the model takes 2 input(s) (input 0, input 1 ('y')), got 1")
+    _refuses(lambda: runtime.run(_model(_ins(out, 0, None, ())), [a]),
+             "the model takes 0 input(s) (none), got 1")
+
+
+def test_run_refusals():
+    from nac.encoding import SystemOp
+
+    inp, out = SystemOp.INPUT, SystemOp.OUTPUT
+    a = _rand(2, 3)
+    cases = [
+        ((_ins(inp, 1), _ins(out, 0, None, (-1,))), [],
+         "instruction 0: <INPUT B=1> without a parameter id in C"),
+        ((_ins(inp, 2), _ins(out, 0, None, (-1,))), [],
+         "instruction 0: state inputs (<INPUT B=2>) need a state store, which this runtime "
+         "does not keep"),
+        ((_ins(inp), _ins(out, 0, None, (0,))), [a],
+         "instruction 1: <OUTPUT> offset 0 names no computed value"),
+        ((_ins(inp), _ins(out, 0, None, (-2,))), [a],
+         "instruction 1: <OUTPUT> offset -2 names no computed value"),
+        ((_ins(inp), _ins(out, 0, None, (5,))), [a],
+         "instruction 1: <OUTPUT> offset 5 names no computed value"),
+        ((_ins(inp), _ins(5), _ins(out, 0, None, (-2,))), [a],
+         "instruction 1: system op A=5 not supported"),
+        ((_ins(inp), _ins(99, 1, None, (-1,)), _ins(out, 0, None, (-1,))), [a],
+         "instruction 1: no kernel for 99"),
+        ((_ins(inp),), [a], "the model has no <OUTPUT B=0>"),
+    ]
+    for ops, inputs, message in cases:
+        _refuses(lambda ops=ops, inputs=inputs: runtime.run(_model(*ops), inputs), message)
+    custom = _model(_ins(inp), _ins(99, 1, None, (-1,)), _ins(out, 0, None, (-1,)),
+                    cmap=((99, "aten.nothing.default"),))
+    _refuses(lambda: runtime.run(custom, [a]),
+             "instruction 1: no kernel for 'aten.nothing.default'")
+
+
+def test_run_names_a_failing_kernel_and_its_operands():
+    from nac.container import DataSection
+    from nac.encoding import SystemOp
+
+    inp, out = SystemOp.INPUT, SystemOp.OUTPUT
+    model = _model(_ins(inp), _ins(inp), _ins(11, 2, None, (-2, -1)), _ins(out, 0, None, (-1,)),
+                   data=DataSection(inputs=((0, "x"),)))
+    # numpy's own broadcast error (a ValueError) with the op, the instruction and where each
+    # operand came from.
+    with pytest.raises(NacRuntimeError) as info:
+        runtime.run(model, [_rand(2, 3), _rand(4)])
+    assert re.fullmatch(r"instruction 2 \(nac\.add\): ValueError: .+ \(tensor operands: "
+                        r"float32 \[2, 3\] from input 0 \('x'\); float32 \[4\] from input 1\)",
+                        str(info.value), re.S), str(info.value)
