@@ -62,6 +62,65 @@ REASONS = {
     "nonzero-offset": (
         "the branch only sees D offsets d != 0 (zeros are counted before it), where "
         "index + d < index and index + d <= index agree"),
+    # nac.runtime
+    "unused-argument": (
+        "nac.runtime._f(x, value) ignores x (it is np.float32(value)), so passing None for it "
+        "changes nothing"),
+    "negative-reshape": (
+        "numpy's reshape takes any negative size as the one unknown dimension, so -2 in "
+        "place of -1 gives the same shape"),
+    "zero-branch": (
+        "the two branches of elu/rrelu meet at x = 0 (both give a zero there), so '>' and "
+        "'>=' choose between equal values"),
+    "elu-inner-clamp": (
+        "elu's np.minimum(x, 0) only keeps expm1 away from large positive x, where np.where "
+        "takes x itself; clamping at 1 instead gives the same choice and the same values"),
+    "single-weight": (
+        "prelu: a one-element weight reshaped to [1, -1, 1, ...] broadcasts exactly as the "
+        "scalar it is reshaped to otherwise"),
+    "eval-batch-norm": (
+        "instance_norm without input statistics calls _batch_norm in eval mode: None is as "
+        "false as False, and _batch_norm ignores its momentum"),
+    "dtype-kind-letters": (
+        "'XXiuXX' holds the same dtype kind letters as 'iu' ('X' is no numpy kind)"),
+    "whole-division": (
+        "slice: the length is a multiple of 3 when the comparison runs ('or' short-cuts "
+        "otherwise), so len / 3 and len // 3 are the same number"),
+    "softplus-threshold": (
+        "softplus's default threshold 21 instead of 20: for 20 < beta*x <= 21, "
+        "log1p(exp(beta*x)) / beta differs from x by exp(-beta*x) / beta, far below half a "
+        "float32 ulp of x, so the float32 results are equal (checked over 10**6 points)"),
+    "gelu-default": (
+        "gelu only tests approximate == 'tanh'; any other default string selects the exact "
+        "erf form as 'none' does"),
+    "unused-channel-pad": (
+        "conv2d: a padding channel appended after the last one is never sliced by any group "
+        "(groups take channels g*cg to (g+1)*cg of the unpadded count)"),
+    "einsum-case": (
+        "np.einsum subscripts are letters of either case: 'NCHW,FC->NFHW' is the same "
+        "contraction as 'nchw,fc->nfhw'"),
+    "bias-broadcast": (
+        "a bias of shape [f, 1, 1] broadcasts against [n, f, oh, ow] exactly as [1, f, 1, 1]"),
+    "matmul-2d-k": (
+        "for a 2-D right operand shape[0] is shape[-2], so the rank test deciding between "
+        "them can be > 1 or > 2"),
+    "rank-checked": (
+        "pool2d input is checked to have rank 4 first, where shape[2:] is shape[-2:]"),
+    "unit-axis": (
+        "1-D pooling runs the 2-D kernel over a height-1 axis with kernel 1: any stride or "
+        "dilation on that axis gives the one output row"),
+    "operand-order": (
+        "each tensor operand comes from one non-zero D offset, in order, and constants are "
+        "never arrays, so the offsets never run out before the operands"),
+    "equal-lengths": (
+        "the input count is checked before: slots, labels and inputs (and the checked "
+        "inputs) have equal lengths, so zip's strict= cannot fire"),
+    "own-slot": (
+        "an <OUTPUT> offset of 0 names the output's own slot, still None, so letting 0 "
+        "through the range test reaches the same 'names no computed value'"),
+    "tuple-constant": (
+        "every kernel that takes a list constant (sizes, strides, pads, dims, ranges) "
+        "accepts a tuple alike and prints it through list()"),
 }
 
 _GROUPS = {
@@ -120,6 +179,36 @@ _GROUPS = {
                     for n in (109, 111)],
     "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (122, 127)],
     "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15"],
+    "unused-argument": [
+        "nac.runtime.x__clamp__mutmut_7", "nac.runtime.x__clamp__mutmut_17",
+        "nac.runtime.x__elu__mutmut_6", "nac.runtime.x__elu__mutmut_17",
+        "nac.runtime.x__elu__mutmut_22", "nac.runtime.x__group_norm__mutmut_49",
+        "nac.runtime.x__rms_norm__mutmut_23", "nac.runtime.x__rrelu__mutmut_14",
+        "nac.runtime.x__softplus__mutmut_5", "nac.runtime.x__softplus__mutmut_23",
+    ],
+    "negative-reshape": ["nac.runtime.x__group_norm__mutmut_29",
+                         "nac.runtime.x__batch_norm__mutmut_8", "nac.runtime.x__prelu__mutmut_9",
+                         "nac.runtime.x__conv2d__mutmut_196"],
+    "zero-branch": ["nac.runtime.x__elu__mutmut_32", "nac.runtime.x__rrelu__mutmut_11"],
+    "elu-inner-clamp": ["nac.runtime.x__elu__mutmut_16"],
+    "single-weight": ["nac.runtime.x__prelu__mutmut_24", "nac.runtime.x__prelu__mutmut_25"],
+    "eval-batch-norm": ["nac.runtime.x__instance_norm__mutmut_7",
+                        "nac.runtime.x__instance_norm__mutmut_8"],
+    "dtype-kind-letters": ["nac.runtime.x__gather__mutmut_4"],
+    "whole-division": ["nac.runtime.x__slice__mutmut_4"],
+    "softplus-threshold": ["nac.runtime.x__softplus__mutmut_2"],
+    "gelu-default": ["nac.runtime.x__gelu__mutmut_1", "nac.runtime.x__gelu__mutmut_2"],
+    "unused-channel-pad": ["nac.runtime.x__conv2d__mutmut_123"],
+    "einsum-case": ["nac.runtime.x__conv2d__mutmut_182"],
+    "bias-broadcast": ["nac.runtime.x__conv2d__mutmut_190"],
+    "matmul-2d-k": ["nac.runtime.x__matmul__mutmut_21"],
+    "rank-checked": ["nac.runtime.x__pool2d__mutmut_49"],
+    "unit-axis": [f"nac.runtime.x__pool1d__mutmut_{n}" for n in (53, 57, 86)],
+    "operand-order": ["nac.runtime.x__operands__mutmut_8"],
+    "equal-lengths": [f"nac.runtime.x__user_inputs__mutmut_{n}"
+                      for n in (29, 32, 33, 49, 52, 55, 58, 59, 60)],
+    "own-slot": ["nac.runtime.x_run__mutmut_73", "nac.runtime.x_run__mutmut_74"],
+    "tuple-constant": ["nac.runtime.x_run__mutmut_104"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
