@@ -184,16 +184,18 @@ def nmu_programs(device):
 def cstl_programs(device):
     """``{name: (NEM text, DDR inputs)}`` of the CSTL regression programs (empty when the
     device has no CSTL): tiled casts i8 -> i16 / i32, tiled activations through lookup
-    tables (relu, sigmoid) and tiled max pools (2 x 2 stride 2 as the digits CNN's; 3 x 3
-    stride 2 with pads, more channels than a word), at unaligned addresses, spread over the
-    CSTL instances."""
+    tables (relu, sigmoid), tiled max pools (2 x 2 stride 2 as the digits CNN's; 3 x 3
+    stride 2 with pads, more channels than a word) and a global average pool per image, at
+    unaligned addresses, spread over the CSTL instances."""
     if not EngineConfig.shipped(device).n_cstl:
         return {}
     return {"cast": cast_tiles(9, 13, 2), "activation": table_tiles(11, 21, 3),
             "maxpool": pool_tiles("maxpool", 1, 8, 8, 8, (2, 2), (2, 2), (0, 0, 0, 0), 2,
                                   (False, True)),
             "maxpool_pads": pool_tiles("maxpool", 1, 7, 6, 11, (3, 3), (2, 2), (1, 1, 1, 1),
-                                       2, (True, False))}
+                                       2, (True, False)),
+            "global_avgpool": pool_tiles("avgpool", 2, 4, 5, 12, (4, 5), (4, 5), (0, 0, 0, 0),
+                                         1, (False, True))}
 
 
 def bench_programs(device):

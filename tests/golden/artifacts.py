@@ -18,7 +18,8 @@ bin/example/conv2d_relu (TABLE on its 4 i8 relus, one shared table) gained regis
 writes and data appended after the old data section (checked by decoding both versions:
 every other register, buffer, token and data byte equal); the 2 memory images differ in
 the program sha256 they hold; the NAC files not at all. The four max-pool engine
-programs (bin/engine/{small,sim}/maxpool{,_pads}, issue 20: maxpool on the CSTL RTL) were
+programs (bin/engine/{small,sim}/maxpool{,_pads}, issue 20: maxpool on the CSTL RTL) and
+the two global average pools (bin/engine/{small,sim}/global_avgpool) were
 added to it as new entries, every other entry left as it was.
 It was re-recorded a third time for task binary 1.4 (issue 24: the group requantisation
 entry of int4 weights quantised per group along a reduction axis): every binary differs
