@@ -879,6 +879,21 @@ def test_load_param_values_and_errors():
                                                     orig_shape=(3,)), [0, 0], DType.UINT8, (2,))
     _refuses(lambda: runtime._load_param(NacFile(), 3, "w", {3: fp8}),
              "parameter 3 ('w'): BLOCK_FP8 orig_shape [3] has more elements than the 2 stored")
+    # float8 e4m3 bytes (bias 7): 0x38 = 1.0, 0x40 = 2.0, 0x30 = 0.5, 0xB8 = -1.0; blocks of
+    # two scaled by 2 and 0.5. orig_shape holds exactly the four stored values.
+    exact = tensor(QuantMethod.BLOCK_FP8, QuantParams(scales=(2.0, 0.5), block_size=2,
+                                                      orig_shape=(2, 2)),
+                   [0x38, 0x40, 0x30, 0xB8], DType.UINT8, (4,))
+    np.testing.assert_array_equal(runtime._load_param(NacFile(), 3, "w", {3: exact}),
+                                  np.array([[2.0, 4.0], [0.25, -0.5]], np.float32))
+    # Parameters that pass the checks but that dequantisation cannot apply (two unknown
+    # dimensions in orig_shape): numpy's ValueError, named.
+    odd = tensor(QuantMethod.BLOCK_FP8, QuantParams(scales=(1.0,), block_size=4,
+                                                    orig_shape=(-2, -2)),
+                 [0x38] * 4, DType.UINT8, (4,))
+    with pytest.raises(NacRuntimeError) as info:
+        runtime._load_param(NacFile(), 3, "w", {3: odd})
+    assert str(info.value).startswith("parameter 3 ('w'): cannot dequantise: "), info.value
 
 
 def test_operands_name_their_origin():
