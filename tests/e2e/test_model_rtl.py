@@ -1,9 +1,10 @@
 """Compiled models on the engine RTL: ``npu run DIR x.npy --on rtl|all`` (issue 22).
 
 The zoo ``mlp`` (linear + ReLU / GELU lookup tables on the CSTL) is compiled for ``small``
-and ``sim`` and run on each engine's RTL (the regression's cached Verilator build): every
-buffer equals the executor's run of the same binary byte for byte, and the dequantised
-outputs equal the executor's. The zoo ``cnn`` (max / average pooling on the CSTL) on
+and ``sim`` and run on each engine's RTL (the regression's cached Verilator build; on
+``small`` with random AXI pauses, on ``sim`` through ``npu run --on all``): every buffer
+equals the executor's run of the same binary byte for byte, and the dequantised outputs
+equal the executor's. The zoo ``cnn`` (max / average pooling on the CSTL) on
 ``sim`` either runs and equals the executor, or, while the CSTL RTL lacks a pooling
 datapath, stops with UNIT_ERROR naming the task, ``CSTL`` and the pooling opcode, the
 model layer and the cause ``OPCODE`` (the op the RTL refuses) -- never a hang. Corrupted
@@ -54,12 +55,11 @@ def _group(device):
 
 
 @pytest.mark.cocotb
-@pytest.mark.parametrize("device", [pytest.param("small", marks=_group("small")),
-                                    pytest.param("sim", marks=_group("sim"))])
-def test_mlp_on_the_rtl_equals_the_executor(builds, device, tmp_path):
-    build = builds[("mlp", device)]
+@_group("small")
+def test_mlp_on_the_rtl_equals_the_executor(builds, tmp_path):
+    build = builds[("mlp", "small")]
     x = _input(build)
-    run = run_model(build, [x], seed=3)
+    run = run_model(build, [x], seed=3, stalls=True)  # random AXI pauses
     assert run.error is None, run.error
     assert run.mismatch is None, str(run.mismatch)
     c = run.rtl.counters
@@ -75,6 +75,29 @@ def test_mlp_on_the_rtl_equals_the_executor(builds, device, tmp_path):
     assert page.count("<svg") == 3 and "RTL == executor byte for byte" in page
     for layer in run.manifest["layers"]:  # a row per layer
         assert f"{layer['instruction']} {layer['op']}</td>" in page
+
+
+@pytest.mark.cocotb
+@_group("sim")
+def test_npu_run_on_all_through_the_cli(builds, tmp_path, capsys):
+    build = builds[("mlp", "sim")]
+    x = _input(build, seed=1)
+    np.save(tmp_path / "x.npy", x)
+    stem = tmp_path / "out"
+    assert main(["run", str(build), str(tmp_path / "x.npy"), "--on", "all", "--save",
+                 str(stem), "--report", str(tmp_path / "rep")]) == 0
+    text = capsys.readouterr().out
+    assert "RTL == executor: " in text and "bytes equal byte for byte" in text
+    assert "top-1 agreement" in text and "RTL / executor" in text
+    rtl, exe = np.load(f"{stem}.rtl.0.npy"), np.load(f"{stem}.executor.0.npy")
+    np.testing.assert_array_equal(rtl, exe)
+    (want,), _ = run_build(build, [x], on="executor")
+    np.testing.assert_array_equal(rtl, want)
+    (f,), _ = run_build(build, [x], on="float")
+    np.testing.assert_array_equal(np.load(f"{stem}.float.0.npy"), f)
+    assert (tmp_path / "rep" / "report.html").is_file()
+    for layer in json.loads((build / "manifest.json").read_text())["layers"]:
+        assert f"{layer['op']:<9}{layer['unit']:<5}" in text  # the per-layer table
 
 
 @pytest.mark.cocotb

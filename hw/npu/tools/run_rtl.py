@@ -109,6 +109,16 @@ def _run(args) -> int:
                    f"{row['scale']:.4g}); ")
             print(f"output {k}: {err}top-1 agreement {row['agree']} of {row['rows']} "
                   f"({100.0 * row['agree'] / max(row['rows'], 1):.1f} %)")
+    if args.report:
+        from sim.report import layer_rows
+
+        print(f"{'instr':>6} {'op':<9}{'unit':<5}{'tasks':>6}{'RTL span':>10}{'model':>8}"
+              f"{'RTL compute':>13}{'model':>8}{'MACs':>10}")
+        for r in layer_rows(run):
+            print(f"{r['instruction']:>6} {r['op']:<9}{r['unit']:<5}{r['tasks']:>6}"
+                  f"{r['rtl_last'] - (r['rtl_first'] or 0):>10}"
+                  f"{r['exe_last'] - (r['exe_first'] or 0):>8}{r['rtl_compute']:>13}"
+                  f"{r['exe_compute']:>8}{r['macs']:>10}")
     if isinstance(args.report, str):
         from sim.report import write_model_report
 
