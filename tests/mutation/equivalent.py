@@ -118,6 +118,12 @@ REASONS = {
     "own-slot": (
         "an <OUTPUT> offset of 0 names the output's own slot, still None, so letting 0 "
         "through the range test reaches the same 'names no computed value'"),
+    "integral-repeat": (
+        "sdpa's head repeat count: the heads were checked to divide, so '/' gives a whole "
+        "float, which np.repeat takes as the same count"),
+    "truthy-mask": (
+        "the causal mask as float ones and zeros instead of booleans: np.where takes any "
+        "non-zero value as true"),
     "tuple-constant": (
         "every kernel that takes a list constant (sizes, strides, pads, dims, ranges) "
         "accepts a tuple alike and prints it through list()"),
@@ -209,6 +215,8 @@ _GROUPS = {
                       for n in (29, 32, 33, 49, 52, 55, 58, 59, 60)],
     "own-slot": ["nac.runtime.x_run__mutmut_73", "nac.runtime.x_run__mutmut_74"],
     "tuple-constant": ["nac.runtime.x_run__mutmut_104"],
+    "integral-repeat": ["nac.runtime.x__sdpa__mutmut_62", "nac.runtime.x__sdpa__mutmut_76"],
+    "truthy-mask": ["nac.runtime.x__sdpa__mutmut_121", "nac.runtime.x__sdpa__mutmut_123"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
