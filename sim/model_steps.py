@@ -51,15 +51,37 @@ def _nac_of(module, example, path):
     return path
 
 
+def _trained_digits(progress):
+    """``nac.zoo.digits_cnn()``, its trained weights cached in ``build/e2e`` under the hash
+    of ``nac/zoo.py`` (training is deterministic; a change to the zoo trains again)."""
+    import hashlib
+
+    import torch
+
+    from nac import zoo
+
+    key = hashlib.sha256(Path(zoo.__file__).read_bytes()).hexdigest()[:12]
+    cache = BUILD_ROOT / "e2e" / f"digits-weights-{key}.pt"
+    if cache.is_file():
+        progress(f"the trained digits CNN from {cache}")
+        model, x_test, y_test = zoo.digits_cnn(epochs=0)  # the split and the architecture
+        model.load_state_dict(torch.load(cache, weights_only=True))
+        model.eval()
+        return model, x_test, y_test
+    progress("train the digits CNN (nac.zoo.digits_cnn)")
+    model, x_test, y_test = zoo.digits_cnn()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), cache)
+    return model, x_test, y_test
+
+
 def _digits(device, out, batch, progress):
     import torch
     from sklearn.datasets import load_digits
 
-    from nac import zoo
     from nem.build_dir import compile_model, run_build
 
-    progress("train the digits CNN (nac.zoo.digits_cnn)")
-    model, x_test, y_test = zoo.digits_cnn()
+    model, x_test, y_test = _trained_digits(progress)
     d = load_digits()
     x = (d.images / 16.0).astype(np.float32)[:, None]
     x_train = x[np.random.default_rng(0).permutation(len(x))][:1400]
