@@ -70,7 +70,7 @@ def _cmd_sim(args) -> int:
             steps.append((step, result.result, result.detail))
             if result.run is not None:
                 runs.append((step, result.run, result.floats))
-    if models and args.random:
+    if args.random > 0 and (args.models is not None or not args.only):
         import time
 
         from sim.random_programs import run_random
@@ -278,7 +278,7 @@ def register(subparsers):
     p.add_argument("--random", type=int, default=10, metavar="N",
                    help="after the models, N random bound programs (copies, gemm, conv, "
                    "CSTL tables and casts; sim.random_programs) on the RTL against the "
-                   "executor (default 10; 0: none)")
+                   "executor (default 10; 0: none; none with --only unless --models)")
     p.add_argument("--device", choices=("small", "sim"), default="sim",
                    help="the engine the models run on (default sim)")
     p.add_argument("--batch", type=int, default=8,
