@@ -85,6 +85,10 @@ def _report_end(run, rtl, prep) -> bool:
               f"{_label(prep, c['ERROR_TASK'])} after {c['CYCLES']} cycles; {state}; "
               f"tasks {tasks}; tokens {c['TOKENS']:#x}")
     print(f"SEQ states (last changes, @cycle of the run): {history}")
+    if not rtl.budget_hit and rtl.cause == "UNIT_ERROR":
+        from sim.model_run import engine_error
+
+        print(f"refused: {engine_error(prep, rtl)}")  # the task's unit, opcode and cause
     return False
 
 
