@@ -275,10 +275,10 @@ def register(subparsers):
                    help="only these model steps (digits, mlp, cnn, residual, attention; "
                    "none: no model)")
     p.add_argument("--no-blocks", action="store_true", help="only the model steps")
-    p.add_argument("--random", type=int, default=10, metavar="N",
+    p.add_argument("--random", type=int, default=30, metavar="N",
                    help="after the models, N random bound programs (copies, gemm, conv, "
                    "CSTL tables and casts; sim.random_programs) on the RTL against the "
-                   "executor (default 10; 0: none; none with --only unless --models)")
+                   "executor (default 30; 0: none; none with --only unless --models)")
     p.add_argument("--device", choices=("small", "sim"), default="sim",
                    help="the engine the models run on (default sim)")
     p.add_argument("--batch", type=int, default=8,
