@@ -4,9 +4,9 @@
 their slot conflicts need, a tiled gemm, a conv2d with random pads / strides / dilations,
 CSTL lookup-table activations, CSTL casts; random sizes that bind on the device) and runs
 it through the ``npu nem sim`` runner: the RTL must end done with every buffer equal to the
-executor's run of the same binary, byte for byte. Three seeds here (one cocotb run each on
-the cached ``small`` engine); ``npu sim`` runs more of them on the ``sim`` engine
-(``--random N``).
+executor's run of the same binary, byte for byte. Five seeds here, one of each kind (one
+cocotb run each on the cached ``small`` engine, seed 1 with random AXI pauses); ``npu sim``
+runs more of them on the ``sim`` engine (``--random N``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sim.random_programs import KINDS, random_program, run_random
 
 @pytest.mark.cocotb
 @pytest.mark.xdist_group(engine_design("small").key)
-@pytest.mark.parametrize("seed", [0, 1, 3])  # copies + token graph, gemm, lookup tables
+@pytest.mark.parametrize("seed", range(5))  # copies + token graph, gemm, conv, tables, casts
 def test_random_program_on_the_rtl_equals_the_executor(seed):
     what, prep, rtl, problem = run_random(seed, "small", stalls=seed == 1)
     assert problem is None, f"{what}: {problem}"
@@ -27,7 +27,8 @@ def test_random_program_on_the_rtl_equals_the_executor(seed):
     assert c["TASKS_DONE"] == len(prep.program.tasks), what
     # the program did the kind of work it was drawn for
     kind = KINDS[seed % len(KINDS)]
-    prefix = {"copies": "BUSY_DMA", "gemm": "BUSY_NMU", "table": "BUSY_CSTL"}[kind]
+    prefix = {"copies": "BUSY_DMA", "gemm": "BUSY_NMU", "conv": "BUSY_NMU",
+              "table": "BUSY_CSTL", "cast": "BUSY_CSTL"}[kind]
     assert sum(v for k, v in c.items() if k.startswith(prefix)) > 0, what
 
 
