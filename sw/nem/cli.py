@@ -268,22 +268,48 @@ def _dis(args: argparse.Namespace) -> int:
             f"  signal {{{', '.join(sigs)}}}"
         )
         regs = REGISTER_MAPS.get(t.unit)
+        named = {(regs.name(i) if regs else f"R{i}"): v for i, v in t.writes}
         for index, value in t.writes:
             name = regs.name(index) if regs else f"R{index}"
-            print(f"    {name:<12} = 0x{value:08x}  ({_meaning(name, value, program.data)})")
+            print(f"    {name:<12} = 0x{value:08x}  "
+                  f"({_meaning(name, value, program.data, named)})")
     if program.data:
         print(f"; data section: {len(program.data)} bytes")
     return EXIT_OK
 
 
-def _meaning(name: str, value: int, data: bytes) -> str:
-    """A register value spelt out: codes by name, quantisation entries decoded."""
+def _requant_kind(task: dict[str, int], data: bytes) -> str:
+    """Which entry a task's ``REQUANT`` names, from its other registers as the binder
+    chooses it: ``eltwise`` for a binary i8 eltwise opcode, ``group`` when an input is an
+    i4 operand quantised per group, else ``requant`` (the NMU's output stage)."""
+    from nem.numerics import ELTWISE_OPS
+    from nem.taskformat import ELEM_TYPES, NO_QUANT, OPCODES, TaskFormatError, decode_quant
+
+    code = task.get("OPCODE", 0)
+    if code < len(OPCODES) and OPCODES[code] in ELTWISE_OPS:
+        return "eltwise"
+    for k in range(task.get("NIN", 0)):
+        elem, quant = task.get(f"OP{k}_ELEM", 0), task.get(f"OP{k}_QUANT", NO_QUANT)
+        if elem < len(ELEM_TYPES) and ELEM_TYPES[elem] == "i4" and quant != NO_QUANT:
+            try:
+                if decode_quant(data, quant).kind == "per_group":
+                    return "group"
+            except TaskFormatError:
+                pass  # the QUANT line says what is wrong with it
+    return "requant"
+
+
+def _meaning(name: str, value: int, data: bytes, task: dict[str, int]) -> str:
+    """A register value spelt out: codes by name, quantisation entries decoded (``task``:
+    the task's registers by name, which say what kind of entry ``REQUANT`` names)."""
     from nem.taskformat import (
         ELEM_TYPES,
         LEVELS,
         NO_QUANT,
         OPCODES,
         TaskFormatError,
+        decode_eltwise,
+        decode_group_requant,
         decode_quant,
         decode_requant,
     )
@@ -295,10 +321,26 @@ def _meaning(name: str, value: int, data: bytes) -> str:
         table = tables[field]
         return table[value] if value < len(table) else f"{value}: unknown code"
     if field == "REQUANT":
+        kind = _requant_kind(task, data)
         try:
-            r = decode_requant(data, value)
+            r = {"eltwise": decode_eltwise, "group": decode_group_requant,
+                 "requant": decode_requant}[kind](data, value)
         except TaskFormatError as exc:
             return str(exc)
+        if kind == "eltwise":
+            return (
+                f"eltwise: zero points a {r.a_zero_point}, b {r.b_zero_point}, y "
+                f"{r.y_zero_point}; left shift {r.left_shift}; multiplier/shift a "
+                f"{r.a_multiplier}/{r.a_shift}, b {r.b_multiplier}/{r.b_shift}, y "
+                f"{r.y_multiplier}/{r.y_shift}; clamp [{r.lo}, {r.hi}]"
+            )
+        if kind == "group":
+            return (
+                f"x zero point {r.x_zero_point}, y zero point {r.y_zero_point}, clamp "
+                f"[{r.lo}, {r.hi}], {len(r.multipliers)} group(s) of {r.group_size} along "
+                f"axis {r.axis}, shift {r.shift}, first multiplier {r.multipliers[0]}, "
+                f"weight zero points {list(r.w_zero_points)}"
+            )
         if not r.multipliers:
             return f"x zero point {r.x_zero_point}, raw i32 accumulators"
         return (

@@ -477,3 +477,18 @@ def test_front_end_refuses_a_wrong_table_or_entry():
         program, device = _tampered(text, edit)
         with pytest.raises(TaskFormatError, match=words):
             plan_from_binary(program, device)
+
+
+def test_dis_decodes_an_eltwise_entry_as_one(tmp_path, capsys):
+    # ADD's REQUANT names the 48-byte eltwise entry of test_eltwise_entry_by_hand, not an
+    # NMU requantisation entry: dis must read it with the eltwise layout
+    from npu.tools.cli import main
+
+    result = check_text(ADD, file="a.nem", base_dir=str(PROGRAMS))
+    path = tmp_path / "a.bin"
+    path.write_bytes(encode(bind(result)))
+    assert main(["nem", "dis", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("eltwise: zero points a 3, b -2, y 0; left shift 20; multiplier/shift a "
+            f"{1 << 30}/31, b {1 << 30}/32, y {1 << 30}/50; clamp [-128, 127]") in out
+    assert "channel(s)" not in out

@@ -178,3 +178,16 @@ def test_the_engine_devices_do_not_offer_int4(device):
     text = GEMM_I4.replace('device "ops_device.nem"', f'device "{device}.nem"')
     (d,) = check_text(text, file="g.nem", base_dir=str(devices)).diagnostics
     assert d.code == "E709" and "gemm matches gemm.int4.no_bias, which device" in d.message
+
+
+def test_dis_decodes_a_group_entry_as_one(tmp_path, capsys):
+    # the task's weight operand is i4 per group, so REQUANT names HEAD + GROUPS above
+    from npu.tools.cli import main
+
+    _, program, _ = _bound()
+    path = tmp_path / "g.bin"
+    path.write_bytes(encode(program))
+    assert main(["nem", "dis", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("x zero point -1, y zero point 3, clamp [-128, 127], 2 group(s) of 3 along "
+            f"axis 0, shift 33, first multiplier {1 << 30}, weight zero points [1, -2]") in out
