@@ -1,8 +1,10 @@
 """Long fuzzing run of the task binary readers and the memory image reader (``make fuzz``).
 
 Usage: ``python tests/fuzz/fuzz_taskbin.py --seconds 300 [--seed N]``. Seeds: the bound
-binaries and memory images of the executor's tiled gemm + relu program and of a copy
-pipeline. Each input is a seed with 1 to 8 random byte changes (overwrite, insert, delete,
+binaries and memory images of the executor's tiled gemm + relu program, of a copy
+pipeline, of an i4 gemm quantised per group (a group requantisation entry, binary 1.4) and
+of a broadcast i8 add with a lookup-table relu after it (an eltwise entry and a table).
+Each input is a seed with 1 to 8 random byte changes (overwrite, insert, delete,
 most of them in the headers and the first task records), a truncation, or (half of the
 binaries) a valid container with 1 to 3 register values, token masks or instances changed or
 a register write dropped. A binary goes through ``taskformat.decode`` and, when it decodes,
@@ -45,12 +47,45 @@ loop i in [0..3] @max_in_flight(2):
 endloop
 """
 
+GEMM_I4 = """device "ops_device.nem"
+buffer A : L1 (size=64)
+buffer B : L1 (size=64)
+buffer Y : L1 (size=64)
+let a = region(A, 0, 8) elem=i8, shape=[2, 4], layout=MK,
+    quant=per_tensor(scale=0.5, zero_point=-1)
+let b = region(B, 0, 4) elem=i4, shape=[4, 2], layout=KN,
+    quant=per_group(axis=0, group_size=3, scales=[0.25, 0.125], zero_points=[1, -2])
+let y = region(Y, 0, 4) elem=i8, shape=[2, 2], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=3)
+t = gemm.async in a, b out y accum_type=i32
+wait(t)
+"""
+ADD_RELU = """device "exec_device.nem"
+buffer X : L1 (size=64)
+buffer B : L1 (size=64)
+buffer Y : L1 (size=64)
+buffer Z : L1 (size=64)
+let x = region(X, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.5, zero_point=3)
+let b = region(B, 0, 6) elem=i8, shape=[2, 3], strides=[0, 1],
+    quant=per_tensor(scale=0.25, zero_point=-2)
+let y = region(Y, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=0)
+let z = region(Z, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=0)
+t = add.async in x, b out y
+r = relu.async in y out z deps=[t]
+wait(r)
+"""
+
 
 def seeds(workdir: Path):
     """(binary bytes, image bytes, device) of each seed program."""
     results = [
         check_file(str(PROGRAMS / "gemm_bias_relu.nem")),
         check_text(COPIES, file="copies.nem", base_dir=str(PROGRAMS)),
+        check_text(GEMM_I4, file="gemm_i4.nem", base_dir=str(PROGRAMS)),
+        check_text(ADD_RELU, file="add_relu.nem", base_dir=str(PROGRAMS)),
     ]
     out = []
     for k, result in enumerate(results):
