@@ -16,7 +16,7 @@ quantisation.
 
 from __future__ import annotations
 
-__all__ = ["cast_tiles", "pool_tiles", "table_tiles"]
+__all__ = ["cast_tiles", "eltwise_tiles", "pool_tiles", "table_tiles"]
 
 
 def cast_tiles(rows, cols, tile_rows):
@@ -161,5 +161,63 @@ def pool_tiles(op, n, h, w, c, kernel, strides, pads, tile_rows, requant=(False,
             tile += 1
     lines.append(f"out = transfer.async(dst=region(Y, 0, {size_y}), src=region(Y2, 0, "
                  f"{size_y}), deps=[{', '.join(stores)}])")
+    lines.append("wait(out)")
+    return "\n".join(lines) + "\n", None
+
+
+#: Quantisation of the eltwise programs' inputs A and B and of each opcode's output.
+ELT_QUANT = ("per_tensor(scale=0.05, zero_point=-3)", "per_tensor(scale=0.02, zero_point=7)")
+ELT_OUT = {"add": "per_tensor(scale=0.07, zero_point=2)",
+           "sub": "per_tensor(scale=0.07, zero_point=-1)",
+           "mul": "per_tensor(scale=0.01, zero_point=0)",
+           "min": "per_tensor(scale=0.05, zero_point=-3)",
+           "max": "per_tensor(scale=0.05, zero_point=5)"}
+
+
+def eltwise_tiles(rows, cols, tile_rows, ops=("add", "mul")):
+    """Binary eltwise on ``rows x cols`` i8 activations A and B (a residual sum when
+    ``add``) in tiles of ``tile_rows`` rows, tile ``i`` running ``ops[i % len(ops)]``
+    with the binder's ``ELTWISE_ENTRY``; odd tiles take B's first row broadcast over the
+    tile's rows (row stride 0), even tiles B's own rows. A and B
+    sit at odd L1 addresses, the output at another. Returns ``(text, None)``."""
+    n = rows * cols
+    lines = [
+        "program eltwise_tiles:",
+        f"buffer A : DDR (size={n})",
+        f"buffer B : DDR (size={n})",
+        f"buffer Y : DDR (size={n})",
+        f"buffer A2 : L2 (size={n})",
+        f"buffer B2 : L2 (size={n})",
+        f"buffer Y2 : L2 (size={n})",
+        f"buffer A1 : L1 (size={n + 3})",
+        f"buffer B1 : L1 (size={n + 1})",
+        f"buffer Y1 : L1 (size={n + 5})",
+        f"ta = transfer.sync(dst=region(A2, 0, {n}), src=region(A, 0, {n}))",
+        f"tb = transfer.sync(dst=region(B2, 0, {n}), src=region(B, 0, {n}))",
+        f"la = transfer.sync(dst=region(A1, 3, {n}), src=region(A2, 0, {n}))",
+        f"lb = transfer.sync(dst=region(B1, 1, {n}), src=region(B2, 0, {n}))",
+    ]
+    stores = []
+    for i, r in enumerate(range(0, rows, tile_rows)):
+        tr = min(tile_rows, rows - r)
+        op = ops[i % len(ops)]
+        size = tr * cols
+        b = (f"let b{i} = region(B1, 1, {size}) elem=i8, shape=[{tr}, {cols}], "
+             f"strides=[0, 1], quant={ELT_QUANT[1]}" if i % 2 else
+             f"let b{i} = region(B1, {1 + r * cols}, {size}) elem=i8, shape=[{tr}, {cols}], "
+             f"layout=MN, quant={ELT_QUANT[1]}")
+        lines += [
+            f"let a{i} = region(A1, {3 + r * cols}, {size}) elem=i8, shape=[{tr}, {cols}], "
+            f"layout=MN, quant={ELT_QUANT[0]}",
+            b,
+            f"let y{i} = region(Y1, {5 + r * cols}, {size}) elem=i8, shape=[{tr}, {cols}], "
+            f"layout=MN, quant={ELT_OUT[op]}",
+            f"e{i} = {op}.async in a{i}, b{i} out y{i}",
+            f"s{i} = transfer.async(dst=region(Y2, {r * cols}, {size}), "
+            f"src=region(Y1, {5 + r * cols}, {size}), deps=[e{i}])",
+        ]
+        stores.append(f"s{i}")
+    lines.append(f"out = transfer.async(dst=region(Y, 0, {n}), src=region(Y2, 0, {n}), "
+                 f"deps=[{', '.join(stores)}])")
     lines.append("wait(out)")
     return "\n".join(lines) + "\n", None

@@ -21,18 +21,22 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.elemtypes import elem_type
+from nem.numerics import NumericsError, eltwise_params
 from nem.opcodes import OPCODES
 from nem.registry import load_registry
 from nem.taskformat import (
     ELEM_TYPES,
+    ELTWISE_ENTRY,
     LEVELS,
     NO_TABLE,
     REGISTER_MAPS,
     TABLE_BYTES,
     Unit,
     attr_words,
+    encode_eltwise,
 )
-from npu.cstl.model import cstl_model, table_opcodes
+from npu.cstl.eltwalk import elt_runs
+from npu.cstl.model import CstlUnsupported, cstl_model, table_opcodes
 from npu.cstl.poolwalk import pool_runs
 from npu.cstl.regs import CstlRegisters, decode, kept_registers, pool_attr_slots
 from npu.cstl.unit import TABLE_WORDS, CstlUnit
@@ -41,7 +45,8 @@ from npu.nmu.model import Cause
 
 LANES, DEPTH = 8, 256
 HALF = LANES * DEPTH // 2
-POOL_FIELDS = ("pool", "kh", "kw", "sh", "sw", "top", "left", "ih", "iw")
+POOL_FIELDS = ("pool", "kh", "kw", "sh", "sw", "top", "left", "ih", "iw", "elt", "b_addr",
+               "entry")
 REGS = REGISTER_MAPS[Unit.CSTL]
 I8 = ELEM_TYPES.index("i8")
 L1 = LEVELS.index("L1")
@@ -180,6 +185,50 @@ def _pool_task(rng, op="maxpool"):
         return regs
 
 
+def _elt_task(rng, op):
+    """Registers of a random binary eltwise (rank 0..4, each input broadcast along random
+    dimensions: missing, of size 1, or read with stride 0; the output strided or not) and
+    its entry (``nem.numerics.eltwise_params`` of random scales and zero points; at data
+    offset 0, ``REQUANT`` 0). Returns ``(regs, entry bytes)``."""
+    while True:
+        rank = rng.randint(0, 4)
+        dims = [rng.choice([1, 2, 3, rng.randint(1, 6), rng.randint(8, 20)])
+                for _ in range(rank)]
+        if math.prod(dims) > 300:
+            continue
+        run = rng.random() < 0.7
+        ys, yspan = _region(rng, dims, run)
+        regs = {"OPCODE": OPCODES.index(op), "NIN": 2, "NOUT": 1, "REQUANT": 0,
+                "TABLE": NO_TABLE}
+        spans, ops = [], []
+        for _ in range(2):
+            lead = rng.randint(0, rank)
+            shape = [1 if rng.random() < 0.3 else n for n in dims[lead:]]
+            strides, span = _region(rng, shape, rng.random() < 0.8)
+            for d in range(len(shape)):
+                if rng.random() < 0.15:
+                    strides[d] = 0     # a broadcast read of a full dimension
+            spans.append(span)
+            ops.append((shape, strides))
+        if sum(spans) + 16 > HALF or yspan > HALF:
+            continue
+        at = rng.randint(0, HALF - sum(spans) - 16)
+        addrs = [at, at + spans[0] + rng.randint(0, 8), HALF + rng.randint(0, HALF - yspan)]
+        for k, (shape, strides) in enumerate([*ops, (dims, ys)]):
+            regs |= {f"OP{k}_ADDR_LO": addrs[k], f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": I8,
+                     f"OP{k}_RANK": len(shape),
+                     **{f"OP{k}_DIM{d}": shape[d] for d in range(len(shape))},
+                     **{f"OP{k}_STRIDE{d}": strides[d] for d in range(len(shape))}}
+        scales = [rng.choice([0.003, 0.01, 0.02, 0.05, 0.1, 0.25, 0.7]) for _ in range(3)]
+        zeros = [rng.choice([-128, -20, 0, 3, 127, rng.randint(-128, 127)]) for _ in range(3)]
+        try:
+            params = eltwise_params(op, scales[0], zeros[0], scales[1], zeros[1], scales[2],
+                                    zeros[2])
+        except NumericsError:
+            continue
+        return regs, encode_eltwise(params)
+
+
 def _want(regs, mem, table):
     """L1 after the task by the model, and its element count."""
     l1 = np.frombuffer(bytes(mem), np.uint8).copy()
@@ -253,7 +302,8 @@ def _check(tasks, rng):
     for (got, done, words, cnt), (regs, _, _), (_, want, n) in zip(
             _run(tasks, rng), tasks, wants, strict=True):
         assert done == (0, Cause.NONE)
-        assert words == (TABLE_WORDS if regs["TABLE"] != NO_TABLE else 0)
+        assert words == (TABLE_WORDS if regs["TABLE"] != NO_TABLE else
+                         ELTWISE_ENTRY.size // 4 if regs["NIN"] == 2 else 0)
         assert cnt["elems"] == n
         stalls += cnt["stall_read"] + cnt["stall_write"]
         got = np.frombuffer(got, np.uint8)
@@ -305,6 +355,25 @@ def test_pool_tasks_equal_the_model(op):
                       bytearray(rng.randbytes(LANES * DEPTH))))
     assert any(any(run[2] for run in pool_runs(decode(t[0]), LANES)) for t in tasks)
     assert _check(tasks, rng) > 20
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "min", "max"])
+def test_eltwise_tasks_equal_the_model(op):
+    """Random binary eltwise tasks with broadcasts (missing and size-1 dimensions, stride-0
+    reads, a one-byte input spread over the lanes) against the model, with L1 denials,
+    entry word gaps and ``done`` back-pressure; the walk's runs against its model."""
+    rng = random.Random(40 + OPCODES.index(op))
+    tasks = []
+    for _ in range(10):
+        regs, entry = _elt_task(rng, op)
+        w = decode(regs)
+        assert w.cause == Cause.NONE, regs
+        assert len(elt_runs(w, LANES)) % 2 == 0
+        tasks.append((regs, entry + bytes(TABLE_BYTES - len(entry)),
+                      bytearray(rng.randbytes(LANES * DEPTH))))
+    assert any(decode(t[0]).run and 0 in (decode(t[0]).xs[-1], decode(t[0]).bs[-1])
+               for t in tasks)
+    _check(tasks, rng)
 
 
 def test_contiguous_run_streams_one_word_per_cycle():
@@ -407,13 +476,51 @@ def test_pool_refusals(change):
     assert got == mem and words == TABLE_WORDS
 
 
+@pytest.mark.parametrize(("change", "cause"), [
+    ({"NIN": 1}, Cause.TYPE),
+    ({"OP2_LEVEL": LEVELS.index("L2")}, Cause.TYPE),
+    ({"OP2_RANK": 5}, Cause.LAYOUT),
+    ({"OP1_ELEM": ELEM_TYPES.index("i16")}, Cause.TYPE),
+    ({"OP0_RANK": 3, "OP0_DIM0": 2, "OP0_DIM1": 5, "OP0_DIM2": 7}, Cause.LAYOUT),  # rank > out
+    ({"OP1_DIM1": 6}, Cause.LAYOUT),                      # neither 1 nor the output's 5
+])
+def test_eltwise_refusals(change, cause):
+    """A binary eltwise the model refuses ends in its cause after reading the entry, with
+    nothing written; an entry outside the model's ranges ends in REQUANT."""
+    rng = random.Random(9)
+    regs, entry = _elt_task(rng, "add")
+    regs |= {"OP0_RANK": 2, "OP0_DIM0": 1, "OP0_DIM1": 5, "OP0_STRIDE0": 5, "OP0_STRIDE1": 1,
+             "OP1_RANK": 2, "OP1_DIM0": 3, "OP1_DIM1": 5, "OP1_STRIDE0": 5, "OP1_STRIDE1": 1,
+             "OP2_RANK": 2, "OP2_DIM0": 3, "OP2_DIM1": 5, "OP2_STRIDE0": 5, "OP2_STRIDE1": 1}
+    assert decode(regs).cause == Cause.NONE
+    bad_entries = []
+    for field, value in (("y_shift", 0), ("a_zero_point", 200)):
+        e = bytearray(entry)
+        ELTWISE_ENTRY.patch(e, 0, field, value)
+        bad_entries.append(bytes(e))
+    for regs_k, entry_k, cause_k in ((regs | change, entry, cause),
+                                     *((regs, e, Cause.REQUANT) for e in bad_entries)):
+        mem = bytearray(rng.randbytes(LANES * DEPTH))
+        if cause_k == Cause.REQUANT:
+            l1 = np.frombuffer(bytes(mem), np.uint8).copy()
+            with pytest.raises(CstlUnsupported) as info:
+                cstl_model(regs_k, l1, entry_k)
+            assert info.value.cause == Cause.REQUANT
+        else:
+            assert decode(regs_k).cause == cause_k
+        [(got, done, words, _)] = _run([(regs_k, entry_k + bytes(TABLE_BYTES - 48), mem)],
+                                       rng)
+        assert done == (1, cause_k) and got == mem and words == ELTWISE_ENTRY.size // 4
+
+
 def test_decode_equals_the_model():
     rng = random.Random(11)
     casts = [None, ("i8", "i8"), ("i8", "i16"), ("i8", "i32"), ("i16", "i8"), ("i32", "i8")]
     cases = [_task(rng, rng.choice(casts))[0] for _ in range(40)]
     cases += [_pool_task(rng, rng.choice(["maxpool", "avgpool"])) for _ in range(30)]
-    for regs in cases[:20] + cases[40:55]:   # random corruptions of valid tasks
-        name = rng.choice([*kept_registers(), "ATTR11", "ATTR39"])
+    cases += [_elt_task(rng, rng.choice(["add", "mul", "max"]))[0] for _ in range(30)]
+    for regs in cases[:20] + cases[40:55] + cases[70:85]:   # random corruptions
+        name = rng.choice([*kept_registers(), "ATTR11", "ATTR39", "OP2_DIM0", "OP2_RANK"])
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])
     dut = CstlRegisters()
     sim = Simulator(dut)
@@ -435,7 +542,8 @@ def test_decode_equals_the_model():
                         int(t.x_addr), tuple(int(t.xs[j]) for j in range(4)), int(t.y_addr),
                         tuple(int(t.ys[j]) for j in range(4)), int(t.run),
                         int(t.in_shift), int(t.out_shift),
-                        tuple(int(getattr(t, f)) for f in POOL_FIELDS)))
+                        tuple(int(getattr(t, f)) for f in POOL_FIELDS),
+                        tuple(int(t.bs[j]) for j in range(4))))
 
     sim.add_testbench(bench)
     sim.run()
@@ -443,10 +551,11 @@ def test_decode_equals_the_model():
         w = decode(regs)
         if w.cause:
             assert g[:2] == (w.cause, int(w.table)), (regs, g, w)
+            assert g[-2][-1] == int(w.entry), (regs, g, w)
         else:
             assert g == (0, int(w.table), w.dims, w.x_addr, w.xs, w.y_addr, w.ys,
                          int(w.run), w.in_shift, w.out_shift,
-                         tuple(getattr(w, f) for f in POOL_FIELDS)), (regs, g, w)
+                         tuple(int(getattr(w, f)) for f in POOL_FIELDS), w.bs), (regs, g, w)
             if not w.pool:
                 assert len(runs(w)) in (0, *range(1, 401))
     causes = {decode(regs).cause for regs in cases}

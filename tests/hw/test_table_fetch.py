@@ -5,7 +5,8 @@ commands only when nothing is in flight, as the engine's AXI reader does); the w
 sees random back-pressure. Tables sit at random multiples of 8 in random DDR bytes (on the
 128-bit bus half of them start in the middle of a bus word); the words passed on must be
 the table's 256 bytes as little-endian 32-bit words, and no read may reach past the bus
-word holding the table's last byte.
+word holding the table's last byte. Jobs alternate with eltwise entries (``entry`` set at
+``start``: the 48 bytes of an ``ELTWISE_ENTRY``), under the same rules.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
+from nem.taskformat import ELTWISE_ENTRY
 from npu.cstl.unit import TABLE_BYTES
 from npu.engine.table_fetch import TableFetcher
 
@@ -25,17 +27,19 @@ def test_tables_read_word_by_word(width):
     wb = width // 8
     dut = TableFetcher(addr_width=32, data_width=width)
     jobs = []
-    for _ in range(4):
+    for j in range(6):
         ddr = rng.randbytes(2048)
-        addr = 8 * rng.randrange((2048 - TABLE_BYTES) // 8 + 1)
-        jobs.append((ddr, addr))
+        size = TABLE_BYTES if j % 2 == 0 else ELTWISE_ENTRY.size
+        addr = 8 * rng.randrange((2048 - size) // 8 + 1)
+        jobs.append((ddr, addr, size))
     results = []
 
     async def bench(ctx):
-        for ddr, addr in jobs:
+        for ddr, addr, size in jobs:
             words, reads, started = [], [], False
-            end = -(-(addr + TABLE_BYTES) // wb) * wb
+            end = -(-(addr + size) // wb) * wb
             ctx.set(dut.start.payload, addr)
+            ctx.set(dut.entry, size != TABLE_BYTES)
             ctx.set(dut.start.valid, 1)
             for _ in range(5000):
                 take = not reads and rng.random() < 0.5
@@ -75,7 +79,7 @@ def test_tables_read_word_by_word(width):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    for (ddr, addr), words in zip(jobs, results, strict=True):
-        table = ddr[addr:addr + TABLE_BYTES]
+    for (ddr, addr, size), words in zip(jobs, results, strict=True):
+        table = ddr[addr:addr + size]
         assert words == [int.from_bytes(table[4 * k:4 * k + 4], "little")
-                         for k in range(TABLE_BYTES // 4)]
+                         for k in range(size // 4)]

@@ -27,7 +27,8 @@ most :data:`MAX_RANK_RUN`, dimensions below 2**16):
 A task outside this set is refused with a :class:`npu.nmu.model.Cause` (shared with the NMU
 and the CSTL's RTL decode): ``OPCODE``, ``TYPE`` (operand counts, element types, memories),
 ``LAYOUT`` (rank, shapes, broadcast, attributes) or ``REQUANT`` (a table or eltwise entry
-that is missing or outside the data section).
+that is missing or outside the data section, or an eltwise entry outside
+:data:`ENTRY_RANGES`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nem.elemtypes import BITS, ELEM_RANGES
-from nem.numerics import ELTWISE_OPS
+from nem.numerics import ELTWISE_LEFT_SHIFT, ELTWISE_OPS
 from nem.ops import table_opcodes
 from nem.registry import load_registry
 from nem.taskformat import (
@@ -255,11 +256,33 @@ def _sat(v: int, elem: str) -> int:
     return min(max(v, lo), hi)
 
 
+#: What an eltwise entry may hold (the CSTL's datapath is exact on these ranges; the
+#: binder's ``nem.numerics.eltwise_params`` stays inside them); mul reads neither the
+#: inputs' multipliers and shifts nor ``left_shift``.
+ENTRY_RANGES = {
+    **{f: ELEM_RANGES["i8"] for f in ("a_zero_point", "b_zero_point", "y_zero_point", "lo",
+                                      "hi")},
+    "left_shift": (0, ELTWISE_LEFT_SHIFT),
+    **{f: (0, 2**31 - 1) for f in ("a_multiplier", "b_multiplier", "y_multiplier")},
+    **{f: (1, 63) for f in ("a_shift", "b_shift", "y_shift")},
+}
+MUL_UNUSED = ("left_shift", "a_multiplier", "a_shift", "b_multiplier", "b_shift")
+
+
 def _entry(data: bytes, offset: int, name: str):
     try:
-        return decode_eltwise(data, offset)
+        p = decode_eltwise(data, offset)
     except TaskFormatError as exc:
         raise CstlUnsupported(Cause.REQUANT, f"{name}: REQUANT: {exc}") from None
+    for field, (lo, hi) in ENTRY_RANGES.items():
+        if name == "mul" and field in MUL_UNUSED:
+            continue   # mul rescales the product alone
+        value = getattr(p, field)
+        if not lo <= value <= hi:
+            raise CstlUnsupported(Cause.REQUANT, f"{name}: eltwise entry at data offset "
+                                                 f"{offset}: {field} = {value}, the CSTL "
+                                                 f"takes {lo}..{hi}")
+    return p
 
 
 def _table(data: bytes, offset: int, name: str):

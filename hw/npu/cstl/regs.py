@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -63,7 +63,8 @@ from nem.taskformat import (
 from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
-__all__ = ["LEVELS_WALKED", "POOL_OPS", "CstlRegisters", "CstlTask", "decode",
+__all__ = ["ELT_OPS", "LEVELS_WALKED", "POOL_OPS", "CstlRegisters", "CstlTask", "decode",
+           "elt_codes",
            "kept_registers", "pool_attr_slots", "reads_table_codes", "table_codes",
            "task_layout", "write_layout"]
 
@@ -72,7 +73,7 @@ REGS = REGISTER_MAPS[Unit.CSTL]
 LEVELS_WALKED = 4
 #: Bits of a dimension (a larger one is refused).
 DIM_BITS = 16
-SLOTS = 2
+SLOTS = 3
 FIELDS = ("ADDR_LO", "ADDR_HI", "LEVEL", "ELEM", "RANK",
           *(f"DIM{d}" for d in range(LEVELS_WALKED)),
           *(f"STRIDE{d}" for d in range(LEVELS_WALKED)))
@@ -84,6 +85,8 @@ MASK = 0xFFFFFFFF
 SHIFT = {name: (elem_type(name).bits // 8).bit_length() - 1 for name in CAST_TYPES}
 #: The pooling opcodes the RTL runs, and their ``pool`` code in the task (0: no pool).
 POOL_OPS = {"maxpool": 1, "avgpool": 2}
+#: The binary eltwise opcodes the RTL runs, and their ``elt`` code in the task (0: none).
+ELT_OPS = {"add": 1, "sub": 2, "mul": 3, "min": 4, "max": 5}
 
 
 @functools.cache
@@ -126,6 +129,14 @@ def reads_table_codes() -> tuple[int, ...]:
     return tuple(sorted((*table_codes(), *(OPCODES.index(name) for name in POOL_OPS))))
 
 
+@functools.cache
+def elt_codes() -> tuple[int, ...]:
+    """Opcode codes of the binary eltwise tasks the RTL runs (:data:`ELT_OPS`); the
+    sequencer fetches their ``ELTWISE_ENTRY`` (at data offset ``REQUANT``), refused or
+    not, and the CSTL reads it."""
+    return tuple(sorted(OPCODES.index(name) for name in ELT_OPS))
+
+
 def kept_registers() -> list[str]:
     """Names of the registers the CSTL keeps, in index order (the ATTR words of the
     others are only checked to be 0, by one flag each)."""
@@ -150,7 +161,14 @@ def task_layout():
     A pool (``pool`` not 0: :data:`POOL_OPS`) walks the output ``(N, OH, OW, C)`` on the
     four levels with the input's strides in ``xs`` (n, h, w, c), and per output element
     the ``kh x kw`` window of input rows ``oh * sh - top + u`` and columns
-    ``ow * sw - left + v`` of an input of ``ih x iw``."""
+    ``ow * sw - left + v`` of an input of ``ih x iw``.
+
+    A binary eltwise (``elt`` not 0: :data:`ELT_OPS`) reads ``x`` (OP0) and ``b`` (OP1,
+    at ``b_addr`` with byte strides ``bs``) and writes ``y`` (OP2); each input is
+    right-aligned onto the output's levels with stride 0 where it broadcasts (a missing or
+    size-1 dimension); ``run``: the output's innermost stride is 1 and each input's is 0
+    or 1 (the innermost level goes in chunks of up to a word); ``entry``: the task reads an
+    eltwise entry (an eltwise opcode, even when refused)."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
@@ -158,6 +176,7 @@ def task_layout():
         "run": 1, "table": 1, "in_shift": 2, "out_shift": 2, "cause": 4,
         "pool": 2, "kh": DIM_BITS, "kw": DIM_BITS, "sh": DIM_BITS, "sw": DIM_BITS,
         "top": DIM_BITS, "left": DIM_BITS, "ih": DIM_BITS, "iw": DIM_BITS,
+        "elt": 3, "b_addr": 32, "bs": data.ArrayLayout(32, LEVELS_WALKED), "entry": 1,
     })
 
 
@@ -185,11 +204,23 @@ class CstlTask:
     left: int = 0
     ih: int = 0
     iw: int = 0
+    elt: int = 0
+    b_addr: int = 0
+    bs: tuple[int, ...] = (0,) * LEVELS_WALKED
+    entry: bool = False
 
 
 def _levels(rank, values, fill):
     """Right-align ``values`` (outermost first) onto the walk's levels."""
     return (fill,) * (LEVELS_WALKED - rank) + tuple(values)
+
+
+def _broadcast_strides(rank, a):
+    """An eltwise input's byte strides on the walk's levels (i8): right-aligned to the
+    output's ``rank``, 0 where it has no dimension or one of size 1."""
+    lead = rank - len(a.shape)
+    own = [0 if n == 1 else st & MASK for n, st in zip(a.shape, a.strides, strict=True)]
+    return _levels(rank, [0] * lead + own, 0)
 
 
 def decode(regs: dict[str, int]) -> CstlTask:
@@ -202,15 +233,23 @@ def decode(regs: dict[str, int]) -> CstlTask:
     is_table = code in table_codes()
     name = OPCODES[code] if code < len(OPCODES) else None
     zeros = (0,) * LEVELS_WALKED
-    if not is_table and code != CAST and name not in POOL_OPS:
+    if not is_table and code != CAST and name not in POOL_OPS and name not in ELT_OPS:
         return CstlTask(zeros, 0, zeros, 0, zeros, False, False, 0, 0, Cause.OPCODE)
     reads = code in reads_table_codes() and r["TABLE"] != NO_TABLE
     try:
         work = decode_task(r)
     except CstlUnsupported as exc:
-        return CstlTask(zeros, 0, zeros, 0, zeros, False, reads, 0, 0, exc.cause)
+        return CstlTask(zeros, 0, zeros, 0, zeros, False, reads, 0, 0, exc.cause,
+                        entry=name in ELT_OPS)
     x, y = work.ins[0], work.out
     rank = len(y.shape)
+    if name in ELT_OPS:
+        xs, bs = (_broadcast_strides(rank, a) for a in work.ins)
+        ys = _levels(rank, y.strides, 0)
+        return CstlTask(_levels(rank, y.shape, 1), x.addr, xs, y.addr, ys,
+                        ys[-1] == 1 and xs[-1] in (0, 1) and bs[-1] in (0, 1), False, 0, 0,
+                        Cause.NONE, elt=ELT_OPS[name], b_addr=work.ins[1].addr, bs=bs,
+                        entry=True)
     si, so = SHIFT[x.elem], SHIFT[y.elem]
     xs = _levels(rank, [(v << si) & MASK for v in x.strides], 0)
     ys = _levels(rank, [(v << so) & MASK for v in y.strides], 0)
@@ -281,6 +320,11 @@ class CstlRegisters(wiring.Component):
             with m.If(r["OPCODE"] == OPCODES.index(name)):
                 m.d.comb += pool.eq(value)
         is_pool = pool != 0
+        elt = Signal(3)
+        for name, value in ELT_OPS.items():
+            with m.If(r["OPCODE"] == OPCODES.index(name)):
+                m.d.comb += elt.eq(value)
+        is_elt = elt != 0
         # element types: log2 of the bytes of a cast type, and whether it is one
         shifts, known = [Signal(2, name=f"shift{k}") for k in range(SLOTS)], []
         for k in range(SLOTS):
@@ -291,7 +335,8 @@ class CstlRegisters(wiring.Component):
                         m.d.comb += [shifts[k].eq(sh), ok.eq(1)]
             known.append(ok)
         i8 = [op(k, "ELEM") == I8 for k in range(SLOTS)]
-        elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]), i8[0] & i8[1])
+        elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]),
+                      i8[0] & i8[1] & (i8[2] | ~is_elt))
 
         def mem_bad(k):
             return (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
@@ -307,15 +352,16 @@ class CstlRegisters(wiring.Component):
         for d in range(LEVELS_WALKED):
             differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
         pool_bad, pa = self._pool_check(m, r, stray)
+        bcast_bad, elt_strides = self._broadcast(m, r)
         has_table = r["TABLE"] != NO_TABLE
         reads = Signal()
         with m.Switch(r["OPCODE"]):
             with m.Case(*reads_table_codes()):
                 m.d.comb += reads.eq(1)
-        m.d.comb += t.table.eq(reads & has_table)
-        with m.If(~is_table & ~is_cast & ~is_pool):
+        m.d.comb += [t.table.eq(reads & has_table), t.entry.eq(is_elt)]
+        with m.If(~is_table & ~is_cast & ~is_pool & ~is_elt):
             m.d.comb += t.cause.eq(Cause.OPCODE)
-        with m.Elif((r["NIN"] != 1) | (r["NOUT"] != 1) | mem_bad(0)):
+        with m.Elif((r["NIN"] != Mux(is_elt, 2, 1)) | (r["NOUT"] != 1) | mem_bad(0)):
             m.d.comb += t.cause.eq(Cause.TYPE)
         with m.Elif(rank_bad(0)):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
@@ -323,14 +369,35 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.TYPE)
         with m.Elif(rank_bad(1)):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
+        with m.Elif(is_elt & mem_bad(2)):
+            m.d.comb += t.cause.eq(Cause.TYPE)
+        with m.Elif(is_elt & rank_bad(2)):
+            m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(~elem_ok):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(Mux(is_pool, pool_bad, differ)):
+        with m.Elif(Mux(is_pool, pool_bad, Mux(is_elt, bcast_bad, differ))):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
+        with m.Elif(is_elt):
+            xs, bs = elt_strides
+            m.d.comb += [t.elt.eq(elt), t.x_addr.eq(op(0, "ADDR_LO")),
+                         t.b_addr.eq(op(1, "ADDR_LO")), t.y_addr.eq(op(2, "ADDR_LO")),
+                         t.run.eq((t.ys[-1] == 1) & (xs[-1] <= 1) & (bs[-1] <= 1))]
+            m.d.comb += [t.xs[j].eq(xs[j]) for j in range(LEVELS_WALKED)]
+            m.d.comb += [t.bs[j].eq(bs[j]) for j in range(LEVELS_WALKED)]
+            with m.Switch(op(2, "RANK")):
+                for rk in range(LEVELS_WALKED + 1):
+                    with m.Case(rk):
+                        for j in range(LEVELS_WALKED):
+                            d = j - (LEVELS_WALKED - rk)
+                            if d < 0:
+                                m.d.comb += t.dims[j].eq(1)
+                            else:
+                                m.d.comb += [t.dims[j].eq(op(2, f"DIM{d}")),
+                                             t.ys[j].eq(op(2, f"STRIDE{d}"))]
         with m.Else():
-            si, so = shifts
+            si, so = shifts[:2]
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
                          t.in_shift.eq(si), t.out_shift.eq(so),
                          t.run.eq((t.xs[-1] == (1 << si)) & (t.ys[-1] == (1 << so)))]
@@ -351,6 +418,34 @@ class CstlRegisters(wiring.Component):
                                              t.xs[j].eq(op(0, f"STRIDE{d}") << si),
                                              t.ys[j].eq(op(1, f"STRIDE{d}") << so)]
         return m
+
+    @staticmethod
+    def _broadcast(m, r):
+        """An eltwise's inputs against its output (OP2): whether one does not broadcast
+        (``LAYOUT``: a higher rank, or a dimension neither 1 nor the output's), and each
+        input's byte strides on the walk's levels (0 where it broadcasts)."""
+        bad = Signal(name="bcast_bad")
+        strides = []
+        ro = r["OP2_RANK"]
+        for k in range(2):
+            st = [Signal(32, name=f"elt_s{k}_{j}") for j in range(LEVELS_WALKED)]
+            ri = r[f"OP{k}_RANK"]
+            with m.If(ri > ro):
+                m.d.comb += bad.eq(1)
+            with m.Switch(Cat(ri[:3], ro[:3])):
+                for a in range(LEVELS_WALKED + 1):
+                    for b in range(a, LEVELS_WALKED + 1):
+                        with m.Case(a | b << 3):
+                            for j in range(LEVELS_WALKED):
+                                di, do = j - (LEVELS_WALKED - a), j - (LEVELS_WALKED - b)
+                                if di < 0:
+                                    continue
+                                n = r[f"OP{k}_DIM{di}"]
+                                with m.If((n != 1) & (n != r[f"OP2_DIM{do}"])):
+                                    m.d.comb += bad.eq(1)
+                                m.d.comb += st[j].eq(Mux(n == 1, 0, r[f"OP{k}_STRIDE{di}"]))
+            strides.append(st)
+        return bad, strides
 
     @staticmethod
     def _pool_check(m, r, stray):

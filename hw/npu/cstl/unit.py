@@ -29,23 +29,35 @@ between reader and store; ``done`` once the last result byte is written.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from nem.taskformat import TABLE_BYTES
+from nem.taskformat import ELTWISE_ENTRY, TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
+from npu.cstl.eltwalk import EltWalk
+from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
 from npu.cstl.poolwalk import PoolWalk
-from npu.cstl.regs import DIM_BITS, POOL_OPS, CstlRegisters, task_layout, write_layout
+from npu.cstl.regs import (
+    DIM_BITS,
+    ELT_OPS,
+    POOL_OPS,
+    CstlRegisters,
+    task_layout,
+    write_layout,
+)
 from npu.cstl.store import VectorStore
 from npu.cstl.walk import RegionWalk
 from npu.nmu.agu import RunReader
+from npu.nmu.model import Cause
 
 __all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_layout"]
 
 #: Bits of a pool's running sum per lane (fewer than 2**16 taps of at most 128 in size).
 SUM_BITS = 24
+#: The eltwise entry's fields in the order of its words on the ``table`` stream.
+ENTRY_WORDS = tuple(sorted(ELTWISE_ENTRY.word_fields(), key=ELTWISE_ENTRY.word_fields().get))
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
 
@@ -100,6 +112,7 @@ class Cstl(wiring.Component):
         L = self.lanes
         m.submodules.walk = walk = RegionWalk()
         m.submodules.pool_walk = pwalk = PoolWalk(lanes=L)
+        m.submodules.elt_walk = ewalk = EltWalk(lanes=L)
         m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
         m.submodules.store = store = VectorStore(lanes=L, depth=self.depth)
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
@@ -111,8 +124,12 @@ class Cstl(wiring.Component):
         is_pool = Signal()
         m.d.comb += is_pool.eq(task.pool != 0)
         # the reader takes the runs of the task's walk; a max pool pads with -128
+        is_elt = Signal()
+        m.d.comb += is_elt.eq(task.elt != 0)
         with m.If(is_pool):
             wiring.connect(m, pwalk.cmd, reader.cmd)
+        with m.Elif(is_elt):
+            wiring.connect(m, ewalk.cmd, reader.cmd)
         with m.Else():
             wiring.connect(m, walk.cmd, reader.cmd)
         is_avg = task.pool == POOL_OPS["avgpool"]
@@ -225,9 +242,18 @@ class Cstl(wiring.Component):
                         m.d.comb += q.eq(Mux(v > 127, 127, Mux(v < -128, -128, v)))
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
-        m.d.comb += [store.i.payload.data.eq(out),
-                     store.i.payload.count.eq(n_part << task.out_shift)]
-        with m.If(is_pool):
+        entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
+        elt_out, elt_valid, elt_ready, elt_bad = self._eltwise(m, task, vec, reader.o.valid,
+                                                            store.i.ready, entry)
+        st_elems = Signal(range(L + 1))
+        m.d.comb += st_elems.eq(Mux(is_elt, tag.lane, n_part))
+        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt_out, out)),
+                     store.i.payload.count.eq(Mux(is_elt, tag.lane, n_part << task.out_shift))]
+        with m.If(is_elt):
+            # a vector of x waits in the datapath; a vector of b leaves as the results
+            m.d.comb += [store.i.valid.eq(elt_valid), store.i.payload.addr.eq(tag.yaddr),
+                         reader.o.ready.eq(~tag.kind[0] | (store.i.ready & elt_ready))]
+        with m.Elif(is_pool):
             # one part of i8 results at the chunk's output address, once per window
             m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap & div_ready),
                          store.i.payload.addr.eq(tag.yaddr),
@@ -252,7 +278,7 @@ class Cstl(wiring.Component):
                     p = self.start.payload
                     m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
-                    with m.If(p.table):
+                    with m.If(p.table | p.entry):
                         m.next = "TABLE"
                     with m.Else():
                         m.next = "CHECK"
@@ -261,7 +287,13 @@ class Cstl(wiring.Component):
                 m.d.sync += counters["table"].eq(counters["table"] + 1)
                 with m.If(self.table.valid):
                     m.d.sync += widx.eq(widx + 1)
-                    with m.If(widx == TABLE_WORDS - 1):
+                    with m.If(task.entry):
+                        for j, reg in enumerate(entry):
+                            with m.If(widx == j):
+                                m.d.sync += reg.eq(self.table.payload)
+                        with m.If(widx == len(entry) - 1):
+                            m.next = "CHECK"
+                    with m.Elif(widx == TABLE_WORDS - 1):
                         m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
@@ -270,6 +302,12 @@ class Cstl(wiring.Component):
                     empty = empty | (task.dims[j] == 0)
                 with m.If((cause != 0) | empty):
                     m.next = "DONE"
+                with m.Elif(is_elt & elt_bad):
+                    m.d.sync += cause.eq(Cause.REQUANT)
+                    m.next = "DONE"
+                with m.Elif(is_elt):
+                    m.d.comb += [ewalk.start.valid.eq(1), ewalk.start.payload.eq(task)]
+                    m.next = "WALK"
                 with m.Elif(is_pool):
                     m.d.comb += [pwalk.start.valid.eq(1), pwalk.start.payload.eq(task)]
                     m.next = "WALK"
@@ -293,12 +331,97 @@ class Cstl(wiring.Component):
         with m.If(self.busy):
             m.d.sync += counters["busy"].eq(counters["busy"] + 1)
         with m.If(store.i.valid & store.i.ready):
-            m.d.sync += counters["elems"].eq(counters["elems"] + n_part)
+            m.d.sync += counters["elems"].eq(counters["elems"] + st_elems)
         with m.If(reader.stall):
             m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
         with m.If(store.stall):
             m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
         return m
+
+
+    def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
+        """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
+        one lane a cycle through the integer definition of ``nem.numerics`` (the entry's
+        words in ``entry``). Returns the result vector, its valid, whether the datapath
+        takes the vector of ``b`` (all lanes done), and whether the entry is outside
+        ``npu.cstl.model.ENTRY_RANGES`` (``REQUANT``)."""
+        L = self.lanes
+        e = dict(zip(ENTRY_WORDS, entry, strict=True))
+        tag = vec.tag
+        is_b, spread, n = tag.kind[0], tag.first, tag.lane
+        a_reg = [Signal(8, name=f"elt_a{k}") for k in range(L)]
+        y_reg = [Signal(8, name=f"elt_y{k}") for k in range(L)]
+        lane = Signal(range(L + 1))
+        take_a = Signal()
+        m.d.comb += take_a.eq((task.elt != 0) & ~is_b)
+
+        def byte(k):   # a one-byte run spread over the lanes
+            return Mux(spread, vec.data[0], vec.data[k])
+
+        sel = lane[:max(1, (L - 1).bit_length())]
+        qa = Array(a_reg)[sel].as_signed()
+        qb = Array([byte(k) for k in range(L)])[sel].as_signed()
+
+        def i8(word):
+            return word[:8].as_signed()
+
+        def half(shift):
+            return (Const(1, 65) << shift[:6]) >> 1
+
+        def rescale(v, mult, shift):
+            return (v * mult[:31] + half(shift)) >> shift[:6]
+
+        da = Signal(signed(10))
+        db = Signal(signed(10))
+        m.d.comb += [da.eq(qa - i8(e["a_zero_point"])), db.eq(qb - i8(e["b_zero_point"]))]
+        ls = e["left_shift"][:5]
+        va = Signal(signed(72), name="elt_va")
+        vb = Signal(signed(72), name="elt_vb")
+        m.d.comb += [va.eq(rescale(da << ls, e["a_multiplier"], e["a_shift"])),
+                     vb.eq(rescale(db << ls, e["b_multiplier"], e["b_shift"]))]
+        r = Signal(signed(74), name="elt_r")
+        with m.Switch(task.elt):
+            with m.Case(ELT_OPS["add"]):
+                m.d.comb += r.eq(va + vb)
+            with m.Case(ELT_OPS["sub"]):
+                m.d.comb += r.eq(va - vb)
+            with m.Case(ELT_OPS["mul"]):
+                m.d.comb += r.eq(da * db)
+            with m.Case(ELT_OPS["min"]):
+                m.d.comb += r.eq(Mux(va < vb, va, vb))
+            with m.Case(ELT_OPS["max"]):
+                m.d.comb += r.eq(Mux(va > vb, va, vb))
+        y = Signal(signed(108), name="elt_y")
+        m.d.comb += y.eq(rescale(r, e["y_multiplier"], e["y_shift"]) + i8(e["y_zero_point"]))
+        lo, hi = i8(e["lo"]), i8(e["hi"])
+        low = Signal(signed(108), name="elt_low")
+        m.d.comb += low.eq(Mux(y < lo, lo, y))
+        res = Signal(8, name="elt_res")
+        m.d.comb += res.eq(Mux(low > hi, hi, low)[:8])
+
+        valid = Signal()
+        ready = Signal()
+        elt_b = (task.elt != 0) & is_b
+        # lanes 0 .. n-1 one a cycle, then the vector leaves (ready: the reader moves on)
+        m.d.comb += [valid.eq(elt_b & vec_valid & (lane == n)), ready.eq(lane == n)]
+        with m.If(elt_b & vec_valid & (lane != n)):
+            m.d.sync += lane.eq(lane + 1)
+            for k in range(L):
+                with m.If(lane == k):
+                    m.d.sync += y_reg[k].eq(res)
+        with m.If(valid & store_ready):
+            m.d.sync += lane.eq(0)
+        with m.If(take_a & vec_valid):
+            m.d.sync += [a_reg[k].eq(byte(k)) for k in range(L)]
+
+        bad = 0
+        for field, (low_v, high_v) in ENTRY_RANGES.items():
+            value = e[field].as_signed()
+            out_of = (value < low_v) | (value > high_v)
+            if field in MUL_UNUSED:
+                out_of = out_of & (task.elt != ELT_OPS["mul"])
+            bad = bad | out_of
+        return Cat(*y_reg), valid, ready, bad
 
 
 class CstlUnit(wiring.Component):

@@ -72,6 +72,7 @@ from nem.taskformat import (
     BUFFER_ENTRY,
     COPY_COUNT_BITS,
     DATA_ALIGN,
+    ELTWISE_ENTRY,
     HEADER,
     MAGIC,
     NO_TABLE,
@@ -86,7 +87,7 @@ from nem.taskformat import (
 )
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
-from npu.cstl.regs import reads_table_codes
+from npu.cstl.regs import elt_codes, reads_table_codes
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -192,7 +193,13 @@ class Sequencer(wiring.Component):
         (:class:`npu.engine.table_fetch.TableFetcher`, started with the CSTL), and whether
         the task reads one (an opcode of ``npu.cstl.regs.reads_table_codes``: a table
         opcode or a pool, with ``TABLE`` not ``NO_TABLE``; the table lies in the data
-        section, else ``BAD_ENTRY`` at decode).
+        section, else ``BAD_ENTRY`` at decode). A binary eltwise reads its
+        ``ELTWISE_ENTRY`` at data offset ``REQUANT`` the same way (``cstl_has_table`` and
+        ``cstl_elt_entry``; ``DATA_ALIGN``-aligned and inside the data section, else
+        ``BAD_ENTRY``).
+    cstl_elt_entry : Out (engines with CSTLs)
+        The fetch is the issuing task's eltwise entry (``ELTWISE_ENTRY.size`` bytes), not
+        a table.
     nmu_entry : Out(entry_request_layout)
         The DDR address of the issuing NMU task's requantisation entry and the data
         section's end (for :class:`npu.engine.entry_fetch.EntryFetcher`, started with the NMU).
@@ -227,6 +234,7 @@ class Sequencer(wiring.Component):
             "cstl_sel": Out(range(max(config.n_cstl, 2))),  # >= 1 bit: no [-1:0] vector
             "cstl_table": Out(config.addr_width),
             "cstl_has_table": Out(1),
+            "cstl_elt_entry": Out(1),
         }
         aw = config.addr_width
         cmd = stream.Signature(command_layout(aw))
@@ -378,6 +386,7 @@ class Sequencer(wiring.Component):
             s.cur_inst = Signal(range(max(s.cfg.n_cstl, 2)))
             s.cur_table = Signal(32)
             s.cur_table_op = Signal()
+            s.cur_elt_op = Signal()
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
         s.data_base = Signal(s.aw + 2)
         stream_end = s.stream_off + s.stream_total
@@ -455,6 +464,7 @@ class Sequencer(wiring.Component):
         if s.cfg.n_cstl:
             s.slot_is_cstl = Signal()
             s.slot_has_table = Signal()
+            s.slot_elt_entry = Signal()
         s.slot_checked = Signal()
         s.slot_dim = Signal(range(5))
         s.slot_index = Signal(32)
@@ -654,7 +664,8 @@ class Sequencer(wiring.Component):
                     for k in range(cfg.n_cstl):
                         m.d.comb += self.cstl_clear[k].eq(is_cstl & (inst == k))
                     m.d.sync += [s.cur_is_cstl.eq(is_cstl), s.cur_inst.eq(inst),
-                                 s.cur_table.eq(0), s.cur_table_op.eq(0)]
+                                 s.cur_table.eq(0), s.cur_table_op.eq(0),
+                                 s.cur_elt_op.eq(0)]
                 m.d.sync += [s.cur_unit.eq(unit_index), s.cur_is_nmu.eq(is_nmu),
                              s.cur_requant.eq(0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
@@ -776,10 +787,14 @@ class Sequencer(wiring.Component):
                 m.d.sync += [s.writes_left.eq(s.writes_left - 1),
                              s.stream_left.eq(s.stream_left - WRITE.size)]
                 with m.If(indices[0] == regs.index("OPCODE")):
-                    m.d.sync += s.cur_table_op.eq(0)
+                    m.d.sync += [s.cur_table_op.eq(0), s.cur_elt_op.eq(0)]
                     with m.Switch(values[0]):
                         with m.Case(*reads_table_codes()):
                             m.d.sync += s.cur_table_op.eq(1)
+                        with m.Case(*elt_codes()):
+                            m.d.sync += s.cur_elt_op.eq(1)
+                with m.If(indices[0] == regs.index("REQUANT")):
+                    m.d.sync += s.cur_requant.eq(values[0])
                 with m.If(indices[0] == regs.index("TABLE")):
                     m.d.sync += s.cur_table.eq(values[0])
 
@@ -790,13 +805,17 @@ class Sequencer(wiring.Component):
         ``BAD_ENTRY``)."""
         table = s.cur_table_op & (s.cur_table != NO_TABLE)
         bad = (s.cur_table % TABLE_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes)
-        with m.If(table & bad):
+        elt_bad = (s.cur_requant % DATA_ALIGN != 0) | \
+            (s.cur_requant + ELTWISE_ENTRY.size > s.data_bytes)
+        with m.If((table & bad) | (s.cur_elt_op & elt_bad)):
             self._fail(m, s, Cause.BAD_ENTRY)
         with m.Elif(~s.slot_valid | s.issue):
             m.d.comb += s.slot_load.eq(1)
             m.d.sync += [s.slot_valid.eq(1), s.slot_checked.eq(1), s.slot_is_nmu.eq(0),
-                         s.slot_is_cstl.eq(1), s.slot_has_table.eq(table),
-                         s.slot_entry.eq(s.data_base + s.cur_table),
+                         s.slot_is_cstl.eq(1), s.slot_has_table.eq(table | s.cur_elt_op),
+                         s.slot_elt_entry.eq(s.cur_elt_op),
+                         s.slot_entry.eq(s.data_base + Mux(s.cur_elt_op, s.cur_requant,
+                                                           s.cur_table)),
                          s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                          s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
                          s.task_index.eq(s.task_index + 1)]
@@ -848,7 +867,8 @@ class Sequencer(wiring.Component):
                          self.cstl_write.payload.value.eq(s.values[0]),
                          self.cstl_sel.eq(s.cur_inst),
                          self.cstl_table.eq(s.slot_entry),
-                         self.cstl_has_table.eq(s.slot_has_table)]
+                         self.cstl_has_table.eq(s.slot_has_table),
+                         self.cstl_elt_entry.eq(s.slot_elt_entry)]
         for k, port in enumerate(self.unit_start):
             m.d.comb += port.payload.eq(s.slot_cmd)
             with m.If(s.slot_unit == k):

@@ -4,8 +4,11 @@ The sequencer hands the table's DDR byte address (8-byte aligned, checked with i
 against the data section before issue); this block reads the bus words covering the
 :data:`npu.cstl.unit.TABLE_BYTES` bytes over the engine's shared AXI reader and passes
 them on as :data:`npu.cstl.unit.TABLE_WORDS` 32-bit words, lowest address first (the
-CSTL's ``table`` stream). Commands are at most :data:`PIECE` words and issued only when
-the FIFO has room for everything in flight, so the shared reader is never held.
+CSTL's ``table`` stream); with ``entry`` set at ``start``, a binary eltwise's
+``ELTWISE_ENTRY`` instead (its ``ELTWISE_ENTRY.size`` bytes, 8-byte aligned) on the same
+stream, so the CSTL has one fetch path for both. Commands are at most :data:`PIECE` words
+and issued only when the FIFO has room for everything in flight, so the shared reader is
+never held.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
+from nem.taskformat import ELTWISE_ENTRY
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
 from npu.cstl.unit import TABLE_BYTES, TABLE_WORDS
@@ -38,6 +42,8 @@ class TableFetcher(wiring.Component):
     Attributes
     ----------
     start : In(stream of the table's byte address, 4-byte aligned); taken when idle
+    entry : In(1)
+        Sampled with ``start``: fetch an eltwise entry rather than a table.
     rd_cmd, rd_data : a client of the engine's AXI read mux
     words : Out(stream of 32 bits)
     busy : Out(1)
@@ -52,6 +58,7 @@ class TableFetcher(wiring.Component):
             "rd_cmd": Out(stream.Signature(command_layout(addr_width))),
             "rd_data": In(stream.Signature(data.StructLayout({"data": data_width,
                                                               "last": 1}))),
+            "entry": In(1),
             "words": Out(stream.Signature(32)),
             "busy": Out(1),
         })
@@ -67,6 +74,7 @@ class TableFetcher(wiring.Component):
         next_word = Signal(aw - lw + 1)
         end_word = Signal(aw - lw + 1)
         emitted = Signal(range(TABLE_WORDS + 1))
+        total = Signal(range(TABLE_WORDS + 1))
         cur = Signal(self.data_width)
         cur_valid = Signal()
         pi = Signal(range(per_word))
@@ -81,7 +89,7 @@ class TableFetcher(wiring.Component):
             m.d.sync += next_word.eq(next_word + piece)
 
         # bus words split into 32-bit pieces; the pieces before the table skipped
-        want = emitted < TABLE_WORDS
+        want = emitted < total
         with m.If(~cur_valid & fifo.r_rdy):
             m.d.comb += fifo.r_en.eq(1)
             m.d.sync += [cur.eq(fifo.r_data), cur_valid.eq(1),
@@ -103,7 +111,9 @@ class TableFetcher(wiring.Component):
         with m.If(self.start.valid & self.start.ready):
             a = self.start.payload
             m.d.sync += [active.eq(1), next_word.eq(a >> lw),
-                         end_word.eq((a + TABLE_BYTES + W - 1) >> lw),
+                         end_word.eq((a + Mux(self.entry, ELTWISE_ENTRY.size, TABLE_BYTES)
+                                      + W - 1) >> lw),
+                         total.eq(Mux(self.entry, ELTWISE_ENTRY.size // 4, TABLE_WORDS)),
                          skip.eq(a[2:lw] if lw > 2 else 0), emitted.eq(0), first.eq(1)]
         m.d.comb += self.busy.eq(active)
         return m

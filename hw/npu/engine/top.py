@@ -348,12 +348,13 @@ class NemEngine(wiring.Component):
         m.d.comb += [u.clear.eq(seq.cstl_clear[k]),
                      u.write.valid.eq(seq.cstl_write.valid & (seq.cstl_sel == k)),
                      u.write.payload.eq(seq.cstl_write.payload)]
-        # a task that reads a table starts the CSTL and the fetch together (the CSTL reads
-        # the whole table before it reports done)
+        # a task that reads a table (or an eltwise entry) starts the CSTL and the fetch
+        # together (the CSTL reads all of it before it reports done)
         go, table = seq.unit_start[unit], seq.cstl_has_table
         m.d.comb += [u.start.valid.eq(go.valid & (~table | fetch.start.ready)),
                      fetch.start.valid.eq(go.valid & table & u.start.ready),
                      fetch.start.payload.eq(seq.cstl_table),
+                     fetch.entry.eq(seq.cstl_elt_entry),
                      go.ready.eq(u.start.ready & (~table | fetch.start.ready)),
                      seq.unit_done[unit].valid.eq(u.done.valid),
                      seq.unit_done[unit].payload.error.eq(u.done.payload.error),

@@ -1,0 +1,143 @@
+"""The CSTL's binary eltwise AGU: per chunk of the output a run of each input.
+
+A binary eltwise (:func:`npu.cstl.regs.task_layout` with ``elt`` set) walks its output on
+the four levels; the innermost level goes in *chunks* of up to ``lanes`` elements when
+``task.run`` (the output's innermost stride is 1 and each input's 0 or 1), else one
+element a chunk. Per chunk the walk issues two runs, one after the other on the one
+reader: the chunk's bytes of ``x`` (OP0), then those of ``b`` (OP1); an input whose
+innermost stride is 0 (it broadcasts along the innermost level) is a run of one byte,
+which the datapath spreads over the chunk's lanes. Every run is at most one L1 word, so
+the reader hands out one vector per run.
+
+What a run's tag carries (:func:`npu.nmu.agu.tag_layout`): ``kind`` bit 0: 0 for ``x``,
+1 for ``b``; ``first``: the run is one byte to spread; ``lane``: the chunk's elements;
+``yaddr``: the chunk's output byte address; ``last``: the task's last run.
+
+The Python model is :func:`elt_runs`.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from npu.cstl.regs import DIM_BITS, LEVELS_WALKED, task_layout
+from npu.nmu.agu import run_layout
+
+__all__ = ["EltWalk", "elt_runs"]
+
+MASK = 0xFFFFFFFF
+
+
+def elt_runs(task, lanes):
+    """The runs of a decoded eltwise (:class:`npu.cstl.regs.CstlTask`), in order:
+    ``(operand 0 or 1, address, length, spread, chunk elements, y_addr)``."""
+    d0, d1, d2, d3 = task.dims
+    step = lanes if task.run else 1
+    out = []
+    for i in range(d0):
+        for j in range(d1):
+            for k in range(d2):
+                for c0 in range(0, d3, step):
+                    n = min(step, d3 - c0)
+                    idx = (i, j, k, c0)
+                    ya = task.y_addr + sum(a * s for a, s in zip(idx, task.ys, strict=True))
+                    for which, base, strides in ((0, task.x_addr, task.xs),
+                                                 (1, task.b_addr, task.bs)):
+                        at = base + sum(a * s for a, s in zip(idx, strides, strict=True))
+                        spread = task.run and strides[3] == 0
+                        out.append((which, at & MASK, 1 if spread else n, spread, n,
+                                    ya & MASK))
+    return out
+
+
+class EltWalk(wiring.Component):
+    """Runs of a binary eltwise, two per chunk (see the module).
+
+    Parameters
+    ----------
+    lanes : int
+        Bytes per L1 word: the longest chunk.
+
+    Attributes
+    ----------
+    start : stream of :func:`npu.cstl.regs.task_layout`, in
+        Taken when idle; the task must have no dimension 0.
+    cmd : stream of :func:`npu.nmu.agu.run_layout`, out
+    busy : Signal, out
+    """
+
+    def __init__(self, *, lanes):
+        self.lanes = lanes
+        super().__init__({
+            "start": In(stream.Signature(task_layout())),
+            "cmd": Out(stream.Signature(run_layout())),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        L = self.lanes
+        lw = L.bit_length() - 1
+        n = LEVELS_WALKED
+        task = Signal(task_layout())
+        act = Signal()
+        phase = Signal()            # 0: the run of x, 1: the run of b
+        idx = [Signal(DIM_BITS, name=f"i{j}") for j in range(n)]
+        xb = [Signal(32, name=f"xb{j}") for j in range(n)]
+        bb = [Signal(32, name=f"bb{j}") for j in range(n)]
+        yb = [Signal(32, name=f"yb{j}") for j in range(n)]
+        cleft = Signal(DIM_BITS)
+
+        chunks = Signal(DIM_BITS)
+        m.d.comb += chunks.eq(Mux(task.run, (task.dims[-1] + L - 1) >> lw, task.dims[-1]))
+        lim = [task.dims[j] for j in range(n - 1)] + [chunks]
+
+        def step(strides, j):
+            return strides[j] if j < n - 1 else Mux(task.run, strides[j] << lw, strides[j])
+
+        wraps = [Signal(name=f"wrap{j}") for j in range(n)]
+        m.d.comb += [wraps[j].eq(idx[j] + 1 >= lim[j]) for j in range(n)]
+        count = Signal(range(L + 1))
+        m.d.comb += count.eq(Mux(task.run, Mux(cleft < L, cleft, L), 1))
+        spread = Signal()
+        m.d.comb += spread.eq(task.run & Mux(phase, task.bs[-1] == 0, task.xs[-1] == 0))
+
+        c = self.cmd.payload
+        m.d.comb += [
+            self.busy.eq(act),
+            self.start.ready.eq(~act),
+            self.cmd.valid.eq(act),
+            c.addr.eq(Mux(phase, bb[-1], xb[-1])),
+            c.length.eq(Mux(spread, 1, count)),
+            c.tag.kind.eq(phase),
+            c.tag.first.eq(spread),
+            c.tag.lane.eq(count),
+            c.tag.yaddr.eq(yb[-1]),
+            c.tag.last.eq(phase & (sum(wraps) == n)),
+        ]
+        with m.If(self.start.valid & self.start.ready):
+            p = self.start.payload
+            m.d.sync += [task.eq(p), act.eq(1), phase.eq(0), cleft.eq(p.dims[-1])]
+            m.d.sync += [s.eq(0) for s in idx]
+            m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
+            m.d.sync += [s.eq(p.y_addr) for s in yb]
+
+        with m.If(self.cmd.valid & self.cmd.ready):
+            m.d.sync += phase.eq(~phase)
+            with m.If(c.tag.last):
+                m.d.sync += act.eq(0)
+            with m.If(phase):
+                for j in reversed(range(n)):
+                    inner_wrap = 1
+                    for k in range(j + 1, n):
+                        inner_wrap = inner_wrap & wraps[k]
+                    with m.If(inner_wrap & ~wraps[j]):
+                        m.d.sync += idx[j].eq(idx[j] + 1)
+                        m.d.sync += [s.eq(0) for s in idx[j + 1:]]
+                        for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
+                            nxt = regs[j] + step(strides, j)
+                            m.d.sync += [regs[k].eq(nxt) for k in range(j, n)]
+                        m.d.sync += cleft.eq(cleft - L if j == n - 1 else task.dims[-1])
+        return m
