@@ -232,6 +232,7 @@ class Golden:
     l1: np.ndarray
     cycles: int  # the executor's cycle count
     tasks: int
+    busy: dict[str, int]  # the executor's modelled busy cycles per unit instance
 
 
 def golden(device, text, seed=0, inputs=None):
@@ -265,4 +266,4 @@ def golden(device, text, seed=0, inputs=None):
     ddr[: len(mems[("DDR", None)])] = mems[("DDR", None)]
     ddr[base: base + len(binary)] = before[base:]  # the binary stays where it was
     return Golden(binary, base, before, ddr, mems[("L2", None)].copy(),
-                  mems[("L1", 0)].copy(), want.total_cycles, len(program.tasks))
+                  mems[("L1", 0)].copy(), want.total_cycles, len(program.tasks), want.busy())

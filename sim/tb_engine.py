@@ -92,6 +92,7 @@ async def _run_program(tb, name, text, seed, *, reset=True, inputs=None):
     _first_diff(tb.sram("l2", CFG.l2_depth), g.l2, f"{name}: L2")
     _first_diff(tb.sram("l1", CFG.l1_depth), g.l1, f"{name}: L1")
     counters["executor_cycles"] = g.cycles
+    counters["executor_busy"] = g.busy
     return counters
 
 

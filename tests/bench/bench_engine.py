@@ -13,6 +13,11 @@ answering at once, no stalls):
   counters, ``NMU_MACS / (int8_macs * NMU_BUSY)`` (while the NMU is busy) and
   ``NMU_MACS / (int8_macs * CYCLES)`` (over the whole run), and where the NMU's cycles
   went (``NMU_LOAD``, ``NMU_STARVE``, L1 stalls);
+* for each program with CSTL tasks: result elements per busy cycle of the CSTLs
+  (``CSTL<k>_ELEMS / CSTL<k>_BUSY``, and per busy cycle not spent loading a table or an
+  eltwise entry, ``CSTL<k>_TABLE``) against the word-width limit (one L1 word of i8
+  results per cycle), and the CSTLs' RTL busy cycles against the executor's cycle model
+  of the same tasks (``executor_busy``);
 * with ``--synth``: Yosys ``synth_ecp5`` cell counts of the small device's engine
   (``npu synth --only nem_engine``; needs the ``fpga`` extra, about 7 minutes).
   ``make bench`` gets them from ``bench_rtl.py``, which synthesises every top level.
@@ -71,6 +76,28 @@ def engine_numbers():
                   f"{c['NMU_MACS'] / (macs * c['NMU_BUSY']):>10.3f}"
                   f"{c['NMU_MACS'] / (macs * c['CYCLES']):>9.3f}{c['NMU_LOAD']:>7}"
                   f"{c['NMU_STARVE']:>7}{c['NMU_STALL_READ']:>9}{c['NMU_STALL_WRITE']:>9}")
+
+        cstl_table(results, regression.design.params["device"])
+
+
+def cstl_table(results, device):
+    """Print the CSTL rows of the benchmark (see the module) from the engine's counters."""
+    cfg = EngineConfig.shipped(device)
+    if not cfg.n_cstl:
+        return
+    print(f"  {'CSTL program':<15}{'elems':>7}{'busy':>7}{'table':>7}{'el/busy':>9}"
+          f"{'el/work':>9}{'limit':>7}{'model':>7}{'RTL/model':>10}")
+    for name, c in results.items():
+        ks = range(cfg.n_cstl)
+        elems = sum(c.get(f"CSTL{k}_ELEMS", 0) for k in ks)
+        if not elems:
+            continue
+        busy = sum(c[f"CSTL{k}_BUSY"] for k in ks)
+        table = sum(c[f"CSTL{k}_TABLE"] for k in ks)
+        model = sum(v for unit, v in c["executor_busy"].items() if ".CSTL[" in unit)
+        print(f"  {name:<15}{elems:>7}{busy:>7}{table:>7}{elems / busy:>9.2f}"
+              f"{elems / max(busy - table, 1):>9.2f}{cfg.wbytes:>7}{model:>7}"
+              f"{busy / max(model, 1):>10.2f}")
 
 
 if __name__ == "__main__":
