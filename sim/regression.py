@@ -44,6 +44,10 @@ REGRESSIONS: tuple[Regression, ...] = (
     Regression(Design("nac_frontend", "npu.nac.frontend:NacFrontEnd",
                       {"max_args": 6, "max_consts": 4, "n_slots": 16, "max_params": 32,
                        "max_instructions": 64}), "sim.tb_nac_frontend"),
+    # The same with the decoder's two-byte input (the width the FPGA figures are for).
+    Regression(Design("nac_frontend", "npu.nac.frontend:NacFrontEnd",
+                      {"max_args": 6, "max_consts": 4, "width": 2, "n_slots": 16,
+                       "max_params": 32, "max_instructions": 64}), "sim.tb_nac_frontend"),
     Regression(Design("axi_port", "npu.bus.axi:AxiBurstPort",
                       {"addr_width": 32, "data_width": 64, "max_outstanding": 4}),
                "sim.tb_axi"),

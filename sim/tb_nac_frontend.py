@@ -29,6 +29,22 @@ OUT_LAYOUT = decoded_layout(P["max_args"], P["max_consts"])
 PERM_LAYOUT = perm_write_layout(P["max_args"])
 
 
+def ops_transfers(stream, width):
+    """The OPS bytes as the front-end's ``ops`` transfers (``npu.nac.decoder.in_layout``):
+    ``(data bits, flag bits)`` per transfer, one byte + ``last`` (bit 8) for width 1; two
+    bytes, earlier in bits 0-7, + ``last`` (bit 16) and ``half`` (bit 17: the final
+    transfer holds one byte) for width 2."""
+    if width == 1:
+        return [(b, int(k == len(stream) - 1) << 8) for k, b in enumerate(stream)]
+    out = []
+    for k in range(0, len(stream), 2):
+        pair = stream[k:k + 2]
+        last = k + 2 >= len(stream)
+        out.append((pair[0] | (pair[1] << 8 if len(pair) == 2 else 0),
+                    int(last) << 16 | int(len(pair) == 1) << 17))
+    return out
+
+
 def unpack(bits):
     v = OUT_LAYOUT.from_bits(bits)
     return DecodedInstruction(
@@ -74,9 +90,10 @@ async def run_program(dut, rng):
                             timeout_cycles=100_000),
                StreamSource(dut, "mmap", dut.clk, pause_generator=random_pauses(seed + 1, 0.3),
                             timeout_cycles=100_000)]
-    for feeder, data in zip(feeders, (program.stream, schedule.section), strict=True):
-        for k, b in enumerate(data):
-            feeder.send_nowait(b | (int(k == len(data) - 1) << 8))
+    for lo, hi in ops_transfers(program.stream, P.get("width", 1)):
+        feeders[0].send_nowait(lo | hi)
+    for k, b in enumerate(schedule.section):
+        feeders[1].send_nowait(b | (int(k == len(schedule.section) - 1) << 8))
     requests = []
     outstanding = []
     delay_rng = random.Random(seed + 2)

@@ -21,6 +21,7 @@ from npu.nac.decoder import (
     DecodeError,
     InstructionDecoder,
     decoded_layout,
+    in_layout,
     perm_write_layout,
 )
 from npu.nac.mmap import MmapCoprocessor, MmapError
@@ -35,13 +36,16 @@ class NacFrontEnd(wiring.Component):
     ----------
     max_args, max_consts : int
         Decoder capacity.
+    width : int
+        OPS bytes per transfer: 1, or 2 (the decoder's two-byte input,
+        :func:`npu.nac.decoder.in_layout`, which decodes a word per cycle; ``docs/fpga.md``).
     n_slots, max_params, max_instructions : int
         Coprocessor capacity.
 
     Attributes
     ----------
-    ops : stream of IN_LAYOUT, in
-        OPS instruction bytes.
+    ops : stream of in_layout(width), in
+        OPS instruction bytes, one or two per transfer.
     mmap : stream of IN_LAYOUT, in
         MMAP section bytes.
     perm, param_map : in (always ready)
@@ -57,14 +61,16 @@ class NacFrontEnd(wiring.Component):
         Coprocessor status.
     """
 
-    def __init__(self, *, max_args=8, max_consts=8, n_slots=16, max_params=64,
+    def __init__(self, *, max_args=8, max_consts=8, width=1, n_slots=16, max_params=64,
                  max_instructions=1024):
-        self.decoder = InstructionDecoder(max_args=max_args, max_consts=max_consts)
+        self.width = width
+        self.decoder = InstructionDecoder(max_args=max_args, max_consts=max_consts,
+                                          width=width)
         self.coproc = MmapCoprocessor(n_slots=n_slots, max_params=max_params,
                                       max_instructions=max_instructions)
         params_sig = self.coproc.signature.members["param_map"]
         super().__init__({
-            "ops": In(stream.Signature(IN_LAYOUT)),
+            "ops": In(stream.Signature(in_layout(width))),
             "mmap": In(stream.Signature(IN_LAYOUT)),
             "perm": In(stream.Signature(perm_write_layout(max_args))),
             "param_map": params_sig,
