@@ -22,7 +22,8 @@ from nem.binder import bind
 from nem.checker import check_text
 from nem.executor import execute
 from nem.memory import allocate
-from nem.taskformat import ELEM_TYPES, NO_TABLE, OPCODES, REGISTER_MAPS, Unit
+from nem.registry import load_registry
+from nem.taskformat import ELEM_TYPES, NO_TABLE, OPCODES, REGISTER_MAPS, Unit, attr_words
 from npu.cstl.model import CstlUnsupported, cstl_model, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
@@ -38,25 +39,31 @@ def _quant(q):
 
 
 def _text(opcode, ins, outs, attrs):
-    """A one-task program; an operand is (elem, shape, quant, offset[, broadcast]):
-    ``broadcast`` flags the dimensions read with element stride 0 (NEM's broadcast)."""
+    """A one-task program; an operand is (elem, shape, quant, offset[, broadcast[, gaps]]):
+    ``broadcast`` flags the dimensions read with element stride 0 (NEM's broadcast),
+    ``gaps`` adds elements to each dimension's stride (a strided region)."""
     lines = ['device "exec_device.nem"']
     names = [f"x{k}" for k in range(len(ins))] + [f"y{k}" for k in range(len(outs))]
-    ops = [(*o, (False,) * len(o[1]))[:5] for o in ins + outs]
-    for name, (elem, shape, _, off, _bc) in zip(names, ops, strict=True):
-        # the checker asks for an extent of every element even when strides repeat them
-        size = BYTES[elem] * math.prod(shape)
-        lines.append(f"buffer {name.upper()} : L1 (size={off + size + 8})")
-    for name, (elem, shape, q, off, bc) in zip(names, ops, strict=True):
+    ops = [(*o, (False,) * len(o[1]), (0,) * len(o[1]))[:6] if len(o) < 5 else
+           (*o, (0,) * len(o[1]))[:6] for o in ins + outs]
+    forms = []
+    for elem, shape, _, _, bc, gaps in ops:
         real = [1 if b else n for n, b in zip(shape, bc, strict=True)]
         strides, step = [], 1
-        for n, b in zip(reversed(real), reversed(bc), strict=True):
-            strides.insert(0, 0 if b else step)
-            step *= n
-        form = (f"strides=[{', '.join(map(str, strides))}]" if any(bc)
+        for n, b, g in zip(reversed(real), reversed(bc), reversed(gaps), strict=True):
+            strides.insert(0, 0 if b else step + g)
+            step = (step + g) * n
+        extent = sum(st * (n - 1) for st, n in zip(strides, shape, strict=True)) + 1
+        # the checker asks for an extent of every element even when strides repeat them
+        size = BYTES[elem] * max(math.prod(shape), extent)
+        form = (f"strides=[{', '.join(map(str, strides))}]" if any(bc) or any(gaps)
                 else f"layout={LAYOUT[len(shape)]}")
-        lines.append(f"let {name} = region({name.upper()}, {off}, "
-                     f"{BYTES[elem] * math.prod(shape)}) elem={elem}, "
+        forms.append((size, form))
+    for name, (_, _, _, off, _, _), (size, _) in zip(names, ops, forms, strict=True):
+        lines.append(f"buffer {name.upper()} : L1 (size={off + size + 8})")
+    for name, (elem, shape, q, off, _, _), (size, form) in zip(names, ops, forms,
+                                                                strict=True):
+        lines.append(f"let {name} = region({name.upper()}, {off}, {size}) elem={elem}, "
                      f"shape=[{', '.join(map(str, shape))}], {form}{_quant(q)}")
     lines.append(f"t = {opcode}.async in {', '.join(names[:len(ins)])} "
                  f"out {', '.join(names[len(ins):])} {attrs}")
@@ -64,13 +71,16 @@ def _text(opcode, ins, outs, attrs):
     return "\n".join(lines) + "\n"
 
 
-def _run_both(text, seed):
+def _run_both(text, seed, codes=None):
+    """Check, bind and run ``text`` on the executor and on the model from the same random
+    L1 bytes (drawn from ``codes`` when given); both L1 images must be equal."""
     result = check_text(text, file="cstl.nem", base_dir=str(PROGRAMS))
     errors = [str(d) for d in result.diagnostics if d.severity == "error"]
     assert not errors, "\n".join(errors) + "\n" + text
     rng = np.random.default_rng(seed)
     places, _ = allocate(result.plan.buffers, result.device)
-    initial = {name: rng.integers(0, 256, b.size, dtype=np.uint8)
+    initial = {name: (rng.integers(0, 256, b.size, dtype=np.uint8) if codes is None else
+                      rng.choice(np.asarray(codes, np.int8).view(np.uint8), b.size))
                for name, b in result.plan.buffers.items()}
     run = execute(result.plan, result.device, initial)
     program = bind(result)
@@ -186,6 +196,41 @@ def test_last_axis_reductions_equal_the_executor(data):
     _run_both(text, data.draw(st.integers(0, 2**32 - 1)))
 
 
+@SETTINGS
+@given(st.data())
+def test_last_axis_reductions_on_ties_and_strided_rows(data):
+    """reduce_max / argmax on rows longer than an L1 word or of one element, rank 1..4,
+    unaligned and strided regions (gaps between elements and rows), codes from a small
+    set (ties: the first index of the max wins) or all -128; ``axis`` / ``axes`` as
+    ``rank - 1`` or ``-1``; argmax into i8 / i16 / i32 (saturated)."""
+    op = data.draw(st.sampled_from(["reduce_max", "argmax"]))
+    rank = data.draw(st.integers(1, 4))
+    row = data.draw(st.sampled_from([1, 2, 7, 8, 9, 17, 40, 150]))
+    shape = (*(data.draw(st.integers(1, 3)) for _ in range(rank - 1)), row)
+    keep = data.draw(st.booleans()) or rank == 1
+    out_shape = shape[:-1] + ((1,) if keep else ())
+    axis = data.draw(st.sampled_from([rank - 1, -1]))
+    gaps = tuple(data.draw(st.sampled_from([0, 0, 1, 3])) for _ in shape)
+    out_gaps = tuple(data.draw(st.sampled_from([0, 0, 2])) for _ in out_shape)
+    codes = data.draw(st.sampled_from([None, [-128], [-128, -127], [3, 5, 5, -2],
+                                       [127, -128, 0]]))
+    if op == "reduce_max":
+        attrs = f"axes=[{axis}] keepdims={str(keep).lower()}"
+        qx = data.draw(quants)
+        qy = qx if data.draw(st.booleans()) else data.draw(quants)
+        out = ("i8", out_shape, qy, data.draw(offsets), (False,) * len(out_shape), out_gaps)
+    else:
+        attrs = f"axis={axis} keepdims={str(keep).lower()}"
+        qx = data.draw(quants)
+        elem = data.draw(st.sampled_from(["i8", "i16", "i32"]))
+        out = (elem, out_shape, None, data.draw(offsets), (False,) * len(out_shape),
+               out_gaps)
+    text = _text(op, [("i8", shape, qx, data.draw(offsets), (False,) * rank, gaps)], [out],
+                 attrs)
+    _, counts = _run_both(text, data.draw(st.integers(0, 2**32 - 1)), codes)
+    assert counts["elems"] == math.prod(out_shape)
+
+
 def _regs(opcode, elems, ranks=(1, 1), nin=1, level=2):
     regs = {"OPCODE": OPCODES.index(opcode), "NIN": nin, "NOUT": 1}
     for k, (elem, rank) in enumerate(zip(elems, ranks, strict=True)):
@@ -218,3 +263,34 @@ def test_table_outside_the_data_section_is_refused():
     with pytest.raises(CstlUnsupported) as info:
         cstl_model(regs, np.zeros(64, np.uint8), bytes(64))
     assert info.value.cause == Cause.REQUANT and "TABLE" in str(info.value)
+
+
+def _reduction_regs(op, axis, keep, out_shape, elem="i32"):
+    """Registers of ``op`` over an i8 [3, 4] input with the given attributes."""
+    regs = _regs(op, ["i8", elem if op == "argmax" else "i8"], (2, len(out_shape)))
+    regs |= {"OP0_DIM0": 3, "OP0_DIM1": 4, "OP0_STRIDE0": 4}
+    for d, n in enumerate(out_shape):
+        regs[f"OP1_DIM{d}"] = n
+    specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+    values = {"axes" if op == "reduce_max" else "axis": [axis] if op == "reduce_max" else axis,
+              "keepdims": keep}
+    return regs | {f"ATTR{j}": w for j, w in attr_words(op, specs, values)}
+
+
+@pytest.mark.parametrize("op", ["reduce_max", "argmax"])
+def test_reductions_refuse_other_axes_and_shapes(op):
+    """The last axis as 1 or -1 is taken; axis 0, axis 3 (no axis of a rank-2 input) and
+    an output shape other than the reduction's are refused with LAYOUT; argmax into u8 with
+    TYPE."""
+    assert decode_task(_reduction_regs(op, 1, True, (3, 1))).kind == op
+    assert decode_task(_reduction_regs(op, -1, False, (3,))).kind == op
+    for regs in (_reduction_regs(op, 0, True, (3, 1)), _reduction_regs(op, 3, True, (3, 1)),
+                 _reduction_regs(op, 1, False, (3, 1)), _reduction_regs(op, 1, True, (3,)),
+                 _reduction_regs(op, 1, True, (4, 1))):
+        with pytest.raises(CstlUnsupported) as info:
+            decode_task(regs)
+        assert info.value.cause == Cause.LAYOUT
+    regs = _reduction_regs(op, 1, True, (3, 1))
+    with pytest.raises(CstlUnsupported) as info:
+        decode_task(regs | {"OP1_ELEM": ELEM_TYPES.index("u8")})
+    assert info.value.cause == Cause.TYPE

@@ -21,8 +21,10 @@ most :data:`MAX_RANK_RUN`, dimensions below 2**16):
   registers: two kernel sizes, two strides, four pads, each below 2**16, fewer than 2**16
   taps), the max / the sum of the in-bounds codes divided by their count rounded half
   to even, then the lookup table when ``TABLE`` is not ``NO_TABLE``;
-* **reduce_max** / **argmax** over the last axis (kept as 1 or dropped): the largest code
-  (then the table, as pooling) / the index of its first occurrence (i8 / i16 / i32 out).
+* **reduce_max** / **argmax** over the last axis (``axes`` / ``axis`` ``rank - 1`` or
+  ``-1``; ``keepdims`` keeps it as 1, else it is dropped; rank 1..4): the largest code
+  (then the table, as pooling) / the index of its first occurrence, saturated to the
+  output type (i8 / i16 / i32 out).
 
 A task outside this set is refused with a :class:`npu.nmu.model.Cause` (shared with the NMU
 and the CSTL's RTL decode): ``OPCODE``, ``TYPE`` (operand counts, element types, memories),
@@ -224,7 +226,9 @@ def _check_layout(name, kind, ins, out, attrs):
     if kind in ("reduce_max", "argmax"):
         axes = attrs.get("axes") if kind == "reduce_max" else (attrs.get("axis", 0),)
         rank = len(x.shape)
-        if rank == 0 or not axes or len(axes) != 1 or axes[0] % rank != rank - 1:
+        # the last axis, counted from the front or the back (an axis outside
+        # -rank..rank-1 is no axis: the executor refuses it too)
+        if rank == 0 or not axes or len(axes) != 1 or axes[0] not in (rank - 1, -1):
             refuse(f"reduces over {axes}; the CSTL reduces the last axis only")
         keep = attrs.get("keepdims", True) is not False
         want = x.shape[:-1] + ((1,) if keep else ())
