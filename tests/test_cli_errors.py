@@ -82,3 +82,12 @@ def test_broken_pipe_is_quiet(model):
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141
     assert err == b""
+
+
+@pytest.mark.parametrize("flag", [["--stalls"], ["--trace", "t.json"]])
+@pytest.mark.parametrize("on", [[], ["--on", "float"], ["--on", "executor"]])
+def test_rtl_only_flags_are_refused_off_the_rtl(model, flag, on, tmp_path, capsys):
+    # --stalls and --trace shape an RTL run: without one they would be ignored silently
+    assert main(["run", str(model), *on, *flag]) == 1
+    assert f"{flag[0]} applies to --on rtl|all only" in capsys.readouterr().err
+    assert not (tmp_path / "t.json").exists()

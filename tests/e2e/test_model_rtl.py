@@ -85,8 +85,15 @@ def test_npu_run_on_all_through_the_cli(builds, tmp_path, capsys):
     np.save(tmp_path / "x.npy", x)
     stem = tmp_path / "out"
     assert main(["run", str(build), str(tmp_path / "x.npy"), "--on", "all", "--save",
-                 str(stem), "--report", str(tmp_path / "rep")]) == 0
+                 str(stem), "--report", str(tmp_path / "rep"), "--trace",
+                 str(tmp_path / "t.json")]) == 0
     text = capsys.readouterr().out
+    # the trace: one span per task on the RTL (pid 1) and on the executor (pid 2)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    tasks = len(json.loads((build / "manifest.json").read_text())["task_layers"])
+    for pid in (1, 2):
+        spans = sorted(e["args"]["task"] for e in events if e["ph"] == "X" and e["pid"] == pid)
+        assert spans == list(range(tasks))
     assert "RTL == executor: " in text and "bytes equal byte for byte" in text
     assert "top-1 agreement" in text and "RTL / executor" in text
     rtl, exe = np.load(f"{stem}.rtl.0.npy"), np.load(f"{stem}.executor.0.npy")

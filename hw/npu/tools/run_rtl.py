@@ -119,6 +119,18 @@ def _run(args) -> int:
                   f"{r['rtl_last'] - (r['rtl_first'] or 0):>10}"
                   f"{r['exe_last'] - (r['exe_first'] or 0):>8}{r['rtl_compute']:>13}"
                   f"{r['exe_compute']:>8}{r['macs']:>10}")
+    if getattr(args, "trace", None):
+        import json
+
+        from sim.program_run import chrome_trace
+
+        try:
+            with open(args.trace, "w", encoding="utf-8") as fh:
+                json.dump(chrome_trace(run.prep, run.rtl, run.executor), fh)
+        except OSError as exc:
+            raise RtlRunError(f"--trace {args.trace}: {exc.strerror or exc}") from None
+        print(f"trace: {args.trace} (RTL and executor task timelines; open in "
+              f"ui.perfetto.dev)")
     if isinstance(args.report, str):
         from sim.report import write_model_report
 
@@ -136,6 +148,9 @@ def register(subparsers):
     other = run.get_default("func")
     run.add_argument("--stalls", action="store_true",
                      help="with --on rtl|all: random pauses on every AXI channel")
+    run.add_argument("--trace", metavar="T.json",
+                     help="with --on rtl|all: a Chrome/Perfetto trace of the RTL's task "
+                          "timeline beside the executor's")
 
     def dispatch(args):
         if getattr(args, "on", None) in ("rtl", "all"):
@@ -143,6 +158,11 @@ def register(subparsers):
                 return _run(args)
             except RtlRunError as exc:
                 print(f"npu: error: {exc}", file=sys.stderr)
+                return 1
+        for flag in ("stalls", "trace"):
+            if getattr(args, flag, None):
+                print(f"npu: error: --{flag} applies to --on rtl|all only",
+                      file=sys.stderr)
                 return 1
         return other(args)
 
