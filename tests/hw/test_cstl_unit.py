@@ -36,9 +36,16 @@ from nem.taskformat import (
     encode_eltwise,
 )
 from npu.cstl.eltwalk import elt_runs
-from npu.cstl.model import CstlUnsupported, cstl_model, table_opcodes
+from npu.cstl.model import CstlUnsupported, cstl_model, decode_task, table_opcodes
 from npu.cstl.poolwalk import pool_runs
-from npu.cstl.regs import CstlRegisters, decode, kept_registers, pool_attr_slots
+from npu.cstl.regs import (
+    RED_OPS,
+    CstlRegisters,
+    decode,
+    kept_registers,
+    pool_attr_slots,
+    red_attr_slots,
+)
 from npu.cstl.unit import TABLE_WORDS, CstlUnit
 from npu.cstl.walk import runs
 from npu.nmu.model import Cause
@@ -46,7 +53,7 @@ from npu.nmu.model import Cause
 LANES, DEPTH = 8, 256
 HALF = LANES * DEPTH // 2
 POOL_FIELDS = ("pool", "kh", "kw", "sh", "sw", "top", "left", "ih", "iw", "elt", "b_addr",
-               "entry")
+               "red", "entry")
 REGS = REGISTER_MAPS[Unit.CSTL]
 I8 = ELEM_TYPES.index("i8")
 L1 = LEVELS.index("L1")
@@ -229,6 +236,54 @@ def _elt_task(rng, op):
         return regs, encode_eltwise(params)
 
 
+def _red_task(rng, op):
+    """Registers of a random last-axis reduction (rank 1..4; rows of one element, shorter
+    or longer than a word; the input's rows contiguous or strided, gaps between rows; the
+    output strided or not, its last axis kept or dropped; ``axis`` / ``axes`` as
+    ``rank - 1`` or ``-1``; argmax into i8, i16 or i32; reduce_max with ``TABLE`` 0 or
+    ``NO_TABLE``), anywhere in L1's lower (x) and upper (y) half."""
+    while True:
+        rank = rng.randint(1, 4)
+        row = rng.choice([1, 2, LANES - 1, LANES, LANES + 1, 3 * LANES + 5, 40, 70, 140])
+        dims = [rng.choice([1, 2, 3, rng.randint(1, 5)]) for _ in range(rank - 1)] + [row]
+        if math.prod(dims) > 600:
+            continue
+        xs, xspan = _region(rng, dims, rng.random() < 0.6)
+        keep = (rank == 1 and rng.random() < 0.8) or rng.random() < 0.5
+        odims = dims[:-1] + ([1] if keep else [])
+        elem = rng.choice(["i8", "i16", "i32"]) if op == "argmax" else "i8"
+        ob = elem_type(elem).bits // 8
+        ys, yspan = _region(rng, odims, rng.random() < 0.6) if odims else ([], 1)
+        if xspan > HALF or yspan * ob > HALF:
+            continue
+        regs = {"OPCODE": OPCODES.index(op), "NIN": 1, "NOUT": 1,
+                "TABLE": rng.choice([0, NO_TABLE])}
+        for k, (addr, shape, strides, el) in enumerate((
+                (rng.randint(0, HALF - xspan), dims, xs, "i8"),
+                (HALF + rng.randint(0, HALF - yspan * ob), odims, ys, elem))):
+            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1,
+                     f"OP{k}_ELEM": ELEM_TYPES.index(el), f"OP{k}_RANK": len(shape),
+                     **{f"OP{k}_DIM{d}": shape[d] for d in range(len(shape))},
+                     **{f"OP{k}_STRIDE{d}": strides[d] for d in range(len(shape))}}
+        axis = rng.choice([rank - 1, -1])
+        attrs = {"keepdims": keep} if rng.random() < 0.8 or not keep else {}
+        if op == "reduce_max":
+            attrs["axes"] = [axis]
+        elif rank > 1 or rng.random() < 0.8:     # argmax's absent axis is 0
+            attrs["axis"] = axis
+        specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+        regs |= {f"ATTR{j}": v for j, v in attr_words(op, specs, attrs)}
+        return regs
+
+
+def _codes_mem(rng):
+    """L1 bytes for a reduction: random, or from a small set of codes (ties), or all -128."""
+    codes = rng.choice([None, [0x80], [0x80, 0x81], [3, 5, 5, 0xFE], [0x7F, 0x80, 0]])
+    if codes is None:
+        return bytearray(rng.randbytes(LANES * DEPTH))
+    return bytearray(rng.choice(codes) for _ in range(LANES * DEPTH))
+
+
 def _want(regs, mem, table):
     """L1 after the task by the model, and its element count."""
     l1 = np.frombuffer(bytes(mem), np.uint8).copy()
@@ -302,7 +357,7 @@ def _check(tasks, rng):
     for (got, done, words, cnt), (regs, _, _), (_, want, n) in zip(
             _run(tasks, rng), tasks, wants, strict=True):
         assert done == (0, Cause.NONE)
-        assert words == (TABLE_WORDS if regs["TABLE"] != NO_TABLE else
+        assert words == (TABLE_WORDS if decode(regs).table else
                          ELTWISE_ENTRY.size // 4 if regs["NIN"] == 2 else 0)
         assert cnt["elems"] == n
         stalls += cnt["stall_read"] + cnt["stall_write"]
@@ -376,6 +431,27 @@ def test_eltwise_tasks_equal_the_model(op):
     _check(tasks, rng)
 
 
+@pytest.mark.parametrize("op", ["reduce_max", "argmax"])
+def test_reduction_tasks_equal_the_model(op):
+    """Random last-axis reductions (rows of one element and rows over several words,
+    contiguous and strided rows, ties, all -128, requantising tables, argmax saturated into
+    i8 / i16) against the model, with L1 denials, table gaps and ``done``
+    back-pressure; the walk issues one run per contiguous row, one per element else."""
+    rng = random.Random(60 + RED_OPS[op])
+    tasks = []
+    for _ in range(24):
+        regs = _red_task(rng, op)
+        w = decode(regs)
+        assert w.cause == Cause.NONE, regs
+        rows = math.prod(w.dims[:3])
+        assert len(runs(w)) == (rows if w.run else rows * w.dims[3])
+        tasks.append((regs, rng.randbytes(TABLE_BYTES) if w.table else b"",
+                      _codes_mem(rng)))
+    assert any(decode(t[0]).run and decode(t[0]).dims[3] > LANES for t in tasks)
+    assert any(not decode(t[0]).run and decode(t[0]).dims[3] > 1 for t in tasks)
+    assert _check(tasks, rng) > 20
+
+
 def test_contiguous_run_streams_one_word_per_cycle():
     """A contiguous 1-D task with no stalls: ``elems / (busy - table)`` approaches the
     word width (8 bytes a cycle) once the table is in."""
@@ -416,7 +492,7 @@ def test_contiguous_run_streams_one_word_per_cycle():
     ({"OP0_RANK": 5, "OP1_LEVEL": LEVELS.index("L2")}, Cause.LAYOUT),   # operand 0 first
     ({"OP0_ELEM": ELEM_TYPES.index("i16"), "OP1_RANK": 1}, Cause.TYPE),  # types, then shapes
     ({"TABLE": NO_TABLE}, Cause.REQUANT),                                # no table read
-    ({"OPCODE": OPCODES.index("reduce_max")}, Cause.OPCODE),             # not built yet
+    ({"OPCODE": OPCODES.index("gather")}, Cause.OPCODE),
     ({"OPCODE": OPCODES.index("maxpool")}, Cause.LAYOUT),   # rank 2; its table is read
 ])
 def test_refusals_end_in_error_after_the_table(change, cause):
@@ -476,6 +552,68 @@ def test_pool_refusals(change):
     assert got == mem and words == TABLE_WORDS
 
 
+def _red_attr(op, name, item=None):
+    """The ATTR register of a reduction attribute's tag (``item`` None) or body item."""
+    slot = red_attr_slots()[op][name]
+    return f"ATTR{slot.tag if item is None else slot.body + item}"
+
+
+def _red_base(op):
+    """A reduction the model takes: i8 [3, 5] -> [3, 1] (argmax: i32), attributes given."""
+    regs = {"OPCODE": OPCODES.index(op), "NIN": 1, "NOUT": 1, "TABLE": 0,
+            "OP0_ADDR_LO": 3, "OP1_ADDR_LO": HALF + 1}
+    for k, elem in enumerate(("i8", "i32" if op == "argmax" else "i8")):
+        regs |= {f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": ELEM_TYPES.index(elem), f"OP{k}_RANK": 2,
+                 f"OP{k}_DIM0": 3, f"OP{k}_DIM1": 5 if k == 0 else 1,
+                 f"OP{k}_STRIDE0": 5 if k == 0 else 1, f"OP{k}_STRIDE1": 1}
+    specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+    axis = {"axes": [1]} if op == "reduce_max" else {"axis": 1}
+    return regs | {f"ATTR{j}": v for j, v in attr_words(op, specs, {**axis, "keepdims": True})}
+
+
+def _axis(op, value):
+    """ATTR writes that set the reduction's axis to ``value`` (a 32-bit word)."""
+    name = "axes" if op == "reduce_max" else "axis"
+    return {_red_attr(op, name, 0): value}
+
+
+@pytest.mark.parametrize("op", ["reduce_max", "argmax"])
+@pytest.mark.parametrize(("change", "cause"), [
+    (lambda op: _axis(op, 0), Cause.LAYOUT),                    # the first axis
+    (lambda op: _axis(op, 2), Cause.LAYOUT),                    # no axis of rank 2
+    (lambda op: _axis(op, 0xFFFFFFFE), Cause.LAYOUT),           # -2: the first axis again
+    (lambda op: {_red_attr(op, "axes" if op == "reduce_max" else "axis"): 0}, Cause.LAYOUT),
+    (lambda op: {_red_attr(op, "keepdims", 0): 0}, Cause.LAYOUT),   # dropped, shape kept
+    (lambda op: {_red_attr(op, "keepdims"): 0}, Cause.LAYOUT),      # a body without a tag
+    (lambda op: {"ATTR9": 1}, Cause.LAYOUT),                        # a word of no attribute
+    (lambda op: {"ATTR30": 7}, Cause.LAYOUT),
+    (lambda op: {"OP1_DIM0": 2}, Cause.LAYOUT),
+    (lambda op: {"OP1_DIM1": 5}, Cause.LAYOUT),
+    (lambda op: {"OP0_DIM1": 0}, Cause.LAYOUT),                     # an empty axis
+    (lambda op: {"OP0_RANK": 0, "OP1_RANK": 0}, Cause.LAYOUT),
+    (lambda op: {"OP1_RANK": 1}, Cause.LAYOUT),
+    (lambda op: {"OP1_ELEM": ELEM_TYPES.index("u8")}, Cause.TYPE),
+    (lambda op: {"OP0_ELEM": ELEM_TYPES.index("i16")}, Cause.TYPE),
+    (lambda op: {"NIN": 2}, Cause.TYPE),
+])
+def test_reduction_refusals(op, change, cause):
+    """A reduction the model refuses (axis, keepdims and ATTR words, shapes, types) ends in
+    the model's cause after its table (reduce_max with ``TABLE``), with nothing written."""
+    rng = random.Random(12)
+    regs = _red_base(op)
+    assert decode(regs).cause == Cause.NONE
+    regs |= change(op)
+    with pytest.raises(CstlUnsupported) as info:
+        decode_task(regs)
+    assert info.value.cause == cause
+    w = decode(regs)
+    assert w.cause == cause and w.table == (op == "reduce_max")
+    mem = bytearray(rng.randbytes(LANES * DEPTH))
+    [(got, done, words, _)] = _run([(regs, rng.randbytes(TABLE_BYTES), mem)], rng)
+    assert done == (1, cause)
+    assert got == mem and words == (TABLE_WORDS if w.table else 0)
+
+
 @pytest.mark.parametrize(("change", "cause"), [
     ({"NIN": 1}, Cause.TYPE),
     ({"OP2_LEVEL": LEVELS.index("L2")}, Cause.TYPE),
@@ -519,7 +657,8 @@ def test_decode_equals_the_model():
     cases = [_task(rng, rng.choice(casts))[0] for _ in range(40)]
     cases += [_pool_task(rng, rng.choice(["maxpool", "avgpool"])) for _ in range(30)]
     cases += [_elt_task(rng, rng.choice(["add", "mul", "max"]))[0] for _ in range(30)]
-    for regs in cases[:20] + cases[40:55] + cases[70:85]:   # random corruptions
+    cases += [_red_task(rng, rng.choice(["reduce_max", "argmax"])) for _ in range(40)]
+    for regs in cases[:20] + cases[40:55] + cases[70:85] + cases[100:125]:   # corruptions
         name = rng.choice([*kept_registers(), "ATTR11", "ATTR39", "OP2_DIM0", "OP2_RANK"])
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])
     dut = CstlRegisters()

@@ -230,6 +230,8 @@ def _check_layout(name, kind, ins, out, attrs):
         # -rank..rank-1 is no axis: the executor refuses it too)
         if rank == 0 or not axes or len(axes) != 1 or axes[0] not in (rank - 1, -1):
             refuse(f"reduces over {axes}; the CSTL reduces the last axis only")
+        if x.shape[-1] == 0:
+            refuse("reduces an empty axis")
         keep = attrs.get("keepdims", True) is not False
         want = x.shape[:-1] + ((1,) if keep else ())
         if out.shape != want:

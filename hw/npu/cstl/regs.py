@@ -7,8 +7,8 @@ the decode is combinational from the shadow registers and gives the CSTL's walk 
 (:func:`task_layout`) with the :class:`npu.nmu.model.Cause` of a task the CSTL refuses.
 
 Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT,
-TABLE, ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 and 1,
-and the ATTR words of the pooling attributes.
+TABLE, ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 to 2,
+and the ATTR words of the pooling and reduction attributes.
 
 What runs: the lookup-table opcodes and ``cast`` of :func:`npu.cstl.model.decode_task`,
 one input and one output of the same shape, rank 0..4, both in L1:
@@ -22,10 +22,15 @@ one input and one output of the same shape, rank 0..4, both in L1:
   the ATTR words (:func:`pool_attr_slots`), the table when ``TABLE`` names one. The ATTR
   words are checked as the model's ``read_attr_words`` does (tags, list lengths, no word
   outside a present attribute: the words the CSTL does not keep have one flag each), and
-  the output shape against the window by multiplications only.
+  the output shape against the window by multiplications only;
+* ``reduce_max`` / ``argmax`` (:data:`RED_OPS`) over the last axis, i8 -> i8 (the table
+  when ``TABLE`` names one) / i8 -> i8, i16 or i32 (the index, saturated): ``axes`` /
+  ``axis`` and ``keepdims`` from the ATTR words (:func:`red_attr_slots`), checked as the
+  model's ``read_attr_words`` and layout check do; the walk is the input's region with
+  the output's strides on its outer levels and 0 on the last.
 
 The refusals and their order are the model's: an opcode the RTL does not run
-(``OPCODE``; binary eltwise, avgpool and reductions are not built yet), operand counts
+(``OPCODE``), operand counts
 (``TYPE``), per operand its memory (``TYPE``) then its rank or a dimension of 2**16 or
 more (``LAYOUT``), the element types (``TYPE``), shapes that differ or a pool's
 attributes and shapes (``LAYOUT``), a table
@@ -63,10 +68,9 @@ from nem.taskformat import (
 from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
-__all__ = ["ELT_OPS", "LEVELS_WALKED", "POOL_OPS", "CstlRegisters", "CstlTask", "decode",
-           "elt_codes",
-           "kept_registers", "pool_attr_slots", "reads_table_codes", "table_codes",
-           "task_layout", "write_layout"]
+__all__ = ["ELT_OPS", "LEVELS_WALKED", "POOL_OPS", "RED_OPS", "CstlRegisters", "CstlTask",
+           "decode", "elt_codes", "kept_registers", "pool_attr_slots", "reads_table_codes",
+           "red_attr_slots", "table_codes", "task_layout", "write_layout"]
 
 REGS = REGISTER_MAPS[Unit.CSTL]
 #: Loop levels of the walk (operand ranks above this are refused).
@@ -87,6 +91,10 @@ SHIFT = {name: (elem_type(name).bits // 8).bit_length() - 1 for name in CAST_TYP
 POOL_OPS = {"maxpool": 1, "avgpool": 2}
 #: The binary eltwise opcodes the RTL runs, and their ``elt`` code in the task (0: none).
 ELT_OPS = {"add": 1, "sub": 2, "mul": 3, "min": 4, "max": 5}
+#: The last-axis reductions the RTL runs, and their ``red`` code in the task (0: none).
+RED_OPS = {"reduce_max": 1, "argmax": 2}
+#: Each reduction's attributes: the axis (a list of one for reduce_max) and keepdims.
+RED_ATTRS = {"reduce_max": ("axes", "keepdims"), "argmax": ("axis", "keepdims")}
 
 
 @functools.cache
@@ -106,11 +114,34 @@ def pool_attr_slots() -> dict:
     return slots
 
 
-def _pool_attr_indices() -> list[int]:
-    """ATTR indices of the pooling slots' tags and bodies (the registers the CSTL keeps)."""
-    out = []
+@functools.cache
+def red_attr_slots() -> dict:
+    """The ATTR slots of the reductions (``nem.taskformat.attr_layout``): ``{opcode: {name:
+    AttrSlot}}`` for :data:`RED_OPS`, each with its axis attribute and keepdims."""
+    out = {}
+    for op, names in RED_ATTRS.items():
+        specs = [(a.name, a.type) for a in load_registry()[op].attributes]
+        slots = {slot.name: slot for slot in attr_layout(op, specs)}
+        if tuple(slots) != names:
+            raise ValueError(f"{op} attributes {list(slots)}; the CSTL reads {list(names)}")
+        out[op] = slots
+    return out
+
+
+def _slot_words(slot) -> range:
+    """ATTR indices of a slot's tag and body."""
+    return range(slot.tag, slot.body + slot.words)
+
+
+def _attr_indices() -> list[int]:
+    """ATTR indices of the pooling and reduction slots' tags and bodies (the ATTR registers
+    the CSTL keeps)."""
+    out = set()
     for slot in pool_attr_slots().values():
-        out += range(slot.tag, slot.body + slot.words)
+        out.update(_slot_words(slot))
+    for slots in red_attr_slots().values():
+        for slot in slots.values():
+            out.update(_slot_words(slot))
     return sorted(out)
 
 
@@ -124,9 +155,10 @@ def table_codes() -> tuple[int, ...]:
 @functools.cache
 def reads_table_codes() -> tuple[int, ...]:
     """Opcode codes whose task reads a table when ``TABLE`` is not ``NO_TABLE``: the table
-    opcodes and the pools the RTL runs (a requantising pool); the sequencer fetches the
-    table of exactly these tasks."""
-    return tuple(sorted((*table_codes(), *(OPCODES.index(name) for name in POOL_OPS))))
+    opcodes, the pools the RTL runs (a requantising pool) and reduce_max; the sequencer
+    fetches the table of exactly these tasks."""
+    return tuple(sorted((*table_codes(), *(OPCODES.index(name) for name in POOL_OPS),
+                         OPCODES.index("reduce_max"))))
 
 
 @functools.cache
@@ -142,7 +174,7 @@ def kept_registers() -> list[str]:
     others are only checked to be 0, by one flag each)."""
     names = ["OPCODE", "NIN", "NOUT", "TABLE"]
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
-    names += [f"ATTR{j}" for j in _pool_attr_indices()]
+    names += [f"ATTR{j}" for j in _attr_indices()]
     return sorted(names, key=REGS.index)
 
 
@@ -168,7 +200,13 @@ def task_layout():
     right-aligned onto the output's levels with stride 0 where it broadcasts (a missing or
     size-1 dimension); ``run``: the output's innermost stride is 1 and each input's is 0
     or 1 (the innermost level goes in chunks of up to a word); ``entry``: the task reads an
-    eltwise entry (an eltwise opcode, even when refused)."""
+    eltwise entry (an eltwise opcode, even when refused).
+
+    A reduction (``red`` not 0: :data:`RED_OPS`) walks the input ``x`` (its shape on the
+    levels, its strides in ``xs``) with the output's byte strides in ``ys`` on the outer
+    levels and 0 on the last: every element of a row carries its row's output address;
+    ``run``: the input's innermost stride is 1 (a row is one run); ``out_shift``: log2 of
+    the output's element bytes (argmax's index)."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
@@ -177,6 +215,7 @@ def task_layout():
         "pool": 2, "kh": DIM_BITS, "kw": DIM_BITS, "sh": DIM_BITS, "sw": DIM_BITS,
         "top": DIM_BITS, "left": DIM_BITS, "ih": DIM_BITS, "iw": DIM_BITS,
         "elt": 3, "b_addr": 32, "bs": data.ArrayLayout(32, LEVELS_WALKED), "entry": 1,
+        "red": 2,
     })
 
 
@@ -208,6 +247,7 @@ class CstlTask:
     b_addr: int = 0
     bs: tuple[int, ...] = (0,) * LEVELS_WALKED
     entry: bool = False
+    red: int = 0
 
 
 def _levels(rank, values, fill):
@@ -233,7 +273,8 @@ def decode(regs: dict[str, int]) -> CstlTask:
     is_table = code in table_codes()
     name = OPCODES[code] if code < len(OPCODES) else None
     zeros = (0,) * LEVELS_WALKED
-    if not is_table and code != CAST and name not in POOL_OPS and name not in ELT_OPS:
+    if not (is_table or code == CAST or name in POOL_OPS or name in ELT_OPS
+            or name in RED_OPS):
         return CstlTask(zeros, 0, zeros, 0, zeros, False, False, 0, 0, Cause.OPCODE)
     reads = code in reads_table_codes() and r["TABLE"] != NO_TABLE
     try:
@@ -251,6 +292,12 @@ def decode(regs: dict[str, int]) -> CstlTask:
                         Cause.NONE, elt=ELT_OPS[name], b_addr=work.ins[1].addr, bs=bs,
                         entry=True)
     si, so = SHIFT[x.elem], SHIFT[y.elem]
+    if name in RED_OPS:
+        rx = len(x.shape)
+        xs = _levels(rx, x.strides, 0)
+        ys = _levels(rx, [(v << so) & MASK for v in y.strides[:rx - 1]] + [0], 0)
+        return CstlTask(_levels(rx, x.shape, 1), x.addr, xs, y.addr, ys, xs[-1] == 1, reads,
+                        0, so, Cause.NONE, red=RED_OPS[name])
     xs = _levels(rank, [(v << si) & MASK for v in x.strides], 0)
     ys = _levels(rank, [(v << so) & MASK for v in y.strides], 0)
     pool = {}
@@ -325,6 +372,11 @@ class CstlRegisters(wiring.Component):
             with m.If(r["OPCODE"] == OPCODES.index(name)):
                 m.d.comb += elt.eq(value)
         is_elt = elt != 0
+        red = Signal(2)
+        for name, value in RED_OPS.items():
+            with m.If(r["OPCODE"] == OPCODES.index(name)):
+                m.d.comb += red.eq(value)
+        is_red = red != 0
         # element types: log2 of the bytes of a cast type, and whether it is one
         shifts, known = [Signal(2, name=f"shift{k}") for k in range(SLOTS)], []
         for k in range(SLOTS):
@@ -336,7 +388,8 @@ class CstlRegisters(wiring.Component):
             known.append(ok)
         i8 = [op(k, "ELEM") == I8 for k in range(SLOTS)]
         elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]),
-                      i8[0] & i8[1] & (i8[2] | ~is_elt))
+                      Mux(red == RED_OPS["argmax"], i8[0] & known[1],
+                          i8[0] & i8[1] & (i8[2] | ~is_elt)))
 
         def mem_bad(k):
             return (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
@@ -353,13 +406,14 @@ class CstlRegisters(wiring.Component):
             differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
         pool_bad, pa = self._pool_check(m, r, stray)
         bcast_bad, elt_strides = self._broadcast(m, r)
+        red_bad = self._red_check(m, r, stray, red)
         has_table = r["TABLE"] != NO_TABLE
         reads = Signal()
         with m.Switch(r["OPCODE"]):
             with m.Case(*reads_table_codes()):
                 m.d.comb += reads.eq(1)
         m.d.comb += [t.table.eq(reads & has_table), t.entry.eq(is_elt)]
-        with m.If(~is_table & ~is_cast & ~is_pool & ~is_elt):
+        with m.If(~is_table & ~is_cast & ~is_pool & ~is_elt & ~is_red):
             m.d.comb += t.cause.eq(Cause.OPCODE)
         with m.Elif((r["NIN"] != Mux(is_elt, 2, 1)) | (r["NOUT"] != 1) | mem_bad(0)):
             m.d.comb += t.cause.eq(Cause.TYPE)
@@ -375,7 +429,8 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(~elem_ok):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(Mux(is_pool, pool_bad, Mux(is_elt, bcast_bad, differ))):
+        with m.Elif(Mux(is_pool, pool_bad, Mux(is_elt, bcast_bad,
+                                                Mux(is_red, red_bad, differ)))):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
@@ -396,6 +451,23 @@ class CstlRegisters(wiring.Component):
                             else:
                                 m.d.comb += [t.dims[j].eq(op(2, f"DIM{d}")),
                                              t.ys[j].eq(op(2, f"STRIDE{d}"))]
+        with m.Elif(is_red):
+            # the input's region; the output's strides on the outer levels, 0 on the last
+            m.d.comb += [t.red.eq(red), t.x_addr.eq(op(0, "ADDR_LO")),
+                         t.y_addr.eq(op(1, "ADDR_LO")), t.out_shift.eq(shifts[1]),
+                         t.run.eq(t.xs[-1] == 1)]
+            with m.Switch(op(0, "RANK")):
+                for rk in range(1, LEVELS_WALKED + 1):
+                    with m.Case(rk):
+                        for j in range(LEVELS_WALKED):
+                            d = j - (LEVELS_WALKED - rk)
+                            if d < 0:
+                                m.d.comb += t.dims[j].eq(1)
+                                continue
+                            m.d.comb += [t.dims[j].eq(op(0, f"DIM{d}")),
+                                         t.xs[j].eq(op(0, f"STRIDE{d}"))]
+                            if d < rk - 1:
+                                m.d.comb += t.ys[j].eq(op(1, f"STRIDE{d}") << shifts[1])
         with m.Else():
             si, so = shifts[:2]
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
@@ -448,6 +520,59 @@ class CstlRegisters(wiring.Component):
         return bad, strides
 
     @staticmethod
+    def _red_check(m, r, stray, red):
+        """Whether a reduction's attributes and shapes are refused (``LAYOUT``, as the
+        model's ``read_attr_words`` and ``_check_layout``): the axis attribute must name the
+        last axis (``rank - 1`` or ``-1``; argmax's absent ``axis`` is 0), keepdims a bool
+        tag or absent (kept), no other ATTR word set; the input of rank 1..4 with a
+        non-empty last axis, the output its shape without the last axis (keepdims: with it
+        as 1)."""
+        rx, ry = r["OP0_RANK"], r["OP1_RANK"]
+        keep = Signal(name="red_keep")
+        bads = []
+        for op, slots in red_attr_slots().items():
+            mine = set()
+            for slot in slots.values():
+                mine.update(_slot_words(slot))
+            bad = stray != 0
+            for j in _attr_indices():
+                if j not in mine:
+                    bad = bad | (r[f"ATTR{j}"] != 0)
+            axis_slot, keep_slot = (slots[a] for a in RED_ATTRS[op])
+            tag, axis = r[f"ATTR{axis_slot.tag}"], r[f"ATTR{axis_slot.body}"]
+            last = (axis == rx - 1) | (axis == MASK)
+            if axis_slot.type == "int_list":      # a list of one item, no other body word
+                ok = (tag == ATTR_PRESENT + 1) & last
+                for i in range(1, axis_slot.words):
+                    ok = ok & (r[f"ATTR{axis_slot.body + i}"] == 0)
+            else:                                 # an int; absent: axis 0
+                ok = Mux(tag == 0, (axis == 0) & (rx == 1), (tag == ATTR_PRESENT + 1) & last)
+            ktag, kbody = r[f"ATTR{keep_slot.tag}"], r[f"ATTR{keep_slot.body}"]
+            ok = ok & (((ktag == 0) & (kbody == 0)) | (ktag == ATTR_PRESENT + 1))
+            with m.If(red == RED_OPS[op]):
+                m.d.comb += keep.eq((ktag == 0) | (kbody != 0))
+            bads.append((op, bad | ~ok))
+        bad = Signal(name="red_bad")
+        for op, b in bads:
+            with m.If(red == RED_OPS[op]):
+                m.d.comb += bad.eq(b)
+        # shapes: the output is the input without its last axis, or with it as 1
+        shape_bad = Signal(name="red_shape_bad")
+        with m.Switch(rx):
+            for rk in range(1, LEVELS_WALKED + 1):
+                with m.Case(rk):
+                    differ = r[f"OP0_DIM{rk - 1}"] == 0
+                    for d in range(rk - 1):
+                        differ = differ | (r[f"OP1_DIM{d}"] != r[f"OP0_DIM{d}"])
+                    m.d.comb += shape_bad.eq(differ | Mux(
+                        keep, (ry != rk) | (r[f"OP1_DIM{rk - 1}"] != 1), ry != rk - 1))
+            with m.Default():
+                m.d.comb += shape_bad.eq(1)
+        out = Signal(name="red_refused")
+        m.d.comb += out.eq(bad | shape_bad)
+        return out
+
+    @staticmethod
     def _pool_check(m, r, stray):
         """Whether a pool's attributes and shapes are refused (``LAYOUT``, as the model's
         ``read_attr_words`` and ``_check_layout``), and its kernel, strides, top and left
@@ -474,6 +599,12 @@ class CstlRegisters(wiring.Component):
 
         # an int_list of n items: tag ATTR_PRESENT + n; an empty list reads as absent
         bad = (tag("kernel_shape") != ATTR_PRESENT + 2) | (stray != 0)
+        mine = set()
+        for slot in slots.values():
+            mine.update(_slot_words(slot))
+        for j in _attr_indices():          # kept for another opcode's attributes
+            if j not in mine:
+                bad = bad | (word(j) != 0)
         given = {}
         for name, n in (("pads", 4), ("strides", 2)):
             full = tag(name) == ATTR_PRESENT + n

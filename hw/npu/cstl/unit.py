@@ -43,6 +43,7 @@ from npu.cstl.regs import (
     DIM_BITS,
     ELT_OPS,
     POOL_OPS,
+    RED_OPS,
     CstlRegisters,
     task_layout,
     write_layout,
@@ -186,6 +187,9 @@ class Cstl(wiring.Component):
             m.d.comb += a.eq(Mux(dcnt == 0, 0, (quo[k] + up - 128)[:8]))
             averaged.append(a)
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
+        is_red = Signal()
+        m.d.comb += is_red.eq(task.red != 0)
+        red_max, red_idx, row_last = self._reduce(m, vec, reader.o.valid & reader.o.ready)
 
         # one table copy per lane: 64 words of 4 entries, written together, read
         # combinationally by the lane's byte (the code read, or the pool's result)
@@ -196,7 +200,7 @@ class Cstl(wiring.Component):
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
             code = Signal(8, name=f"code{k}")
-            m.d.comb += code.eq(Mux(is_pool, pooled[k], vec.data[k]))
+            m.d.comb += code.eq(Mux(is_red, red_max, Mux(is_pool, pooled[k], vec.data[k])))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready), rp.addr.eq(code[2:])]
             byte = Signal(8, name=f"y{k}")
@@ -245,11 +249,26 @@ class Cstl(wiring.Component):
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
         elt_out, elt_valid, elt_ready, elt_bad = self._eltwise(m, task, vec, reader.o.valid,
                                                             store.i.ready, entry)
+        # a reduction's result: the row's max (through the table of lane 0 when the task
+        # has one) or the index of its first max, saturated to the output type
+        red_out = Signal(32)
+        idx_hi = Array([Const(127, 32), Const(32767, 32), Const(2**31 - 1, 32),
+                        Const(2**31 - 1, 32)])[task.out_shift]
+        with m.If(task.red == RED_OPS["argmax"]):
+            m.d.comb += red_out.eq(Mux(red_idx > idx_hi, idx_hi, red_idx))
+        with m.Else():
+            m.d.comb += red_out.eq(Mux(task.table, looked[0], red_max))
         st_elems = Signal(range(L + 1))
-        m.d.comb += st_elems.eq(Mux(is_elt, tag.lane, n_part))
-        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt_out, out)),
-                     store.i.payload.count.eq(Mux(is_elt, tag.lane, n_part << task.out_shift))]
-        with m.If(is_elt):
+        m.d.comb += st_elems.eq(Mux(is_elt, tag.lane, Mux(is_red, 1, n_part)))
+        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt_out, Mux(is_red, red_out, out))),
+                     store.i.payload.count.eq(Mux(is_elt, tag.lane,
+                                                  Mux(is_red, 1, n_part) << task.out_shift))]
+        with m.If(is_red):
+            # one result per row, at the row's output address, with the row's last vector
+            m.d.comb += [store.i.valid.eq(reader.o.valid & row_last),
+                         store.i.payload.addr.eq(tag.yaddr),
+                         reader.o.ready.eq(~row_last | store.i.ready)]
+        with m.Elif(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves as the results
             m.d.comb += [store.i.valid.eq(elt_valid), store.i.payload.addr.eq(tag.yaddr),
                          reader.o.ready.eq(~tag.kind[0] | (store.i.ready & elt_ready))]
@@ -338,6 +357,48 @@ class Cstl(wiring.Component):
             m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
         return m
 
+
+    def _reduce(self, m, vec, took):
+        """The last-axis reduction: per vector the largest of its ``count`` bytes and the
+        lowest lane holding it (a tree of comparisons; lanes past ``count`` read -128 and,
+        being above every valid lane, never win a tie), merged into the row's running max
+        and the index of its first occurrence (a later vector wins only when strictly
+        larger). The row's element index of lane 0 is ``tag.row + index * lanes`` (a
+        strided row: one element a run at index ``tag.row``; a contiguous row: one run).
+        Returns the max and index including this vector (the row's result with its last
+        vector) and whether the vector ends its row; ``took``: the vector is consumed."""
+        L = self.lanes
+        lw = L.bit_length() - 1
+        tag = vec.tag
+        nodes = []
+        for k in range(L):
+            v = Signal(signed(8), name=f"red_v{k}")
+            m.d.comb += v.eq(Mux(k < vec.count, vec.data[k], 0x80))
+            nodes.append((v, Const(k, range(L))))
+        level = 0
+        while len(nodes) > 1:
+            merged = []
+            for i in range(0, len(nodes), 2):
+                (va, ia), (vb, ib) = nodes[i], nodes[i + 1]
+                v = Signal(signed(8), name=f"red_t{level}_{i // 2}")
+                j = Signal(range(L), name=f"red_j{level}_{i // 2}")
+                m.d.comb += [v.eq(Mux(vb > va, vb, va)), j.eq(Mux(vb > va, ib, ia))]
+                merged.append((v, j))
+            nodes, level = merged, level + 1
+        vmax, vlane = nodes[0]
+        run_max = Signal(signed(8))
+        run_idx = Signal(DIM_BITS)
+        new_max = Signal(signed(8))
+        new_idx = Signal(DIM_BITS)
+        first = tag.first & (vec.index == 0)
+        row_last = Signal()
+        m.d.comb += row_last.eq(tag.kind[0] & vec.last)
+        better = first | (vmax > run_max)
+        m.d.comb += [new_max.eq(Mux(better, vmax, run_max)),
+                     new_idx.eq(Mux(better, tag.row + (vec.index << lw) + vlane, run_idx))]
+        with m.If(took):
+            m.d.sync += [run_max.eq(new_max), run_idx.eq(new_idx)]
+        return new_max, new_idx, row_last
 
     def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``

@@ -7,7 +7,9 @@ in the innermost level (``run``) it is one run of ``dims[3]`` input elements, el
 element is a run of its own; an input element is ``2 ** in_shift`` bytes.
 :class:`RegionWalk` issues one run per cycle as :func:`npu.nmu.agu.run_layout` commands
 for :class:`npu.nmu.agu.RunReader`, the output address of the run in ``tag.yaddr`` and the
-task's last run marked by ``tag.last``.
+task's last run marked by ``tag.last``. For a last-axis reduction the innermost level is a
+row: ``tag.first`` marks its first run, ``tag.kind`` bit 0 its last, and ``tag.row`` holds
+the index of the run's first element in the row (0 when the row is one run).
 
 Addresses are kept per level (the address where the current index of that level
 started), so a step is one addition per level and no multiplication. The Python model is
@@ -90,6 +92,9 @@ class RegionWalk(wiring.Component):
             self.cmd.payload.length.eq(Mux(task.run, task.dims[-1], 1) << task.in_shift),
             self.cmd.payload.tag.yaddr.eq(yb[-1]),
             self.cmd.payload.tag.last.eq(sum(wraps) == n if n > 1 else wraps[0]),
+            self.cmd.payload.tag.first.eq(idx[-1] == 0),
+            self.cmd.payload.tag.kind.eq(wraps[-1]),
+            self.cmd.payload.tag.row.eq(idx[-1]),
         ]
         with m.If(self.start.valid & self.start.ready):
             p = self.start.payload
