@@ -30,6 +30,44 @@ sDMA        ``row_cycles``          0        extra cycles per contiguous run of 
 A copy walks ``rows`` contiguous runs (``nem.memory.copy_walk``: one for a dense copy) and
 costs ``latency_cycles + ceil(bytes / bytes_per_cycle) + row_cycles * rows``.
 
+The datapath model
+------------------
+A device that sets ``lanes`` for the NMU or the CSTL (the shipped engines of
+``hw/npu/devices/`` do) is costed the way that unit's datapath works (``docs/nmu.md``,
+``docs/cstl.md``) rather than by its peak rate; the constants below were fitted to the
+RTL's hardware counters (``tests/bench/bench_engine.py``):
+
+==========  ======================  =======  =============================================
+unit        key                     default  meaning
+==========  ======================  =======  =============================================
+NMU         ``lanes``               unset    reduction elements per activation vector
+                                             (the L1 word); ``cols = int8_macs / lanes``
+NMU         ``run_permille``        0        thousandths of a cycle each activation run
+                                             (one pixel's tap) costs beyond its vectors
+CSTL        ``lanes``               unset    bytes per vector (the L1 word)
+CSTL        ``table_cycles``        0        reading a 256-byte lookup table from DDR
+CSTL        ``entry_cycles``        0        reading a binary eltwise entry from DDR
+CSTL        ``window_cycles``       0        a pool's cost per output chunk beyond its taps
+CSTL        ``average_cycles``      0        an average pool's division per output chunk
+==========  ======================  =======  =============================================
+
+An int8 gemm / matmul (``[..., M, K] x [K, N]``) or NHWC conv2d (HWIO weights; a bound
+binary's operands carry no layout name and are taken as these) of
+``pixels`` output positions, ``taps`` kernel taps and a reduction of ``red`` elements per
+tap runs in ``T = ceil(N / cols)`` tiles of output channels. A tile's weights and bias
+take ``load = taps * red + cols`` cycles, its activations ``act = pixels * taps *
+ceil(red / lanes)`` vectors; the weight port loads the next tile while the current one
+streams, so the task costs ``latency_cycles + load + (T - 1) * max(act, load) + act +
+ceil(pixels * T * taps * run_permille / 1000)``. Other NMU tasks keep the peak-rate model.
+
+A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
+reads a table / an eltwise entry, plus its datapath cycles: a table op or cast one vector
+per ``lanes`` bytes of its largest operand; a pool per output position and chunk of
+``lanes`` channels one cycle per tap plus ``window_cycles`` (and ``average_cycles`` for an
+average); a binary eltwise one cycle per
+element (its ALU takes one lane a cycle) plus two per chunk of up to ``lanes`` elements of
+the innermost dimension (one run of each input).
+
 Overlap is not modelled here: the executor's event schedule decides which tasks run at
 the same time on different units.
 """
@@ -79,12 +117,75 @@ class CycleModel:
             return self.value("NMU", "int4_macs")
         return self.value("NMU", "int8_macs")
 
-    def cycles(self, unit: str, work: Work, nbytes: int = 0, elems: tuple[str, ...] = ()) -> int:
-        """Cycles a task with ``work`` (or ``nbytes`` moved) keeps a ``unit`` busy."""
+    def optional(self, unit: str, key: str) -> int:
+        """A datapath-model characteristic (see the module): the device's value, else 0."""
+        given = self.device.characteristic(unit, key) if self.device else None
+        return int(given) if given is not None and given > 0 else 0
+
+    def cycles(self, unit: str, work: Work, nbytes: int = 0, elems: tuple[str, ...] = (),
+               task=None) -> int:
+        """Cycles a task with ``work`` (or ``nbytes`` moved) keeps a ``unit`` busy; with the
+        ``task`` (a :class:`nem.checker.plan.TaskInstance`) and a device that sets the
+        unit's ``lanes``, by the datapath model."""
         latency = self.value(unit, "latency_cycles")
+        if task is not None and self.optional(unit, "lanes"):
+            datapath = (self._nmu_datapath(task, elems) if unit == "NMU" else
+                        self._cstl_datapath(task, work) if unit == "CSTL" else None)
+            if datapath is not None:
+                return latency + datapath
         if unit == "NMU":
             return latency + math.ceil(work.macs / self.macs_per_cycle(elems))
         if unit_type(unit).role == "copy":
             rows = self.value(unit, "row_cycles") * work.rows
             return latency + math.ceil(nbytes / self.value(unit, "bytes_per_cycle")) + rows
         return latency + math.ceil(max(work.elems, nbytes) / self.value(unit, "elems_per_cycle"))
+
+    def _nmu_datapath(self, task, elems: tuple[str, ...]) -> int | None:
+        """The NMU's cycles beyond its latency for an int8 gemm / matmul / NHWC conv2d (see
+        the module), ``None`` for other tasks."""
+        if any(e not in ("i8", "i4", "i32") for e in elems) or len(task.ins) < 2:
+            return None
+        x, w, y = task.ins[0], task.ins[1], task.outs[0]
+        if not (x.shape and w.shape and y.shape):
+            return None
+        if task.opcode in ("gemm", "matmul") and len(w.shape) == 2:
+            pixels, taps, red, outc = math.prod(x.shape[:-1]), 1, x.shape[-1], w.shape[-1]
+        elif task.opcode == "conv2d" and y.layout in (None, "NHWC") and len(w.shape) == 4:
+            n, oh, ow, outc = y.shape
+            kh, kw, red, _ = w.shape
+            pixels, taps = n * oh * ow, kh * kw
+        else:
+            return None
+        lanes = self.optional("NMU", "lanes")
+        cols = max(1, self.value("NMU", "int8_macs") // lanes)
+        tiles = -(-outc // cols)
+        load = taps * red + cols
+        act = pixels * taps * -(-red // lanes)
+        runs = pixels * tiles * taps
+        return (load + (tiles - 1) * max(act, load) + act
+                + -(-runs * self.optional("NMU", "run_permille") // 1000))
+
+    def _cstl_datapath(self, task, work: Work) -> int | None:
+        """The CSTL's cycles beyond its latency for an int8 task (see the module), ``None``
+        for other tasks."""
+        regions = (*task.ins, *task.outs)
+        if any(r.elem != "i8" for r in regions) and task.opcode != "cast":
+            return None
+        if any(r.shape is None for r in regions):
+            return None
+        lanes = self.optional("CSTL", "lanes")
+        fetch = (self.optional("CSTL", "table_cycles") if work.table else 0) + (
+            self.optional("CSTL", "entry_cycles") if work.entry else 0)
+        y = task.outs[0]
+        if task.opcode in ("maxpool", "avgpool") and len(y.shape) == 4:
+            n, oh, ow, ch = y.shape
+            kh, kw = task.attrs.get("kernel_shape") or (1, 1)
+            chunks = n * oh * ow * -(-ch // lanes)
+            per_chunk = kh * kw + self.optional("CSTL", "window_cycles") + (
+                self.optional("CSTL", "average_cycles") if task.opcode == "avgpool" else 0)
+            return fetch + chunks * per_chunk
+        if work.entry:
+            inner = y.shape[-1] if y.shape else 1
+            chunks = math.prod(y.shape[:-1]) * -(-inner // lanes)
+            return fetch + math.prod(y.shape) + 2 * chunks
+        return fetch + -(-max(work.elems, 0) // lanes)

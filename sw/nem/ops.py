@@ -97,11 +97,14 @@ class NotSupported(OpError):
 @dataclass(frozen=True)
 class Work:
     """What a task did, for the cycle model: MACs (NMU), elements (CSTL/VPU), or the
-    contiguous runs a copy walks (DMA/sDMA)."""
+    contiguous runs a copy walks (DMA/sDMA); ``table`` / ``entry``: a CSTL int8 task read
+    a lookup table / a binary eltwise entry from the data section."""
 
     macs: int = 0
     elems: int = 0
     rows: int = 0
+    table: bool = False
+    entry: bool = False
 
 
 # --- quantization descriptors -----------------------------------------------------------------
@@ -767,7 +770,8 @@ def run_compute(
         if tuple(y.shape) != tuple(outs[0].shape):
             raise OpError(f"{opcode}: result has shape {list(y.shape)}, output "
                           f"{outs[0].label} has {list(outs[0].shape)}")
-        return [y], Work(elems=_cstl_work(opcode, regions, attrs))
+        return [y], Work(elems=_cstl_work(opcode, regions, attrs),
+                         table=info.table is not None, entry=info.eltwise is not None)
     reals = _real_op(opcode, vals, regions, qps, len(ins), attrs)
     if len(reals) != len(outs):
         raise OpError(f"{opcode}: computes {len(reals)} output(s), {len(outs)} given")

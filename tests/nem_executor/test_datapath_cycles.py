@@ -1,0 +1,127 @@
+"""The cycle model's datapath mode (``nem.cycles``: a device that sets the NMU's or the
+CSTL's ``lanes``): every expected count below is worked out by hand from the formulas in
+the module's docstring, on a device with a 64-MAC NMU of 8 lanes (so 8 columns) and an
+8-byte CSTL; without ``lanes`` the same tasks keep the peak-rate model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from nem.checker import check_text
+from nem.executor import execute
+
+PROGRAMS = Path(__file__).with_name("programs")
+
+DATAPATH = """        NMU {
+            int8_macs = 64
+            latency_cycles = 10
+            lanes = 8
+            run_permille = 500
+        }
+        CSTL {
+            elems_per_cycle = 8
+            latency_cycles = 3
+            lanes = 8
+            table_cycles = 70
+            entry_cycles = 20
+            window_cycles = 2
+            average_cycles = 9
+        }
+"""
+PEAK = """        NMU {
+            int8_macs = 64
+            latency_cycles = 10
+        }
+        CSTL {
+            elems_per_cycle = 8
+            latency_cycles = 3
+        }
+"""
+
+
+def _device(tmp_path, units):
+    base = (PROGRAMS / "exec_device.nem").read_text()
+    old = "        NMU {\n            int8_macs = 256\n            fp16_macs = 64\n        }\n"
+    assert old in base
+    path = tmp_path / "dev.nem"
+    path.write_text(base.replace(old, units))
+    return path
+
+
+def _cycles(tmp_path, units, decls, task):
+    dev = _device(tmp_path, units)
+    text = f'device "{dev.name}"\n{decls}t = {task}\nwait(t)\n'
+    result = check_text(text, file="d.nem", base_dir=str(tmp_path))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    (record,) = execute(result.plan, result.device, {}).records
+    return record.end - record.start
+
+
+Q = "quant=per_tensor(scale=0.5, zero_point=1)"
+WQ = "quant=per_tensor(scale=0.25, zero_point=0)"
+GEMM = f"""buffer A : L1 (size=384)
+buffer B : L1 (size=576)
+buffer Y : L1 (size=384)
+let a = region(A, 0, 384) elem=i8, shape=[16, 24], layout=MK, {Q}
+let b = region(B, 0, 576) elem=i8, shape=[24, 24], layout=KN, {WQ}
+let y = region(Y, 0, 384) elem=i8, shape=[16, 24], layout=MN, {Q}
+"""
+CONV = f"""buffer X : L1 (size=756)
+buffer W : L1 (size=1080)
+buffer Y : L1 (size=250)
+let x = region(X, 0, 756) elem=i8, shape=[1, 9, 7, 12], layout=NHWC, {Q}
+let w = region(W, 0, 1080) elem=i8, shape=[3, 3, 12, 10], layout=HWIO, {WQ}
+let y = region(Y, 0, 250) elem=i8, shape=[1, 5, 5, 10], layout=NHWC, {Q}
+"""
+ACT = f"""buffer X : L1 (size=600)
+buffer Y : L1 (size=600)
+buffer P : L1 (size=150)
+let x = region(X, 0, 600) elem=i8, shape=[1, 10, 10, 6], layout=NHWC, {Q}
+let y = region(Y, 0, 600) elem=i8, shape=[1, 10, 10, 6], layout=NHWC,
+    quant=per_tensor(scale=0.25, zero_point=-1)
+let p = region(P, 0, 150) elem=i8, shape=[1, 5, 5, 6], layout=NHWC, {Q}
+"""
+POOL = "kernel_shape=[2, 2] strides=[2, 2] pads=[0, 0, 0, 0]"
+
+
+@pytest.mark.parametrize("decls, task, datapath, peak", [
+    # 16 x 24 x 24 gemm: 3 tiles of 8 columns; a tile's load 24 weight rows + 8 bias = 32,
+    # its activations 16 pixels x 1 tap x ceil(24 / 8) = 48 vectors; 48 runs (16 x 3 x 1)
+    # at half a cycle = 24: 10 + 32 + 2 * max(48, 32) + 48 + 24. Peak: 9,216 MACs / 64.
+    (GEMM, "gemm.async in a, b out y accum_type=i32", 10 + 32 + 2 * 48 + 48 + 24,
+     10 + 16 * 24 * 24 // 64),
+    # 3 x 3 conv, stride (2, 1), dilation (1, 2), Cin 12 -> 10 on a 5 x 5 output: 2 tiles;
+    # load 9 x 12 + 8 = 116; activations 25 x 9 x ceil(12 / 8) = 450; 450 runs (25 x 2 x 9)
+    # at half a cycle = 225: 10 + 116 + max(450, 116) + 450 + 225.
+    (CONV, "conv2d.async in x, w out y pads=[1, 1, 1, 1] strides=[2, 1] dilations=[1, 2] "
+           "accum_type=i32", 10 + 116 + 450 + 450 + 225, 10 + math.ceil(25 * 10 * 108 / 64)),
+    # relu with another output scale: a table (70) and 600 bytes in words of 8 (75).
+    (ACT, "relu.async in x out y", 3 + 70 + 75, 3 + 75),
+    # add: an eltwise entry (20); 600 elements one a cycle, 100 chunks of the innermost 6
+    # at two runs each.
+    (ACT, "add.async in x, x out y", 3 + 20 + 600 + 200, 3 + 75),
+    # 2 x 2 max pool, same quantisation (no table): 25 positions x 1 chunk of 6 channels,
+    # 4 taps + 2 each. Peak: every tap of every output, 600 bytes / 8.
+    (ACT, f"maxpool.async in x out p {POOL}", 3 + 25 * (4 + 2), 3 + 75),
+    # the same as an average: + 9 per chunk.
+    (ACT, f"avgpool.async in x out p {POOL}", 3 + 25 * (4 + 2 + 9), 3 + 75),
+])  # fmt: skip
+def test_datapath_cycles_by_hand(tmp_path, decls, task, datapath, peak):
+    assert _cycles(tmp_path, DATAPATH, decls, task) == datapath
+    assert _cycles(tmp_path, PEAK, decls, task) == peak
+
+
+def test_tasks_off_the_int8_datapath_keep_the_peak_rate(tmp_path):
+    # a cast to i32 is a table-less CSTL task: 2,400 output bytes in words of 8; an f32
+    # relu is not on the int8 path at all (elements / elems_per_cycle, as before)
+    decls = ACT + "buffer W : L1 (size=2400)\n" + \
+        "let w = region(W, 0, 2400) elem=i32, shape=[1, 10, 10, 6], layout=NHWC\n"
+    assert _cycles(tmp_path, DATAPATH, decls, "cast.async in x out w") == 3 + 300
+    decls = "buffer F : L1 (size=2400)\nbuffer G : L1 (size=2400)\n" \
+        "let f = region(F, 0, 2400) elem=f32, shape=[600], layout=C\n" \
+        "let g = region(G, 0, 2400) elem=f32, shape=[600], layout=C\n"
+    assert _cycles(tmp_path, DATAPATH, decls, "relu.async in f out g") == \
+        _cycles(tmp_path, PEAK, decls, "relu.async in f out g")
