@@ -12,11 +12,18 @@ and writes are unaligned.
 binder puts each task's 256-byte table from the executor's formula into the data section,
 ``TABLE``): tiles alternate between the given opcodes, the outputs with their own
 quantisation.
+
+``reduction_tiles``: per tile of rows an ``argmax`` (i32 indices, the last axis dropped
+or kept in turn) and a ``reduce_max`` over the last axis (keeping the input's
+quantisation or requantising through a table in turn), rows longer than an L1 word,
+codes with ties.
 """
 
 from __future__ import annotations
 
-__all__ = ["cast_tiles", "eltwise_tiles", "pool_tiles", "table_tiles"]
+import numpy as np
+
+__all__ = ["cast_tiles", "eltwise_tiles", "pool_tiles", "reduction_tiles", "table_tiles"]
 
 
 def cast_tiles(rows, cols, tile_rows):
@@ -221,3 +228,68 @@ def eltwise_tiles(rows, cols, tile_rows, ops=("add", "mul")):
                  f"deps=[{', '.join(stores)}])")
     lines.append("wait(out)")
     return "\n".join(lines) + "\n", None
+
+
+#: Quantisation of the reductions' input, and of the reduce_max tiles that requantise.
+RED_QUANT = "per_tensor(scale=0.05, zero_point=-3)"
+RED_REQUANT = "per_tensor(scale=0.11, zero_point=-20)"
+
+
+def reduction_tiles(rows, cols, tile_rows, seed=0):
+    """Last-axis reductions of ``rows x cols`` quantised i8 codes in tiles of ``tile_rows``
+    rows: per tile an ``argmax`` into i32 indices (even tiles drop the last axis, the
+    back-end's argmax head; odd tiles keep it as 1) and a ``reduce_max`` (even tiles keep
+    the input's quantisation, odd tiles requantise through a table). The input sits at an
+    odd L1 address, the indices and maxima at others. The codes come from a small set on
+    every other row, so rows hold ties (the first index wins). Returns ``(text, {"X":
+    codes})``."""
+    n = rows * cols
+    rng = np.random.default_rng(seed)
+    codes = rng.integers(-128, 128, (rows, cols))
+    ties = rng.choice([-128, -7, 5, 5, 100], (rows, cols))
+    codes[1::2] = ties[1::2]
+    tiles = [(r, min(tile_rows, rows - r)) for r in range(0, rows, tile_rows)]
+    lines = [
+        "program reduction_tiles:",
+        f"buffer X : DDR (size={n})",
+        f"buffer I : DDR (size={4 * rows})",
+        f"buffer M : DDR (size={rows})",
+        f"buffer X2 : L2 (size={n})",
+        f"buffer I2 : L2 (size={4 * rows})",
+        f"buffer M2 : L2 (size={rows})",
+        f"buffer X1 : L1 (size={n + 3})",
+        f"buffer I1 : L1 (size={4 * rows + 6})",
+        f"buffer M1 : L1 (size={rows + 5})",
+        f"tx = transfer.sync(dst=region(X2, 0, {n}), src=region(X, 0, {n}))",
+        f"tl = transfer.sync(dst=region(X1, 3, {n}), src=region(X2, 0, {n}))",
+    ]
+    stores = []
+    for i, (r, tr) in enumerate(tiles):
+        keep = i % 2 == 1
+        ishape = f"[{tr}, 1], layout=MN" if keep else f"[{tr}], layout=N"
+        q = RED_REQUANT if i % 2 else RED_QUANT
+        lines += [
+            f"let x{i} = region(X1, {3 + r * cols}, {tr * cols}) elem=i8, "
+            f"shape=[{tr}, {cols}], layout=MN, quant={RED_QUANT}",
+            f"let i{i} = region(I1, {6 + 4 * r}, {4 * tr}) elem=i32, shape={ishape}",
+            f"let m{i} = region(M1, {5 + r}, {tr}) elem=i8, shape=[{tr}, 1], layout=MN, "
+            f"quant={q}",
+            f"a{i} = argmax.async in x{i} out i{i} axis=1 keepdims={str(keep).lower()}",
+            f"r{i} = reduce_max.async in x{i} out m{i} axes=[-1] keepdims=true",
+        ]
+        stores += [f"a{i}", f"r{i}"]
+    # the results of all tiles leave together (the SEQ holds a few tokens at once)
+    deps = ", ".join(stores)
+    lines += [
+        f"si = transfer.async(dst=region(I2, 0, {4 * rows}), src=region(I1, 6, {4 * rows}), "
+        f"deps=[{deps}])",
+        f"sm = transfer.async(dst=region(M2, 0, {rows}), src=region(M1, 5, {rows}), "
+        f"deps=[{deps}])",
+        f"oi = transfer.async(dst=region(I, 0, {4 * rows}), src=region(I2, 0, {4 * rows}), "
+        "deps=[si])",
+        f"om = transfer.async(dst=region(M, 0, {rows}), src=region(M2, 0, {rows}), "
+        "deps=[sm])",
+        "wait(oi)",
+        "wait(om)",
+    ]
+    return "\n".join(lines) + "\n", {"X": codes.astype(np.int8).view(np.uint8).ravel()}

@@ -19,7 +19,13 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.taskformat import decode, encode
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig, load_device
-from sim.engine_cstl_programs import cast_tiles, eltwise_tiles, pool_tiles, table_tiles
+from sim.engine_cstl_programs import (
+    cast_tiles,
+    eltwise_tiles,
+    pool_tiles,
+    reduction_tiles,
+    table_tiles,
+)
 from sim.engine_nmu_programs import conv_tiles, gemm_packed, gemm_tiles
 
 __all__ = ["Golden", "bench_programs", "contiguous", "cstl_programs", "golden", "nmu_programs",
@@ -186,8 +192,9 @@ def cstl_programs(device):
     device has no CSTL): tiled casts i8 -> i16 / i32, tiled activations through lookup
     tables (relu, sigmoid), tiled max pools (2 x 2 stride 2 as the digits CNN's; 3 x 3
     stride 2 with pads, more channels than a word), a global average pool per image and
-    binary eltwise tiles (add, mul, max; a broadcast row), at unaligned addresses, spread
-    over the CSTL instances."""
+    binary eltwise tiles (add, mul, max; a broadcast row) and last-axis reductions (argmax,
+    reduce_max; rows longer than a word, ties), at unaligned addresses, spread over the
+    CSTL instances."""
     if not EngineConfig.shipped(device).n_cstl:
         return {}
     return {"cast": cast_tiles(9, 13, 2), "activation": table_tiles(11, 21, 3),
@@ -197,7 +204,8 @@ def cstl_programs(device):
                                        2, (True, False)),
             "global_avgpool": pool_tiles("avgpool", 2, 4, 5, 12, (4, 5), (4, 5), (0, 0, 0, 0),
                                          1, (False, True)),
-            "eltwise": eltwise_tiles(6, 13, 2, ("add", "mul", "max"))}
+            "eltwise": eltwise_tiles(6, 13, 2, ("add", "mul", "max")),
+            "reduction": reduction_tiles(7, 21, 4)}
 
 
 def bench_programs(device):

@@ -20,7 +20,9 @@ every other register, buffer, token and data byte equal); the 2 memory images di
 the program sha256 they hold; the NAC files not at all. The four max-pool engine
 programs (bin/engine/{small,sim}/maxpool{,_pads}, issue 20: maxpool on the CSTL RTL) and
 the two global average pools (bin/engine/{small,sim}/global_avgpool) were
-added to it as new entries, every other entry left as it was.
+added to it as new entries, every other entry left as it was; so were the last-axis
+reductions (bin/engine/{small,sim}/reduction, issue 20: argmax and reduce_max on the CSTL
+RTL).
 It was re-recorded a third time for task binary 1.4 (issue 24: the group requantisation
 entry of int4 weights quantised per group along a reduction axis): every binary differs
 from 1.3's in the header's minor version only (checked: each new binary with its minor set
