@@ -23,7 +23,15 @@ from nem.checker import check_text
 from nem.executor import execute
 from nem.memory import allocate
 from nem.registry import load_registry
-from nem.taskformat import ELEM_TYPES, NO_TABLE, OPCODES, REGISTER_MAPS, Unit, attr_words
+from nem.taskformat import (
+    ELEM_TYPES,
+    NO_QUANT,
+    NO_TABLE,
+    OPCODES,
+    REGISTER_MAPS,
+    Unit,
+    attr_words,
+)
 from npu.cstl.model import CstlUnsupported, cstl_model, decode_task, table_opcodes
 from npu.nmu.model import Cause
 
@@ -268,6 +276,7 @@ def test_table_outside_the_data_section_is_refused():
 def _reduction_regs(op, axis, keep, out_shape, elem="i32"):
     """Registers of ``op`` over an i8 [3, 4] input with the given attributes."""
     regs = _regs(op, ["i8", elem if op == "argmax" else "i8"], (2, len(out_shape)))
+    regs["OP1_QUANT"] = NO_QUANT
     regs |= {"OP0_DIM0": 3, "OP0_DIM1": 4, "OP0_STRIDE0": 4}
     for d, n in enumerate(out_shape):
         regs[f"OP1_DIM{d}"] = n
@@ -280,8 +289,8 @@ def _reduction_regs(op, axis, keep, out_shape, elem="i32"):
 @pytest.mark.parametrize("op", ["reduce_max", "argmax"])
 def test_reductions_refuse_other_axes_and_shapes(op):
     """The last axis as 1 or -1 is taken; axis 0, axis 3 (no axis of a rank-2 input) and
-    an output shape other than the reduction's are refused with LAYOUT; argmax into u8 with
-    TYPE."""
+    an output shape other than the reduction's are refused with LAYOUT; argmax into u8 or
+    into a quantised output with TYPE."""
     assert decode_task(_reduction_regs(op, 1, True, (3, 1))).kind == op
     assert decode_task(_reduction_regs(op, -1, False, (3,))).kind == op
     for regs in (_reduction_regs(op, 0, True, (3, 1)), _reduction_regs(op, 3, True, (3, 1)),
@@ -294,3 +303,7 @@ def test_reductions_refuse_other_axes_and_shapes(op):
     with pytest.raises(CstlUnsupported) as info:
         decode_task(regs | {"OP1_ELEM": ELEM_TYPES.index("u8")})
     assert info.value.cause == Cause.TYPE
+    if op == "argmax":      # indices into a quantised output: the executor's real path
+        with pytest.raises(CstlUnsupported) as info:
+            decode_task(regs | {"OP1_QUANT": 0})
+        assert info.value.cause == Cause.TYPE and "OP1_QUANT" in str(info.value)

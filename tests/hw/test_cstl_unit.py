@@ -28,6 +28,7 @@ from nem.taskformat import (
     ELEM_TYPES,
     ELTWISE_ENTRY,
     LEVELS,
+    NO_QUANT,
     NO_TABLE,
     REGISTER_MAPS,
     TABLE_BYTES,
@@ -257,7 +258,7 @@ def _red_task(rng, op):
         if xspan > HALF or yspan * ob > HALF:
             continue
         regs = {"OPCODE": OPCODES.index(op), "NIN": 1, "NOUT": 1,
-                "TABLE": rng.choice([0, NO_TABLE])}
+                "TABLE": rng.choice([0, NO_TABLE]), "OP1_QUANT": NO_QUANT}
         for k, (addr, shape, strides, el) in enumerate((
                 (rng.randint(0, HALF - xspan), dims, xs, "i8"),
                 (HALF + rng.randint(0, HALF - yspan * ob), odims, ys, elem))):
@@ -477,6 +478,25 @@ def test_contiguous_run_streams_one_word_per_cycle():
     assert rate > 0.9 * LANES, (rate, cnt)
 
 
+def test_contiguous_rows_reduce_one_word_per_cycle():
+    """argmax over four contiguous, word-aligned rows of 200 codes with no stalls: input
+    elements per busy cycle approach the word width (8 a cycle)."""
+    rng = random.Random(6)
+    regs = _red_base("argmax") | {"OP0_ADDR_LO": 0, "OP0_DIM0": 4, "OP0_DIM1": 200,
+                                  "OP0_STRIDE0": 200, "OP1_DIM0": 4}
+    mem = _codes_mem(rng)
+    want = _want(regs, mem, b"")[0]
+    saved = L1Model.__init__.__defaults__
+    L1Model.__init__.__defaults__ = (0.0,)
+    try:
+        [(got, done, _, cnt)] = _run([(regs, b"", mem)], rng, table_gap=0, done_gap=0)
+    finally:
+        L1Model.__init__.__defaults__ = saved
+    assert got == want and done == (0, 0) and cnt["elems"] == 4
+    rate = 4 * 200 / cnt["busy"]
+    assert rate > 0.9 * LANES, (rate, cnt)
+
+
 @pytest.mark.parametrize(("change", "cause"), [
     ({"OPCODE": OPCODES.index("conv2d")}, Cause.OPCODE),
     ({"NIN": 2}, Cause.TYPE),
@@ -561,7 +581,7 @@ def _red_attr(op, name, item=None):
 def _red_base(op):
     """A reduction the model takes: i8 [3, 5] -> [3, 1] (argmax: i32), attributes given."""
     regs = {"OPCODE": OPCODES.index(op), "NIN": 1, "NOUT": 1, "TABLE": 0,
-            "OP0_ADDR_LO": 3, "OP1_ADDR_LO": HALF + 1}
+            "OP0_ADDR_LO": 3, "OP1_ADDR_LO": HALF + 1, "OP1_QUANT": NO_QUANT}
     for k, elem in enumerate(("i8", "i32" if op == "argmax" else "i8")):
         regs |= {f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": ELEM_TYPES.index(elem), f"OP{k}_RANK": 2,
                  f"OP{k}_DIM0": 3, f"OP{k}_DIM1": 5 if k == 0 else 1,
@@ -595,14 +615,20 @@ def _axis(op, value):
     (lambda op: {"OP1_ELEM": ELEM_TYPES.index("u8")}, Cause.TYPE),
     (lambda op: {"OP0_ELEM": ELEM_TYPES.index("i16")}, Cause.TYPE),
     (lambda op: {"NIN": 2}, Cause.TYPE),
+    (lambda op: {"OP1_QUANT": 0},                                   # a quantised output
+     lambda op: Cause.TYPE if op == "argmax" else Cause.NONE),
 ])
 def test_reduction_refusals(op, change, cause):
     """A reduction the model refuses (axis, keepdims and ATTR words, shapes, types) ends in
     the model's cause after its table (reduce_max with ``TABLE``), with nothing written."""
     rng = random.Random(12)
+    cause = cause(op) if callable(cause) else cause
     regs = _red_base(op)
     assert decode(regs).cause == Cause.NONE
     regs |= change(op)
+    if cause == Cause.NONE:      # reduce_max reads no descriptor: a table requantises
+        assert decode(regs).cause == Cause.NONE
+        return
     with pytest.raises(CstlUnsupported) as info:
         decode_task(regs)
     assert info.value.cause == cause

@@ -24,7 +24,8 @@ most :data:`MAX_RANK_RUN`, dimensions below 2**16):
 * **reduce_max** / **argmax** over the last axis (``axes`` / ``axis`` ``rank - 1`` or
   ``-1``; ``keepdims`` keeps it as 1, else it is dropped; rank 1..4): the largest code
   (then the table, as pooling) / the index of its first occurrence, saturated to the
-  output type (i8 / i16 / i32 out).
+  output type (i8 / i16 / i32 out, with no quantisation descriptor: ``OP1_QUANT`` =
+  ``NO_QUANT``).
 
 A task outside this set is refused with a :class:`npu.nmu.model.Cause` (shared with the NMU
 and the CSTL's RTL decode): ``OPCODE``, ``TYPE`` (operand counts, element types, memories),
@@ -47,6 +48,7 @@ from nem.taskformat import (
     ATTR_WORDS,
     ELEM_TYPES,
     LEVELS,
+    NO_QUANT,
     NO_TABLE,
     OPCODES,
     REGISTER_MAPS,
@@ -175,6 +177,11 @@ def decode_task(registers) -> CstlWork:
         ok = all(e == "i8" for e in elems)
     if not ok:
         raise CstlUnsupported(Cause.TYPE, f"{name}: element types {elems}")
+    if kind == "argmax" and get(f"OP{nin}_QUANT") != NO_QUANT:
+        # indices are plain integers; the executor quantises the index of a quantised
+        # output as a real value instead
+        raise CstlUnsupported(Cause.TYPE, f"{name}: the output has a quantisation "
+                                          f"descriptor (OP{nin}_QUANT)")
     attrs = {}
     if kind in ("maxpool", "avgpool", "reduce_max", "argmax"):
         specs = [(a.name, a.type) for a in load_registry()[name].attributes]

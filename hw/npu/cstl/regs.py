@@ -8,7 +8,8 @@ the decode is combinational from the shadow registers and gives the CSTL's walk 
 
 Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT,
 TABLE, ADDR_LO, ADDR_HI, LEVEL, ELEM, RANK, DIM0-3, STRIDE0-3 of operand slots 0 to 2,
-and the ATTR words of the pooling and reduction attributes.
+OP1_QUANT (argmax's output takes no quantisation descriptor) and the ATTR words of the
+pooling and reduction attributes.
 
 What runs: the lookup-table opcodes and ``cast`` of :func:`npu.cstl.model.decode_task`,
 one input and one output of the same shape, rank 0..4, both in L1:
@@ -24,7 +25,8 @@ one input and one output of the same shape, rank 0..4, both in L1:
   outside a present attribute: the words the CSTL does not keep have one flag each), and
   the output shape against the window by multiplications only;
 * ``reduce_max`` / ``argmax`` (:data:`RED_OPS`) over the last axis, i8 -> i8 (the table
-  when ``TABLE`` names one) / i8 -> i8, i16 or i32 (the index, saturated): ``axes`` /
+  when ``TABLE`` names one) / i8 -> i8, i16 or i32 (the index, saturated; ``OP1_QUANT``
+  must be ``NO_QUANT``, else ``TYPE``): ``axes`` /
   ``axis`` and ``keepdims`` from the ATTR words (:func:`red_attr_slots`), checked as the
   model's ``read_attr_words`` and layout check do; the walk is the input's region with
   the output's strides on its outer levels and 0 on the last.
@@ -59,6 +61,7 @@ from nem.taskformat import (
     ATTR_WORDS,
     ELEM_TYPES,
     LEVELS,
+    NO_QUANT,
     NO_TABLE,
     OPCODES,
     REGISTER_MAPS,
@@ -174,6 +177,7 @@ def kept_registers() -> list[str]:
     others are only checked to be 0, by one flag each)."""
     names = ["OPCODE", "NIN", "NOUT", "TABLE"]
     names += [f"OP{k}_{f}" for k in range(SLOTS) for f in FIELDS]
+    names.append("OP1_QUANT")
     names += [f"ATTR{j}" for j in _attr_indices()]
     return sorted(names, key=REGS.index)
 
@@ -388,7 +392,8 @@ class CstlRegisters(wiring.Component):
             known.append(ok)
         i8 = [op(k, "ELEM") == I8 for k in range(SLOTS)]
         elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]),
-                      Mux(red == RED_OPS["argmax"], i8[0] & known[1],
+                      Mux(red == RED_OPS["argmax"],
+                          i8[0] & known[1] & (r["OP1_QUANT"] == NO_QUANT),
                           i8[0] & i8[1] & (i8[2] | ~is_elt)))
 
         def mem_bad(k):
