@@ -39,7 +39,7 @@ $(FPGA_STAMP): $(STAMP)
 	@touch $(FPGA_STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=15
 
 SIM_ARGS ?=
 sim: $(STAMP)
