@@ -42,8 +42,6 @@ unit        key                     default  meaning
 ==========  ======================  =======  =============================================
 NMU         ``lanes``               unset    reduction elements per activation vector
                                              (the L1 word); ``cols = int8_macs / lanes``
-NMU         ``run_permille``        0        thousandths of a cycle each activation run
-                                             (one pixel's tap) costs beyond its vectors
 CSTL        ``lanes``               unset    bytes per vector (the L1 word)
 CSTL        ``table_cycles``        0        reading a 256-byte lookup table from DDR
 CSTL        ``entry_cycles``        0        reading a binary eltwise entry from DDR
@@ -51,14 +49,30 @@ CSTL        ``window_cycles``       0        a pool's cost per output chunk beyo
 CSTL        ``average_cycles``      0        an average pool's division per output chunk
 ==========  ======================  =======  =============================================
 
+With in-order issue (a task binary, as the engine's sequencer runs it) and a device that
+sets ``SEQ.issue_cycles``, the sequencer's decode is modelled too: it decodes one task
+ahead, a task's decode (``issue_cycles`` plus ``operand_cycles`` per operand: the header
+and the register writes) starting once the previous task has issued (the first task's
+plus ``start_cycles`` at the start), and a task issues once decoded.
+
+==========  ======================  =======  =============================================
+SEQ         ``issue_cycles``        0        decode of a task (header and fixed registers)
+SEQ         ``operand_cycles``      0        decode per operand (its register writes)
+SEQ         ``start_cycles``        0        before the first task (fetching the program)
+==========  ======================  =======  =============================================
+
 An int8 gemm / matmul (``[..., M, K] x [K, N]``) or NHWC conv2d (HWIO weights; a bound
-binary's operands carry no layout name and are taken as these) of
+binary's operands carry no layout name and are taken as these) with i8 weights, of
 ``pixels`` output positions, ``taps`` kernel taps and a reduction of ``red`` elements per
-tap runs in ``T = ceil(N / cols)`` tiles of output channels. A tile's weights and bias
+tap, runs in ``T = ceil(N / cols)`` tiles of output channels. A tile's weights and bias
 take ``load = taps * red + cols`` cycles, its activations ``act = pixels * taps *
-ceil(red / lanes)`` vectors; the weight port loads the next tile while the current one
-streams, so the task costs ``latency_cycles + load + (T - 1) * max(act, load) + act +
-ceil(pixels * T * taps * run_permille / 1000)``. Other NMU tasks keep the peak-rate model.
+ceil(red / lanes)`` vectors (a tap in the padding reads nothing but still gives its
+vectors); the first tile's weights load before any activation, a later tile's under the
+previous tile's activations, so the task costs ``latency_cycles + load + act + (T - 1) *
+max(act, load)``. Each run (a weight row of a tile, or a pixel's tap of ``red`` bytes)
+whose first vector of ``lanes`` bytes lies across two L1 words costs the run reader one
+cycle more: ``load`` and ``act`` count them from the operands' offsets and strides
+(buffers start on a multiple of ``lanes``). Other NMU tasks keep the peak-rate model.
 
 A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
 reads a table / an eltwise entry, plus its datapath cycles: a table op or cast one vector
@@ -75,6 +89,8 @@ the same time on different units.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from nem.device import Device
 from nem.elemtypes import FLOAT_TYPES
@@ -117,6 +133,16 @@ class CycleModel:
             return self.value("NMU", "int4_macs")
         return self.value("NMU", "int8_macs")
 
+    def decode(self, task, after: int) -> int:
+        """Cycles the sequencer spends decoding ``task`` (see the module; 0 when the device
+        does not set ``SEQ.issue_cycles``); ``after`` 0 for the program's first task."""
+        issue = self.optional("SEQ", "issue_cycles")
+        if not issue:
+            return 0
+        operands = len(task.ins) + len(task.outs)
+        return (issue + self.optional("SEQ", "operand_cycles") * operands
+                + (0 if after else self.optional("SEQ", "start_cycles")))
+
     def optional(self, unit: str, key: str) -> int:
         """A datapath-model characteristic (see the module): the device's value, else 0."""
         given = self.device.characteristic(unit, key) if self.device else None
@@ -141,29 +167,37 @@ class CycleModel:
         return latency + math.ceil(max(work.elems, nbytes) / self.value(unit, "elems_per_cycle"))
 
     def _nmu_datapath(self, task, elems: tuple[str, ...]) -> int | None:
-        """The NMU's cycles beyond its latency for an int8 gemm / matmul / NHWC conv2d (see
-        the module), ``None`` for other tasks."""
-        if any(e not in ("i8", "i4", "i32") for e in elems) or len(task.ins) < 2:
+        """The NMU's cycles beyond its latency for an int8 gemm / matmul / NHWC conv2d with
+        i8 weights (see the module), ``None`` for other tasks."""
+        if any(e not in ("i8", "i32") for e in elems) or len(task.ins) < 2:
             return None
         x, w, y = task.ins[0], task.ins[1], task.outs[0]
-        if not (x.shape and w.shape and y.shape):
-            return None
-        if task.opcode in ("gemm", "matmul") and len(w.shape) == 2:
-            pixels, taps, red, outc = math.prod(x.shape[:-1]), 1, x.shape[-1], w.shape[-1]
-        elif task.opcode == "conv2d" and y.layout in (None, "NHWC") and len(w.shape) == 4:
-            n, oh, ow, outc = y.shape
-            kh, kw, red, _ = w.shape
-            pixels, taps = n * oh * ow, kh * kw
-        else:
+        if not (x.shape and w.shape and y.shape) or w.elem != "i8" or x.elem != "i8":
             return None
         lanes = self.optional("NMU", "lanes")
         cols = max(1, self.value("NMU", "int8_macs") // lanes)
+        if task.opcode in ("gemm", "matmul") and len(w.shape) == 2 and len(x.shape) >= 2:
+            taps, red, outc = 1, x.shape[-1], w.shape[-1]
+            acts = _gemm_runs(x)
+            wrows = _rows(w, (w.shape[0],))
+        elif task.opcode == "conv2d" and y.layout in (None, "NHWC") and len(w.shape) == 4 \
+                and len(x.shape) == 4 and len(y.shape) == 4:
+            kh, kw, red, outc = w.shape
+            taps = kh * kw
+            acts = _conv_runs(task, x, y, (kh, kw))
+            wrows = _rows(w, (kh, kw, red))
+        else:
+            return None
         tiles = -(-outc // cols)
-        load = taps * red + cols
-        act = pixels * taps * -(-red // lanes)
-        runs = pixels * tiles * taps
-        return (load + (tiles - 1) * max(act, load) + act
-                + -(-runs * self.optional("NMU", "run_permille") // 1000))
+        total = 0
+        for t in range(tiles):
+            width = min(cols, outc - t * cols)
+            load = taps * red + cols + _straddles(wrows + t * cols, width, lanes)
+            act = acts.size * -(-red // lanes) + _straddles(acts, red, lanes)
+            # the first tile's weights load before any activation; a later tile's load
+            # runs under the previous tile's activations
+            total = load + act if t == 0 else total + max(act, load)
+        return total
 
     def _cstl_datapath(self, task, work: Work) -> int | None:
         """The CSTL's cycles beyond its latency for an int8 task (see the module), ``None``
@@ -189,3 +223,50 @@ class CycleModel:
             chunks = math.prod(y.shape[:-1]) * -(-inner // lanes)
             return fetch + math.prod(y.shape) + 2 * chunks
         return fetch + -(-max(work.elems, 0) // lanes)
+
+
+def _rows(region, dims) -> np.ndarray:
+    """Byte offsets (from the region's buffer, ``-1`` none) of the rows of ``region``'s
+    innermost dimension: one per index of its outer ``dims``, by its element strides (i8)."""
+    strides = region.strides or _contiguous(region.shape)
+    index = np.indices(dims).reshape(len(dims), -1)
+    return region.offset + np.tensordot(np.asarray(strides[:len(dims)]), index, axes=1)
+
+
+def _contiguous(shape) -> tuple[int, ...]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def _gemm_runs(x) -> np.ndarray:
+    """Start offsets of a gemm / matmul's activation runs: one per row of ``x``."""
+    return _rows(x, tuple(x.shape[:-1]))
+
+
+def _conv_runs(task, x, y, kernel) -> np.ndarray:
+    """Start offsets of an NHWC conv2d's activation runs: one per output pixel and tap, in
+    the input (``-1`` for a tap in the padding, which reads nothing)."""
+    n, oh, ow, _ = y.shape
+    _, h, w, _ = x.shape
+    kh, kw = kernel
+    strides = x.strides or _contiguous(x.shape)
+    sh, sw = task.attrs.get("strides") or (1, 1)
+    dh, dw = task.attrs.get("dilations") or (1, 1)
+    pads = task.attrs.get("pads") or (0, 0, 0, 0)
+    b, r, c, u, v = np.indices((n, oh, ow, kh, kw)).reshape(5, -1)
+    ih = r * sh - pads[0] + u * dh
+    iw = c * sw - pads[1] + v * dw
+    inside = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)
+    at = x.offset + b * strides[0] + ih * strides[1] + iw * strides[2]
+    return np.where(inside, at, -1)
+
+
+def _straddles(starts: np.ndarray, length: int, lanes: int) -> int:
+    """Runs (starting at ``starts``, ``-1``: no read) whose first vector of ``lanes`` bytes
+    lies across two L1 words: the run reader takes a cycle more for each."""
+    starts = np.asarray(starts)
+    starts = starts[starts >= 0]
+    return int(np.count_nonzero(starts % lanes + min(length, lanes) > lanes))

@@ -427,12 +427,18 @@ def execute(
     now = 0
     done = 0
     next_issue = 0  # in_order: the only task that may start next
+    # in_order: when the sequencer has decoded task next_issue (nem.cycles.CycleModel.decode)
+    decoded_at = model.decode(plan.tasks[0], 0) if in_order and plan.tasks else 0
     while done < len(plan.tasks):
         waiting: list[int] = []
         while ready:
             idx = heapq.heappop(ready)
             if in_order and idx != next_issue:
                 waiting.append(idx)
+                break
+            if in_order and decoded_at > now:
+                waiting.append(idx)
+                heapq.heappush(events, (decoded_at, -1))  # wake up when it is decoded
                 break
             prep = prepared[idx]
             choices = [prep.pinned] if prep.pinned else prep.pool
@@ -443,6 +449,9 @@ def execute(
                     break
                 continue
             next_issue += 1
+            if in_order and next_issue < len(plan.tasks):
+                # one task of decode ahead: the next one once this one has left the slot
+                decoded_at = max(decoded_at, now) + model.decode(plan.tasks[next_issue], 1)
             task = prep.task
             mine = _accesses(memory, task)
             for other_idx, (_, theirs) in in_flight.items():
@@ -474,6 +483,8 @@ def execute(
         now = events[0][0]
         while events and events[0][0] == now:
             _, idx = heapq.heappop(events)
+            if idx < 0:
+                continue  # a sequencer wake-up
             unit, _ = in_flight.pop(idx)
             free_at[unit] = True
             done += 1

@@ -19,7 +19,6 @@ DATAPATH = """        NMU {
             int8_macs = 64
             latency_cycles = 10
             lanes = 8
-            run_permille = 500
         }
         CSTL {
             elems_per_cycle = 8
@@ -69,13 +68,25 @@ let a = region(A, 0, 384) elem=i8, shape=[16, 24], layout=MK, {Q}
 let b = region(B, 0, 576) elem=i8, shape=[24, 24], layout=KN, {WQ}
 let y = region(Y, 0, 384) elem=i8, shape=[16, 24], layout=MN, {Q}
 """
-CONV = f"""buffer X : L1 (size=756)
-buffer W : L1 (size=1080)
-buffer Y : L1 (size=250)
-let x = region(X, 0, 756) elem=i8, shape=[1, 9, 7, 12], layout=NHWC, {Q}
-let w = region(W, 0, 1080) elem=i8, shape=[3, 3, 12, 10], layout=HWIO, {WQ}
-let y = region(Y, 0, 250) elem=i8, shape=[1, 5, 5, 10], layout=NHWC, {Q}
+GEMM12 = f"""buffer A : L1 (size=192)
+buffer B : L1 (size=96)
+buffer Y : L1 (size=128)
+let a = region(A, 0, 192) elem=i8, shape=[16, 12], layout=MK, {Q}
+let b = region(B, 0, 96) elem=i8, shape=[12, 8], layout=KN, {WQ}
+let y = region(Y, 0, 128) elem=i8, shape=[16, 8], layout=MN, {Q}
 """
+
+
+def _conv(offset):
+    return f"""buffer X : L1 (size=300)
+buffer W : L1 (size=576)
+buffer Y : L1 (size=288)
+let x = region(X, {offset}, 288) elem=i8, shape=[1, 6, 6, 8], layout=NHWC, {Q}
+let w = region(W, 0, 576) elem=i8, shape=[3, 3, 8, 8], layout=HWIO, {WQ}
+let y = region(Y, 0, 288) elem=i8, shape=[1, 6, 6, 8], layout=NHWC, {Q}
+"""
+
+
 ACT = f"""buffer X : L1 (size=600)
 buffer Y : L1 (size=600)
 buffer P : L1 (size=150)
@@ -87,17 +98,27 @@ let p = region(P, 0, 150) elem=i8, shape=[1, 5, 5, 6], layout=NHWC, {Q}
 POOL = "kernel_shape=[2, 2] strides=[2, 2] pads=[0, 0, 0, 0]"
 
 
+CONV = "conv2d.async in x, w out y pads=[1, 1, 1, 1] strides=[1, 1] dilations=[1, 1] " \
+    "accum_type=i32"
+
+
 @pytest.mark.parametrize("decls, task, datapath, peak", [
     # 16 x 24 x 24 gemm: 3 tiles of 8 columns; a tile's load 24 weight rows + 8 bias = 32,
-    # its activations 16 pixels x 1 tap x ceil(24 / 8) = 48 vectors; 48 runs (16 x 3 x 1)
-    # at half a cycle = 24: 10 + 32 + 2 * max(48, 32) + 48 + 24. Peak: 9,216 MACs / 64.
-    (GEMM, "gemm.async in a, b out y accum_type=i32", 10 + 32 + 2 * 48 + 48 + 24,
+    # its activations 16 pixels x 1 tap x ceil(24 / 8) = 48 vectors; every row of A starts
+    # at a multiple of 24 and every weight row of a tile at 24 k + 8 t: all on a word, so
+    # no run lies across two words: 10 + 32 + 48 + 2 * max(48, 32). Peak: 9,216 MACs / 64.
+    (GEMM, "gemm.async in a, b out y accum_type=i32", 10 + 32 + 48 + 2 * 48,
      10 + 16 * 24 * 24 // 64),
-    # 3 x 3 conv, stride (2, 1), dilation (1, 2), Cin 12 -> 10 on a 5 x 5 output: 2 tiles;
-    # load 9 x 12 + 8 = 116; activations 25 x 9 x ceil(12 / 8) = 450; 450 runs (25 x 2 x 9)
-    # at half a cycle = 225: 10 + 116 + max(450, 116) + 450 + 225.
-    (CONV, "conv2d.async in x, w out y pads=[1, 1, 1, 1] strides=[2, 1] dilations=[1, 2] "
-           "accum_type=i32", 10 + 116 + 450 + 450 + 225, 10 + math.ceil(25 * 10 * 108 / 64)),
+    # 16 x 12 x 8: one tile, load 12 + 8; rows of A at 12 m: the 8 odd rows start at byte 4
+    # of a word, so their first 8 bytes lie across two words: 16 x 2 vectors + 8.
+    (GEMM12, "gemm.async in a, b out y accum_type=i32", 10 + 20 + 32 + 8,
+     10 + math.ceil(16 * 12 * 8 / 64)),
+    # 3 x 3 conv, pads 1, on 6 x 6 x 8 -> 8: one tile, load 9 x 8 + 8 = 80, activations
+    # 36 pixels x 9 taps x 1 vector = 324 (a padded tap too); all runs on a word.
+    (_conv(0), CONV, 10 + 80 + 324, 10 + math.ceil(36 * 8 * 72 / 64)),
+    # the same input 4 bytes into its buffer: every tap inside the input (16 per row and
+    # column: 2 + 3 + 3 + 3 + 3 + 2, so 16 x 16 = 256) lies across two words.
+    (_conv(4), CONV, 10 + 80 + 324 + 256, 10 + math.ceil(36 * 8 * 72 / 64)),
     # relu with another output scale: a table (70) and 600 bytes in words of 8 (75).
     (ACT, "relu.async in x out y", 3 + 70 + 75, 3 + 75),
     # add: an eltwise entry (20); 600 elements one a cycle, 100 chunks of the innermost 6
@@ -125,3 +146,44 @@ def test_tasks_off_the_int8_datapath_keep_the_peak_rate(tmp_path):
         "let g = region(G, 0, 2400) elem=f32, shape=[600], layout=C\n"
     assert _cycles(tmp_path, DATAPATH, decls, "relu.async in f out g") == \
         _cycles(tmp_path, PEAK, decls, "relu.async in f out g")
+
+
+SEQ = """        SEQ {
+            max_active_tokens = 16
+            issue_cycles = 5
+            operand_cycles = 1
+            start_cycles = 3
+        }
+"""
+COPIES = """buffer S : L2 (size=192)
+buffer D : L1 (size=192)
+a = transfer.async(dst=region(D, 0, 64), src=region(S, 0, 64))
+b = transfer.async(dst=region(D, 64, 64), src=region(S, 64, 64))
+c = transfer.async(dst=region(D, 128, 64), src=region(S, 128, 64))
+wait(a)
+wait(b)
+wait(c)
+"""
+
+
+@pytest.mark.parametrize("seq", [False, True])
+def test_sequencer_decode_with_in_order_issue(tmp_path, seq):
+    # three independent 64-byte copies on the device's two DMAs (latency 8 + 64 / 32 = 10
+    # cycles each). Without the sequencer model: a and b start at 0, c at 10 when a DMA
+    # frees: ends 10, 10, 20. With it (5 + 1 per operand + 3 before the first): a decoded
+    # at 3 + 5 + 2 = 10, runs 10-20; b decoded from a's issue, 10 + 7 = 17, runs 17-27 on
+    # the other DMA; c decoded at 17 + 7 = 24 (the first DMA free since 20), runs 24-34.
+    base = (PROGRAMS / "exec_device.nem").read_text()
+    old = "        SEQ {\n            max_active_tokens = 16\n        }\n"
+    assert old in base
+    dev = tmp_path / "dev.nem"
+    dev.write_text(base.replace(old, SEQ) if seq else base)
+    result = check_text(f'device "{dev.name}"\n{COPIES}', file="c.nem", base_dir=str(tmp_path))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    run = execute(result.plan, result.device, {}, in_order=True)
+    spans = [(r.start, r.end) for r in sorted(run.records, key=lambda r: r.index)]
+    assert spans == ([(10, 20), (17, 27), (24, 34)] if seq else [(0, 10), (0, 10), (10, 20)])
+    # out of order (NEM semantics, not a task binary) the sequencer is not modelled
+    free = execute(result.plan, result.device, {})
+    assert [(r.start, r.end) for r in sorted(free.records, key=lambda r: r.index)] == \
+        [(0, 10), (0, 10), (10, 20)]
