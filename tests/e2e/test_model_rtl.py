@@ -4,12 +4,14 @@ The zoo ``mlp`` (linear + ReLU / GELU lookup tables on the CSTL) is compiled for
 and ``sim`` and run on each engine's RTL (the regression's cached Verilator build; on
 ``small`` with random AXI pauses, on ``sim`` through ``npu run --on all``): every buffer
 equals the executor's run of the same binary byte for byte, and the dequantised outputs
-equal the executor's. The zoo ``cnn`` (max / average pooling on the CSTL) on
-``sim`` either runs and equals the executor, or, while the CSTL RTL lacks a pooling
-datapath, stops with UNIT_ERROR naming the task, ``CSTL`` and the pooling opcode, the
-model layer and the cause ``OPCODE`` (the op the RTL refuses) -- never a hang. Corrupted
-build directories (truncated binary, an image of another build, a build bound for another
-device) are refused before the simulation with the file named, also through the CLI.
+equal the executor's. Built with an argmax head (``argmax=True``: i32 class indices from
+the CSTL's argmax) it runs on ``small`` the same way. The zoo ``cnn`` (max / average
+pooling on the CSTL) on ``sim`` either runs and equals the executor, or, while the CSTL
+RTL lacks a pooling datapath, stops with UNIT_ERROR naming the task, ``CSTL`` and the
+pooling opcode, the model layer and the cause ``OPCODE`` (the op the RTL refuses) -- never
+a hang. Corrupted build directories (truncated binary, an image of another build, a build
+bound for another device) are refused before the simulation with the file named, also
+through the CLI.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from sim.program_run import SimError, engine_design  # noqa: E402
 from sim.report import write_model_report  # noqa: E402
 
 
-def _compile(model, device, out):
+def _compile(model, device, out, argmax=False):
     args = Namespace(model=model, target=device, output=str(out), calibration=None,
-                     calibration_method="minmax", percentile=99.99, batch=None, argmax=False)
+                     calibration_method="minmax", percentile=99.99, batch=None, argmax=argmax)
     compile_cmd(args)
     return out
 
@@ -75,6 +77,25 @@ def test_mlp_on_the_rtl_equals_the_executor(builds, tmp_path):
     assert page.count("<svg") == 3 and "RTL == executor byte for byte" in page
     for layer in run.manifest["layers"]:  # a row per layer
         assert f"{layer['instruction']} {layer['op']}</td>" in page
+
+
+@pytest.mark.cocotb
+@_group("small")
+def test_mlp_with_an_argmax_head_on_the_rtl_equals_the_executor(tmp_path):
+    """The zoo ``mlp`` built with an argmax head (``--argmax``: its [N, C] output -> i32
+    class indices on the CSTL) runs on the small device's RTL: every buffer equals the
+    executor's byte for byte and the indices equal the executor's."""
+    build = _compile("mlp", "small", tmp_path / "mlp-argmax", argmax=True)
+    layers = json.loads((build / "manifest.json").read_text())["layers"]
+    assert [(layer["op"], layer["unit"]) for layer in layers][-1] == ("argmax", "CSTL")
+    x = _input(build, seed=2)
+    run = run_model(build, [x], seed=4)
+    assert run.error is None, run.error
+    assert run.mismatch is None, str(run.mismatch)
+    assert run.rtl.counters["TASKS_DONE"] == len(run.prep.program.tasks)
+    (want,), _ = run_build(build, [x], on="executor")
+    np.testing.assert_array_equal(run.outputs[0], want)
+    assert np.issubdtype(np.asarray(want).dtype, np.integer) and np.asarray(want).ndim == 1
 
 
 @pytest.mark.cocotb

@@ -5,7 +5,10 @@ Blocks: :class:`npu.cstl.regs.CstlRegisters` decodes the shadow registers;
 element strides) as runs, :class:`npu.cstl.poolwalk.PoolWalk` the taps of a pool's
 windows (a run per tap and channel chunk, pad runs outside the input; per lane a running
 max, or a running sum divided at the window's last tap by the count of its taps inside
-the input, rounded half to even); :class:`npu.nmu.agu.RunReader` reads the runs from L1 as
+the input, rounded half to even); for a last-axis reduction ``RegionWalk`` walks the
+rows and a comparison tree per vector feeds the row's running max and first index (one
+result per row: the max, through the table when reduce_max requantises, or the saturated
+index); :class:`npu.nmu.agu.RunReader` reads the runs from L1 as
 vectors of one L1 word, realigned to each run's start; every lane looks its byte up in its
 own copy of the task's 256-entry table; :class:`npu.cstl.store.VectorStore` writes the
 results into L1 with byte enables, merging unaligned vectors into whole words.
