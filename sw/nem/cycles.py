@@ -71,8 +71,9 @@ vectors); the first tile's weights load before any activation, a later tile's un
 previous tile's activations, so the task costs ``latency_cycles + load + act + (T - 1) *
 max(act, load)``. Each run (a weight row of a tile, or a pixel's tap of ``red`` bytes)
 whose first vector of ``lanes`` bytes lies across two L1 words costs the run reader one
-cycle more: ``load`` and ``act`` count them from the operands' offsets and strides
-(buffers start on a multiple of ``lanes``). Other NMU tasks keep the peak-rate model.
+cycle more, and so does a bias word (4 bytes per column) across two words: ``load`` and
+``act`` count them from the operands' offsets and strides (buffers start on a multiple of
+``lanes``). Other NMU tasks (an ``[M, N]`` bias among them) keep the peak-rate model.
 
 A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
 reads a table / an eltwise entry, plus its datapath cycles: a table op or cast one vector
@@ -188,11 +189,16 @@ class CycleModel:
             wrows = _rows(w, (kh, kw, red))
         else:
             return None
+        bias = task.ins[2] if len(task.ins) > 2 else None
+        if bias is not None and (bias.shape is None or len(bias.shape) != 1):
+            return None  # a per-pixel bias comes through the activation side
         tiles = -(-outc // cols)
         total = 0
         for t in range(tiles):
             width = min(cols, outc - t * cols)
             load = taps * red + cols + _straddles(wrows + t * cols, width, lanes)
+            if bias is not None:  # a 4-byte word per column
+                load += _straddles(bias.offset + 4 * (t * cols + np.arange(width)), 4, lanes)
             act = acts.size * -(-red // lanes) + _straddles(acts, red, lanes)
             # the first tile's weights load before any activation; a later tile's load
             # runs under the previous tile's activations
