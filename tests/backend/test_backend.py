@@ -59,7 +59,11 @@ def test_digits_int8_accuracy(digits):
     assert acc_f > 0.9
     assert acc_q >= acc_f - 0.01, (acc_q, acc_f)
     assert agree >= 0.98, agree
-    assert run.mac_utilisation()[1] > 0.5
+    # the sim device's cycle model follows the NMU's datapath (nem.cycles): a 16 x 16 array
+    # whose convolutions reduce over 1 and 8 input channels fills 1/16 and 1/2 of its
+    # lanes, and the small gemm loads more weights than it streams; the engine RTL
+    # measured 8.2 % over a whole run of this model (docs/sim.md)
+    assert 0.05 < run.mac_utilisation()[1] < 0.3, run.mac_utilisation()
     # the argmax head on the CSTL gives the classes of the int8 logits (ties: first index)
     compile_model(path, "sim", tmp / "head", samples=[x_train[:300]], argmax=True)
     (cls,), _ = run_build(tmp / "head", [x_test], on="executor")

@@ -151,6 +151,14 @@ def test_engine_config_refuses_what_it_cannot_build():
                                                   "unit_characteristics": odd}))
     none = dev.__class__(**{**dev.__dict__, "per_engine": {"DMA": 2}})
     assert EngineConfig.from_device(none).nmu is None
+    # the cycle model's lanes must be the word the engine builds (8 bytes here)
+    for unit in ("NMU", "CSTL"):
+        wide = {**dev.unit_characteristics,
+                unit: {**dev.unit_characteristics[unit], "lanes": 16}}
+        with pytest.raises(ValueError, match=f"{unit} lanes 16 is not the L1 word the "
+                                             r"engine builds \(8 bytes\)"):
+            EngineConfig.from_device(dev.__class__(**{**dev.__dict__,
+                                                      "unit_characteristics": wide}))
 
 
 def _doc_table():

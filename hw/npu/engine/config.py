@@ -123,6 +123,11 @@ class EngineConfig:
             if not size or size % dma_bpc:
                 raise ValueError(f"device {device.name}: {what} {size} is not a multiple of "
                                  f"the word ({dma_bpc} bytes)")
+        for unit in ("NMU", "CSTL"):  # the cycle model's datapath mode (nem.cycles)
+            lanes = device.characteristic(unit, "lanes")
+            if lanes is not None and lanes != dma_bpc:
+                raise ValueError(f"device {device.name}: {unit} lanes {lanes} is not the L1 "
+                                 f"word the engine builds ({dma_bpc} bytes)")
         n_dma, n_sdma = device.units("DMA"), device.units("sDMA")
         if n_dma < 1 or n_sdma < 1:
             raise ValueError(f"device {device.name}: needs at least one DMA and one sDMA, "
