@@ -60,9 +60,11 @@ TARGETS = {t.module: t for t in (
     _T("nem.ops", ("tests/nem_executor/test_ops.py", "tests/nem_executor/test_programs.py")),
     _T("nem.taskformat", ("tests/nem_binder/test_taskformat.py",
                           "tests/nem_binder/test_bind_compute.py",
-                          "tests/nem_binder/test_binder.py")),
+                          "tests/nem_binder/test_binder.py",
+                          "tests/nem_binder/test_group_requant.py")),
     _T("nem.binder", ("tests/nem_binder/test_binder.py", "tests/nem_binder/test_bind_compute.py",
-                      "tests/nem_binder/test_tokens.py")),
+                      "tests/nem_binder/test_tokens.py",
+                      "tests/nem_binder/test_group_requant.py")),
     _T("nem.hazards", ("tests/nem_toolkit/test_hazards.py", "tests/nem_toolkit/test_nem_corpus.py",
                        "tests/nem_toolkit/test_examples.py", "tests/nem_binder/test_tokens.py")),
     *(_T(f"nac.container.{part}", _CONTAINER_TESTS)
