@@ -76,12 +76,13 @@ cycle more, and so does a bias word (4 bytes per column) across two words: ``loa
 ``lanes``). Other NMU tasks (an ``[M, N]`` bias among them) keep the peak-rate model.
 
 A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
-reads a table / an eltwise entry, plus its datapath cycles: a table op or cast one vector
-per ``lanes`` bytes of its largest operand; a pool per output position and chunk of
-``lanes`` channels one cycle per tap plus ``window_cycles`` (and ``average_cycles`` for an
-average); a binary eltwise one cycle per
-element (its ALU takes one lane a cycle) plus two per chunk of up to ``lanes`` elements of
-the innermost dimension (one run of each input).
+reads a table / an eltwise entry (no ``table_cycles`` when the same CSTL instance read the
+same table last: it still holds it, as the engine's CSTL does), plus its datapath cycles:
+a table op or cast one vector per ``lanes`` bytes of its largest operand; a pool per
+output position and chunk of ``lanes`` channels one cycle per tap plus ``window_cycles``
+(and ``average_cycles`` for an average); a binary eltwise one cycle per element (its ALU
+takes one lane a cycle) plus two per chunk of up to ``lanes`` elements of the innermost
+dimension (one run of each input).
 
 Overlap is not modelled here: the executor's event schedule decides which tasks run at
 the same time on different units.
@@ -114,6 +115,7 @@ class CycleModel:
 
     def __init__(self, device: Device | None):
         self.device = device
+        self._tables: dict[str, bytes] = {}  # per CSTL instance: the table it holds
 
     def value(self, unit: str, key: str) -> int:
         """``unit_characteristics[unit][key]`` of the device, or the documented default."""
@@ -150,14 +152,15 @@ class CycleModel:
         return int(given) if given is not None and given > 0 else 0
 
     def cycles(self, unit: str, work: Work, nbytes: int = 0, elems: tuple[str, ...] = (),
-               task=None) -> int:
+               task=None, instance: str | None = None) -> int:
         """Cycles a task with ``work`` (or ``nbytes`` moved) keeps a ``unit`` busy; with the
         ``task`` (a :class:`nem.checker.plan.TaskInstance`) and a device that sets the
-        unit's ``lanes``, by the datapath model."""
+        unit's ``lanes``, by the datapath model (``instance``: the unit instance, whose
+        CSTL keeps the last table it read; calls come in issue order)."""
         latency = self.value(unit, "latency_cycles")
         if task is not None and self.optional(unit, "lanes"):
             datapath = (self._nmu_datapath(task, elems) if unit == "NMU" else
-                        self._cstl_datapath(task, work) if unit == "CSTL" else None)
+                        self._cstl_datapath(task, work, instance) if unit == "CSTL" else None)
             if datapath is not None:
                 return latency + datapath
         if unit == "NMU":
@@ -205,7 +208,7 @@ class CycleModel:
             total = load + act if t == 0 else total + max(act, load)
         return total
 
-    def _cstl_datapath(self, task, work: Work) -> int | None:
+    def _cstl_datapath(self, task, work: Work, instance: str | None) -> int | None:
         """The CSTL's cycles beyond its latency for an int8 task (see the module), ``None``
         for other tasks."""
         regions = (*task.ins, *task.outs)
@@ -214,7 +217,11 @@ class CycleModel:
         if any(r.shape is None for r in regions):
             return None
         lanes = self.optional("CSTL", "lanes")
-        fetch = (self.optional("CSTL", "table_cycles") if work.table else 0) + (
+        kept = bool(work.table) and instance is not None and \
+            self._tables.get(instance) == work.table
+        if work.table and instance is not None:
+            self._tables[instance] = work.table
+        fetch = (self.optional("CSTL", "table_cycles") if work.table and not kept else 0) + (
             self.optional("CSTL", "entry_cycles") if work.entry else 0)
         y = task.outs[0]
         if task.opcode in ("maxpool", "avgpool") and len(y.shape) == 4:

@@ -461,7 +461,7 @@ def execute(
             work, nbytes = _apply(task, memory, plan.consts)
             kind = unit.split(".")[-1].split("[")[0]
             elems = tuple(r.elem for r in (*task.ins, *task.outs) if r.elem)
-            cycles = model.cycles(kind, work, nbytes, elems, task=task)
+            cycles = model.cycles(kind, work, nbytes, elems, task=task, instance=unit)
             path = None
             if nbytes:
                 path = f"{_level(task.ins[0])}->{_level(task.outs[0])}"

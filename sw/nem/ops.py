@@ -98,12 +98,12 @@ class NotSupported(OpError):
 class Work:
     """What a task did, for the cycle model: MACs (NMU), elements (CSTL/VPU), or the
     contiguous runs a copy walks (DMA/sDMA); ``table`` / ``entry``: a CSTL int8 task read
-    a lookup table / a binary eltwise entry from the data section."""
+    a lookup table (its 256 bytes) / a binary eltwise entry from the data section."""
 
     macs: int = 0
     elems: int = 0
     rows: int = 0
-    table: bool = False
+    table: bytes = b""
     entry: bool = False
 
 
@@ -771,7 +771,9 @@ def run_compute(
             raise OpError(f"{opcode}: result has shape {list(y.shape)}, output "
                           f"{outs[0].label} has {list(outs[0].shape)}")
         return [y], Work(elems=_cstl_work(opcode, regions, attrs),
-                         table=info.table is not None, entry=info.eltwise is not None)
+                         table=b"" if info.table is None else
+                         np.asarray(info.table, np.int8).tobytes(),
+                         entry=info.eltwise is not None)
     reals = _real_op(opcode, vals, regions, qps, len(ins), attrs)
     if len(reals) != len(outs):
         raise OpError(f"{opcode}: computes {len(reals)} output(s), {len(outs)} given")

@@ -292,16 +292,17 @@ def _want(regs, mem, table):
     return bytes(l1), l1, n
 
 
-def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3):
+def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3, keep=()):
     """Runs ``(regs, table, mem)`` tasks one after the other on a fresh unit; returns
-    per task (memory after, done payload, counters)."""
+    per task (memory after, done payload, table words taken, counters). Tasks whose index
+    is in ``keep`` start with ``keep`` set and are offered no table words."""
     dut = CstlUnit(lanes=LANES, depth=DEPTH)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     results = []
 
     async def bench(ctx):
-        for regs, table, mem in tasks:
+        for index, (regs, table, mem) in enumerate(tasks):
             l1 = L1Model(dut.l1_rd, dut.l1_wr, mem, rng)
             ctx.set(dut.clear, 1)
             await ctx.tick()
@@ -315,14 +316,15 @@ def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3):
                 await ctx.tick()
             ctx.set(dut.write.valid, 0)
             ctx.set(dut.start.valid, 1)
+            ctx.set(dut.start.payload, index in keep)
             while True:
                 started = ctx.get(dut.start.ready)
                 await ctx.tick()
                 if started:
                     break
             ctx.set(dut.start.valid, 0)
-            words = [int.from_bytes(table[4 * k:4 * k + 4], "little")
-                     for k in range(TABLE_WORDS)]
+            words = [] if index in keep else [int.from_bytes(table[4 * k:4 * k + 4], "little")
+                                              for k in range(TABLE_WORDS)]
             k, done = 0, None
             for _cycle in range(20000):
                 offer = k < len(words) and rng.random() >= table_gap
@@ -367,6 +369,33 @@ def _check(tasks, rng):
         assert not bad.size, f"{bad.size} wrong bytes, first at {bad[0]}: {got[bad[0]]} != " \
                              f"{want[bad[0]]} ({regs})"
     return stalls
+
+
+def test_a_kept_table_is_not_read_again():
+    """The engine starts a task with ``keep`` when its table is the one the CSTL read
+    last: the unit takes no table word and looks up in the table it holds, also after a
+    binary eltwise task in between (its entry must not land in the lane tables)."""
+    rng = random.Random(23)
+    table = rng.randbytes(TABLE_BYTES)
+
+    def table_task():
+        while True:
+            regs = _task(rng)[0] | {"TABLE": 0}
+            if decode(regs).table and decode(regs).cause == Cause.NONE:
+                return regs, table, bytearray(rng.randbytes(LANES * DEPTH))
+
+    regs, entry = _elt_task(rng, "add")
+    tasks = [table_task(), (regs, entry + bytes(TABLE_BYTES - len(entry)),
+                            bytearray(rng.randbytes(LANES * DEPTH))),
+             table_task(), table_task()]
+    wants = [_want(regs, mem, tbl) for regs, tbl, mem in tasks]  # before the run
+    runs = _run(tasks, rng, keep={2, 3})
+    for index, ((got, done, words, cnt), (want, _, n)) in enumerate(zip(runs, wants,
+                                                                        strict=True)):
+        assert done == (0, Cause.NONE)
+        assert words == [TABLE_WORDS, ELTWISE_ENTRY.size // 4, 0, 0][index]
+        assert cnt["table"] == (0 if index > 1 else cnt["table"]) and cnt["elems"] == n
+        assert got == want, f"task {index}: L1 differs from the model"
 
 
 def test_table_tasks_equal_the_model():

@@ -187,3 +187,20 @@ def test_sequencer_decode_with_in_order_issue(tmp_path, seq):
     free = execute(result.plan, result.device, {})
     assert [(r.start, r.end) for r in sorted(free.records, key=lambda r: r.index)] == \
         [(0, 10), (0, 10), (10, 20)]
+
+
+def test_a_cstl_keeps_the_table_it_read_last(tmp_path):
+    # relu, sigmoid, relu, relu on one CSTL instance (every output scale differs from the
+    # input's, so each reads a table): 3 + 70 + 75 for a table read, 3 + 75 without; the
+    # second relu follows sigmoid's table (read again), the third the second relu's (kept)
+    dev = _device(tmp_path, DATAPATH)
+    tasks = [("a", "relu"), ("b", "sigmoid"), ("c", "relu"), ("d", "relu")]
+    text = f'device "{dev.name}"\n{ACT}' + "".join(
+        f"{name} = {op}.async in x out y @resource(CSTL[0])\nwait({name})\n"
+        for name, op in tasks)
+    result = check_text(text, file="k.nem", base_dir=str(tmp_path))
+    assert result.ok, [str(d) for d in result.diagnostics]
+    records = sorted(execute(result.plan, result.device, {}, in_order=True).records,
+                     key=lambda r: r.index)
+    assert {r.unit for r in records} == {"E0.CSTL[0]"}
+    assert [r.end - r.start for r in records] == [148, 148, 148, 78]

@@ -19,7 +19,10 @@ Interface (:class:`Cstl`)
 * ``table`` (stream of 32-bit words): the task's table from the data section, word ``k``
   holding entries ``4k .. 4k+3``, lowest byte first (:data:`TABLE_WORDS` words), read
   right after ``start`` when ``task.table`` (also for a refused task, as the NMU reads its
-  requantisation entry).
+  requantisation entry) and ``keep`` is low. ``keep`` (sampled with ``start``): the lane
+  tables already hold this task's table (the engine starts a task with it when the table's
+  DDR address is the last one this CSTL read in the run); no table words follow. An
+  eltwise entry on ``table`` goes to the entry registers only, never into the lane tables.
 * the model of the whole unit is :func:`npu.cstl.model.cstl_model`.
 * ``done`` (stream of ``{error, cause}``, :class:`npu.nmu.model.Cause`): one per task.
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1.
@@ -109,6 +112,7 @@ class Cstl(wiring.Component):
             raise ValueError(f"lanes must be a power of two of at least 4, not {lanes!r}")
         self.lanes, self.depth = lanes, depth
         super().__init__({"start": In(stream.Signature(task_layout())),
+                          "keep": In(1),
                           **_signature(depth, 8 * lanes)})
 
     def elaborate(self, platform):
@@ -205,7 +209,8 @@ class Cstl(wiring.Component):
             code = Signal(8, name=f"code{k}")
             m.d.comb += code.eq(Mux(is_red, red_max, Mux(is_pool, pooled[k], vec.data[k])))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
-                         wp.en.eq(self.table.valid & self.table.ready), rp.addr.eq(code[2:])]
+                         wp.en.eq(self.table.valid & self.table.ready & ~task.entry),
+                         rp.addr.eq(code[2:])]
             byte = Signal(8, name=f"y{k}")
             m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
             looked.append(byte)
@@ -300,7 +305,7 @@ class Cstl(wiring.Component):
                     p = self.start.payload
                     m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
-                    with m.If(p.table | p.entry):
+                    with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
                     with m.Else():
                         m.next = "CHECK"
@@ -493,8 +498,9 @@ class CstlUnit(wiring.Component):
     (:class:`npu.cstl.regs.CstlRegisters`) in front of :class:`Cstl`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start``; the table follows on ``table`` (when the decode
-    says ``task.table``) and the result comes on ``done``. Ports and counters as for
+    ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``); the table
+    follows on ``table`` (when the decode says ``task.table`` and ``keep`` is low) and the
+    result comes on ``done``. Ports and counters as for
     :class:`Cstl`.
     """
 
@@ -516,7 +522,7 @@ class CstlUnit(wiring.Component):
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
         m.d.comb += [core.start.valid.eq(self.start.valid), self.start.ready.eq(core.start.ready),
-                     core.start.payload.eq(regs.task)]
+                     core.start.payload.eq(regs.task), core.keep.eq(self.start.payload)]
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))

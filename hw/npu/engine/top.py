@@ -349,13 +349,26 @@ class NemEngine(wiring.Component):
                      u.write.valid.eq(seq.cstl_write.valid & (seq.cstl_sel == k)),
                      u.write.payload.eq(seq.cstl_write.payload)]
         # a task that reads a table (or an eltwise entry) starts the CSTL and the fetch
-        # together (the CSTL reads all of it before it reports done)
+        # together (the CSTL reads all of it before it reports done); a table at the DDR
+        # address of the last table this CSTL read in this run is still in its lane
+        # tables: the task starts with ``keep`` and nothing is fetched
         go, table = seq.unit_start[unit], seq.cstl_has_table
-        m.d.comb += [u.start.valid.eq(go.valid & (~table | fetch.start.ready)),
-                     fetch.start.valid.eq(go.valid & table & u.start.ready),
+        last = Signal(cfg.addr_width, name=f"cstl{k}_last_table")
+        last_ok = Signal(name=f"cstl{k}_last_ok")
+        keep = Signal(name=f"cstl{k}_keep")
+        fetch_it = Signal(name=f"cstl{k}_fetch")
+        m.d.comb += [keep.eq(table & ~seq.cstl_elt_entry & last_ok & (last == seq.cstl_table)),
+                     fetch_it.eq(table & ~keep)]
+        with m.If(go.valid & go.ready & table & ~seq.cstl_elt_entry):
+            m.d.sync += [last.eq(seq.cstl_table), last_ok.eq(1)]
+        with m.If(seq.start):
+            m.d.sync += last_ok.eq(0)  # a new program: its tables may differ
+        m.d.comb += [u.start.valid.eq(go.valid & (~fetch_it | fetch.start.ready)),
+                     u.start.payload.eq(keep),
+                     fetch.start.valid.eq(go.valid & fetch_it & u.start.ready),
                      fetch.start.payload.eq(seq.cstl_table),
                      fetch.entry.eq(seq.cstl_elt_entry),
-                     go.ready.eq(u.start.ready & (~table | fetch.start.ready)),
+                     go.ready.eq(u.start.ready & (~fetch_it | fetch.start.ready)),
                      seq.unit_done[unit].valid.eq(u.done.valid),
                      seq.unit_done[unit].payload.error.eq(u.done.payload.error),
                      u.done.ready.eq(seq.unit_done[unit].ready)]
