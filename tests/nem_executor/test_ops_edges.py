@@ -1,0 +1,587 @@
+"""Edge cases of the executor's kernels (``nem.ops``), called directly.
+
+:func:`nem.ops.run_compute` and its public helpers run here on hand-built typed regions
+(no checker, no program), so that what a NEM program cannot reach by itself is also
+checked: attribute defaults, the dispatch between the NMU integer path, the CSTL's int8
+path and the real-valued path, the exact error types and messages (naming the task's
+opcode and the operand), the quantization descriptors' evaluation, and the ``Work``
+record the cycle model reads (MACs, elements, the CSTL table bytes and eltwise entry).
+
+References never call ``nem.ops`` or the numerics kernels: hand-derived values (each test
+says how), numpy written here, or torch (float64) for the float kernels; the requantisation
+is written out with Python integers from ``docs/numerics.md``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from nem import ops
+from nem.checker.plan import Region
+from nem.ops import NotSupported, OpError, Work, run_compute
+from nem.tree import Name, Num, Quant
+
+I8 = (-128, 127)
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def num(v):
+    """A literal for a Python number; an expression (a ``Name``) as it is."""
+    return Num(v, repr(v)) if isinstance(v, int | float) else v
+
+
+def pt(scale, zp) -> Quant:
+    """A per-tensor descriptor."""
+    return Quant("per_tensor", scale=num(scale), zero_point=num(zp))
+
+
+def pc(axis, scales, zps) -> Quant:
+    """A per-channel descriptor."""
+    return Quant("per_channel", axis=num(axis), scales=tuple(num(s) for s in scales),
+                 zero_points=tuple(num(z) for z in zps))
+
+
+def pg(axis, group, scales, zps) -> Quant:
+    """A per-group descriptor."""
+    return Quant("per_group", axis=num(axis), group_size=num(group),
+                 scales=tuple(num(s) for s in scales), zero_points=tuple(num(z) for z in zps))
+
+
+def reg(name, elem, shape, quant=None) -> Region:
+    return Region(name=name, buffer="B", level="L1", engine=None, offset=0, extent=4096,
+                  elem=elem, shape=tuple(shape), quant=quant)
+
+
+def inp(name, elem, values, quant=None):
+    values = np.asarray(values)
+    return reg(name, elem, values.shape, quant), values
+
+
+def run(opcode, ins, outs, attrs=None, consts=None):
+    return run_compute(opcode, ins, outs, dict(attrs or {}), dict(consts or {}))
+
+
+def raises(exc_type, opcode, ins, outs, attrs=None, consts=None) -> str:
+    """Run and return the message of the exception, which must be exactly ``exc_type``."""
+    with pytest.raises(exc_type) as info:
+        run(opcode, ins, outs, attrs, consts)
+    assert type(info.value) is exc_type
+    return str(info.value)
+
+
+def requant_ref(acc, mult, zy, lo=-128, hi=127):
+    """docs/numerics.md: M = frac 2**e, m = floor(frac 2**31 + 1/2), t = 31 - e (a carry to
+    2**31 halves m), y = clamp(((a m + 2**(t-1)) >> t) + z_y): Python integers."""
+    frac, e = math.frexp(mult)
+    m, t = math.floor(frac * 2**31 + 0.5), 31 - e
+    if m == 2**31:
+        m, t = m // 2, t - 1
+    flat = [min(hi, max(lo, ((int(a) * m + (1 << (t - 1))) >> t) + zy))
+            for a in np.asarray(acc).reshape(-1)]
+    return np.array(flat, dtype=np.int64).reshape(np.shape(acc))
+
+
+def rne_codes(real, scale, zp, lo=-128, hi=127):
+    """Step 3 of the real-valued path for integers: clamp(rint(real / s) + z)."""
+    return np.clip(np.rint(np.asarray(real, np.float64) / scale) + zp, lo, hi).astype(np.int64)
+
+
+# --- run_compute: the opcodes this executor refuses ------------------------------------------
+
+
+@pytest.mark.parametrize("opcode, message", [
+    ("conv1d", "conv1d has no hardware support (nem.md: Future); lower it to conv2d"),
+    ("conv3d", "conv3d has no hardware support (nem.md: Future)"),
+    ("depthwise_conv2d", "depthwise_conv2d has no hardware support yet (nem.md: Future); "
+                         "use conv2d with groups = channels"),
+    ("compute", "the generic compute escape hatch names no executable operation"),
+])
+def test_unsupported_opcodes_are_refused_with_their_reason(opcode, message):
+    x = inp("x", "f32", np.zeros((1, 2, 2, 1)))
+    assert raises(NotSupported, opcode, [x], [reg("y", "f32", (1, 2, 2, 1))]) == message
+
+
+def test_an_opcode_without_kernel_is_not_supported():
+    x = inp("x", "f32", np.zeros(3))
+    msg = raises(NotSupported, "frobnicate", [x], [reg("y", "f32", (3,))])
+    assert msg == "frobnicate: no executor kernel"
+
+
+# --- quantization descriptors -------------------------------------------------------------------
+
+
+def test_quant_params_evaluates_constants_and_kinds():
+    assert ops.quant_params(reg("r", "i8", (2,)), {}) is None
+    q = ops.quant_params(reg("r", "i8", (2,), Quant("per_tensor", scale=num(0.25),
+                                                     zero_point=Name("Z"))), {"Z": -3})
+    assert q.scales.dtype == np.float64 and q.zero_points.dtype == np.int64
+    assert q.scales.tolist() == [0.25] and q.zero_points.tolist() == [-3]
+    assert q.axis is None and q.group_size is None
+    q = ops.quant_params(reg("r", "i8", (2, 3), pc(Name("A"), [0.5, 1.0, 2.0], [0, 1, 2.0])),
+                         {"A": 1})
+    assert q.axis == 1 and q.group_size is None
+    assert q.scales.tolist() == [0.5, 1.0, 2.0] and q.zero_points.tolist() == [0, 1, 2]
+    assert q.zero_points.dtype == np.int64
+    q = ops.quant_params(reg("r", "i4", (4, 3), pg(0, 2, [0.5, 1.0], [1, -2])), {})
+    assert (q.axis, q.group_size) == (0, 2)
+    assert q.scales.tolist() == [0.5, 1.0] and q.zero_points.tolist() == [1, -2]
+
+
+def test_quant_params_errors_name_the_region():
+    r = reg("xin", "i8", (2,), Quant("per_tensor", scale=Name("S"), zero_point=num(0)))
+    with pytest.raises(OpError) as info:
+        ops.quant_params(r, {})
+    assert type(info.value) is OpError
+    assert str(info.value) == ("xin: quantization descriptor does not evaluate: "
+                               "'S' is not a declared constant")
+    # a descriptor that is no expression at all (a TypeError inside): the same error
+    bad = reg("xin", "i8", (2,), Quant("per_channel", axis=num(0), scales=None,
+                                       zero_points=(num(0),)))
+    with pytest.raises(OpError, match=r"^xin: quantization descriptor does not evaluate: "):
+        ops.quant_params(bad, {})
+    # an unnamed region is labelled by its place
+    anon = Region(None, "BUF", "L1", None, 16, 4, "i8", (2,), quant=pt(0.0, 0))
+    with pytest.raises(OpError) as info:
+        ops.quant_params(anon, {})
+    assert str(info.value) == ("region(BUF, 16, 4): quantization scales must be finite and "
+                               "> 0, got [0.0]")
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, math.inf, math.nan])
+def test_quant_params_scales_must_be_finite_and_positive(scale):
+    r = reg("w", "i8", (2,), pc(0, [0.5, scale], [0, 0]))
+    with pytest.raises(OpError) as info:
+        ops.quant_params(r, {})
+    assert str(info.value) == (
+        f"w: quantization scales must be finite and > 0, got {[0.5, float(scale)]}")
+
+
+def test_quant_params_small_scales_and_integral_float_zero_points_are_accepted():
+    q = ops.quant_params(reg("r", "i8", (2,), pt(0.001, 4.0)), {})
+    assert q.scales.tolist() == [0.001] and q.zero_points.tolist() == [4]
+
+
+def test_quant_params_zero_points_must_be_integers():
+    r = reg("y", "i8", (2,), pt(1.0, 0.5))
+    with pytest.raises(OpError) as info:
+        ops.quant_params(r, {})
+    assert str(info.value) == "y: zero points must be integers, got [0.5]"
+
+
+# --- NMU integer path: gemm / matmul ----------------------------------------------------------
+
+
+def _gemm_i8(rng, m=3, k=5, n=4):
+    a = rng.integers(-128, 128, (m, k))
+    b = rng.integers(-128, 128, (k, n))
+    return a, b
+
+
+def test_gemm_int8_per_tensor_with_bias():
+    rng = np.random.default_rng(1)
+    a, b = _gemm_i8(rng)
+    bias = rng.integers(-3000, 3000, 4)
+    sx, sw, sy, zx, zy = 0.05, 0.01, 0.125, 3, -7
+    out, work = run("gemm", [inp("a", "i8", a, pt(sx, zx)), inp("b", "i8", b, pt(sw, 0)),
+                             inp("c", "i32", bias)],
+                    [reg("y", "i8", (3, 4), pt(sy, zy))], {"accum_type": "i32"})
+    acc = (a - zx) @ b + bias  # the definition: sum (x - z_x) w + bias
+    np.testing.assert_array_equal(out[0], requant_ref(acc, sx * sw / sy, zy))
+    assert out[0].dtype == np.int8
+    assert work == Work(macs=3 * 4 * 5)
+
+
+def test_gemm_int8_raw_i32_output_folds_the_input_zero_point():
+    rng = np.random.default_rng(2)
+    a, b = _gemm_i8(rng)
+    out, work = run("gemm", [inp("a", "i8", a, pt(0.5, 11)), inp("b", "i8", b)],
+                    [reg("y", "i32", (3, 4))])
+    np.testing.assert_array_equal(out[0], (a - 11) @ b)
+    assert work.macs == 60 and work.elems == 0
+    # no descriptor on X: z_x = 0
+    out, _ = run("gemm", [inp("a", "i8", a), inp("b", "i8", b)], [reg("y", "i32", (3, 4))])
+    np.testing.assert_array_equal(out[0], a @ b)
+
+
+def test_batched_matmul_int8_folds_the_zero_point_per_batch_of_b():
+    rng = np.random.default_rng(3)
+    a = rng.integers(-128, 128, (2, 3, 4))
+    b = rng.integers(-128, 128, (2, 4, 5))
+    out, work = run("matmul", [inp("a", "i8", a, pt(1.0, -9)), inp("b", "i8", b)],
+                    [reg("y", "i32", (2, 3, 5))])
+    np.testing.assert_array_equal(out[0], np.einsum("bmk,bkn->bmn", a + 9, b))
+    assert work == Work(macs=2 * 3 * 5 * 4)
+
+
+def test_gemm_int8_weight_scales_per_channel_and_per_group_of_channels():
+    rng = np.random.default_rng(4)
+    a, b = _gemm_i8(rng)
+    sx, sy = 0.02, 0.1
+    ws = [0.01, 0.02, 0.03, 0.04]
+    acc = (a - 2) @ b
+    want = np.stack([requant_ref(acc[:, n], sx * ws[n] / sy, 1) for n in range(4)], axis=1)
+    for wq in (pc(1, ws, [0] * 4), pc(-1, ws, [0] * 4)):
+        out, _ = run("gemm", [inp("a", "i8", a, pt(sx, 2)), inp("b", "i8", b, wq)],
+                     [reg("y", "i8", (3, 4), pt(sy, 1))])
+        np.testing.assert_array_equal(out[0], want)
+    # per group of output channels: channels 0, 1 share 0.01, channels 2, 3 share 0.03
+    gs = [0.01, 0.01, 0.03, 0.03]
+    want = np.stack([requant_ref(acc[:, n], sx * gs[n] / sy, 1) for n in range(4)], axis=1)
+    out, _ = run("gemm", [inp("a", "i8", a, pt(sx, 2)),
+                          inp("b", "i8", b, pg(1, 2, [0.01, 0.03], [0, 0]))],
+                 [reg("y", "i8", (3, 4), pt(sy, 1))])
+    np.testing.assert_array_equal(out[0], want)
+    # per tensor: one scale for every channel
+    out, _ = run("gemm", [inp("a", "i8", a, pt(sx, 2)), inp("b", "i8", b, pt(0.02, 0))],
+                 [reg("y", "i8", (3, 4), pt(sy, 1))])
+    np.testing.assert_array_equal(out[0], requant_ref(acc, sx * 0.02 / sy, 1))
+
+
+def test_gemm_int8_u8_and_i16_outputs():
+    a = np.array([[10, -20, 30]])
+    b = np.array([[1, 2], [3, -4], [5, 6]])
+    acc = a @ b  # [[100, 250]]
+    out, _ = run("gemm", [inp("a", "i8", a, pt(1.0, 0)), inp("b", "i8", b, pt(1.0, 0))],
+                 [reg("y", "i16", (1, 2), pt(0.5, 7))])
+    np.testing.assert_array_equal(out[0], acc * 2 + 7)
+    assert out[0].dtype == np.int16
+
+
+def test_gemm_int8_weight_errors():
+    a, b = np.ones((2, 3), int), np.ones((3, 4), int)
+    x, y = inp("a", "i8", a, pt(0.1, 0)), reg("y", "i8", (2, 4), pt(0.1, 0))
+    msg = raises(NotSupported, "gemm", [x, inp("wt", "i8", b, pt(0.1, 1))], [y])
+    assert msg == ("gemm: weight wt has a non-zero zero point; the int8 scheme has symmetric "
+                   "weights (docs/numerics.md)")
+    # a zero point of 0 in channel 0 but not in channel 2 is still refused
+    msg = raises(NotSupported, "gemm", [x, inp("wt", "i8", b, pc(1, [.1] * 4, [0, 0, 3, 0]))],
+                 [y])
+    assert msg.startswith("gemm: weight wt has a non-zero zero point")
+    msg = raises(NotSupported, "gemm", [x, inp("wt", "i8", b, pc(0, [.1] * 3, [0] * 3))], [y])
+    assert msg == ("gemm: weight wt must be quantised per tensor, per output channel (the last "
+                   "axis), or per group along the last axis or a reduction axis")
+
+
+def test_gemm_int8_missing_descriptors_are_listed():
+    a, b = np.ones((2, 3), int), np.ones((3, 4), int)
+    msg = raises(OpError, "gemm", [inp("a", "i8", a, pt(0.1, 0)), inp("wt", "i8", b),
+                                   inp("bias", "i32", np.zeros(4, int))],
+                 [reg("out", "i8", (2, 4), pt(0.1, 0))])
+    assert msg == ("gemm: an integer gemm with a i8 output needs quantization descriptors on "
+                   "X, W and Y; missing on wt, bias")
+    msg = raises(OpError, "matmul", [inp("a", "i8", a), inp("wt", "i8", b, pt(0.1, 0))],
+                 [reg("out", "i16", (2, 4), pt(0.1, 0))])
+    assert msg.endswith("needs quantization descriptors on X, W and Y; missing on a")
+    assert msg.startswith("matmul: an integer matmul with a i16 output")
+    # an i32 output with a descriptor is requantised too, so it needs all three
+    msg = raises(OpError, "gemm", [inp("a", "i8", a, pt(0.1, 0)), inp("wt", "i8", b)],
+                 [reg("out", "i32", (2, 4), pt(1.0, 0))])
+    assert msg.endswith("missing on wt")
+
+
+@pytest.mark.parametrize("which", ["x", "y"])
+def test_gemm_int8_activations_must_be_per_tensor(which):
+    a, b = np.ones((2, 3), int), np.ones((3, 4), int)
+    qx = pc(1, [0.1] * 3, [0] * 3) if which == "x" else pt(0.1, 0)
+    qy = pc(1, [0.1] * 4, [0] * 4) if which == "y" else pt(0.1, 0)
+    msg = raises(NotSupported, "gemm", [inp("a", "i8", a, qx), inp("b", "i8", b, pt(0.1, 0))],
+                 [reg("y", "i8", (2, 4), qy)])
+    assert msg == "gemm: input and output must be quantised per tensor"
+
+
+def test_gemm_int8_unrepresentable_multiplier_names_the_opcode():
+    a, b = np.ones((2, 3), int), np.ones((3, 4), int)
+    # M = 1e6 * 1e6 / 1e-6 = 1e18 is far beyond 2**30
+    msg = raises(OpError, "gemm", [inp("a", "i8", a, pt(1e6, 0)), inp("b", "i8", b, pt(1e6, 0))],
+                 [reg("y", "i8", (2, 4), pt(1e-6, 0))])
+    assert msg.startswith("gemm: ") and "multiplier" in msg
+
+
+def test_gemm_int8_bias_must_be_i32():
+    a, b = np.ones((2, 3), int), np.ones((3, 4), int)
+    msg = raises(NotSupported, "gemm", [inp("a", "i8", a), inp("b", "i8", b),
+                                        inp("c", "i16", np.zeros(4, int))],
+                 [reg("y", "i32", (2, 4))])
+    assert msg == "gemm: an integer gemm's bias must be i32"
+
+
+def test_gemm_accumulator_limits_are_int32():
+    """acc = bias + x w: 2**31 - 1 and -2**31 fit, one more either way is refused."""
+    one = np.ones((1, 1), int)
+    top, bottom = 2**31 - 1, -(2**31)
+    for bias, xw, ok in [(top - 1, 1, True), (top, 1, False), (bottom + 1, -1, True),
+                         (bottom, -1, False)]:
+        ins = [inp("a", "i8", one * xw), inp("b", "i8", one), inp("c", "i32", np.array([bias]))]
+        if ok:
+            out, _ = run("gemm", ins, [reg("y", "i32", (1, 1))])
+            assert int(out[0][0, 0]) == bias + xw
+        else:
+            assert raises(OpError, "gemm", ins, [reg("y", "i32", (1, 1))]) == (
+                "gemm: int32 accumulator overflow")
+
+
+def test_gemm_float_and_mixed_operands_take_the_real_path():
+    rng = np.random.default_rng(5)
+    a = rng.integers(-128, 128, (2, 3))
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    c = rng.standard_normal(4).astype(np.float32)
+    out, work = run("gemm", [inp("a", "i8", a, pt(0.25, 5)), inp("b", "f32", b),
+                             inp("c", "f32", c)], [reg("y", "f32", (2, 4))])
+    want = ((0.25 * (a - 5.0)) @ b.astype(np.float64) + c).astype(np.float32)
+    np.testing.assert_array_equal(out[0], want)
+    assert work == Work(macs=2 * 4 * 3)
+    # an integer output of the real path: rounded half to even with its descriptor
+    out, _ = run("gemm", [inp("a", "f32", np.array([[1.0, 2.0]])),
+                          inp("b", "f32", np.array([[0.25], [0.5]]))],
+                 [reg("y", "i8", (1, 1), pt(0.5, 1))])
+    assert out[0].tolist() == [[3]]  # 1.25 / 0.5 = 2.5 -> 2 (even) + 1
+    # a quantised bias is dequantised: 2 * (3 - 1) = 4 added
+    out, _ = run("gemm", [inp("a", "f32", np.array([[1.0]])), inp("b", "f32", np.array([[2.0]])),
+                          inp("c", "i8", np.array([3]), pt(2.0, 1))], [reg("y", "f32", (1, 1))])
+    assert out[0].tolist() == [[6.0]]
+
+
+# --- int4 weights per group along a reduction axis --------------------------------------------
+
+
+def _group_ref(accs, bias, sx, gscales, sy, zy):
+    """docs/numerics.md, int4 per group: acc_g with (w - z_g) of the group only, bias in
+    group 0, one shared shift from the largest multiplier, m_g = floor(M_g 2**t + 1/2)."""
+    reals = [sx * s / sy for s in gscales]
+    frac, e = math.frexp(max(reals))
+    m, t = math.floor(frac * 2**31 + 0.5), 31 - e
+    if m == 2**31:
+        t -= 1
+    ms = [math.floor(math.ldexp(r, t) + 0.5) for r in reals]
+    accs = list(accs)
+    if bias is not None:
+        accs[0] = accs[0] + bias
+    p = sum(np.asarray(a, object) * mg for a, mg in zip(accs, ms, strict=True))
+    flat = [min(127, max(-128, ((int(v) + (1 << (t - 1))) >> t) + zy))
+            for v in np.asarray(p).reshape(-1)]
+    return np.array(flat, dtype=np.int64).reshape(np.shape(p))
+
+
+def test_gemm_int4_per_group_along_k():
+    rng = np.random.default_rng(6)
+    k, n, gsize = 5, 3, 2  # groups of K: [0, 2), [2, 4), [4, 5)
+    a = rng.integers(-128, 128, (2, k))
+    w = rng.integers(-8, 8, (k, n))
+    bias = rng.integers(-500, 500, n)
+    scales, zps = [0.02, 0.05, 0.03], [1, -2, 0]
+    sx, zx, sy, zy = 0.04, -3, 0.2, 4
+    parts = []
+    for g, zg in enumerate(zps):
+        part = np.zeros_like(w)
+        part[g * gsize:(g + 1) * gsize] = w[g * gsize:(g + 1) * gsize] - zg
+        parts.append(part)
+    want = _group_ref([(a - zx) @ p for p in parts], bias, sx, scales, sy, zy)
+    out, work = run("gemm", [inp("a", "i8", a, pt(sx, zx)),
+                             inp("w", "i4", w, pg(0, gsize, scales, zps)), inp("c", "i32", bias)],
+                    [reg("y", "i8", (2, n), pt(sy, zy))])
+    np.testing.assert_array_equal(out[0], want)
+    assert work == Work(macs=2 * n * k)
+    # the same with axis=-2 (K of a rank-2 B)
+    out, _ = run("gemm", [inp("a", "i8", a, pt(sx, zx)),
+                          inp("w", "i4", w, pg(-2, gsize, scales, zps)), inp("c", "i32", bias)],
+                 [reg("y", "i8", (2, n), pt(sy, zy))])
+    np.testing.assert_array_equal(out[0], want)
+
+
+def test_batched_matmul_int4_per_group_along_k():
+    rng = np.random.default_rng(7)
+    a = rng.integers(-128, 128, (2, 3, 4))
+    w = rng.integers(-8, 8, (2, 4, 3))
+    scales, zps = [0.5, 0.25], [-1, 2]
+    parts = []
+    for g, zg in enumerate(zps):
+        part = np.zeros_like(w)
+        part[:, 2 * g:2 * g + 2] = w[:, 2 * g:2 * g + 2] - zg
+        parts.append(part)
+    want = _group_ref([(a - 1) @ p for p in parts], None, 0.01, scales, 0.5, 0)
+    out, _ = run("matmul", [inp("a", "i8", a, pt(0.01, 1)),
+                            inp("w", "i4", w, pg(1, 2, scales, zps))],
+                 [reg("y", "i8", (2, 3, 3), pt(0.5, 0))])
+    np.testing.assert_array_equal(out[0], want)
+
+
+def test_nmu_group_requant_returns_none_off_its_scheme():
+    w = reg("w", "i4", (4, 3))
+    x, y = reg("x", "i8", (2, 4)), reg("y", "i8", (2, 3))
+    qx = ops.quant_params(reg("x", "i8", (1,), pt(0.1, 0)), {})
+    qg = ops.quant_params(reg("w", "i4", (4, 3), pg(0, 2, [0.1, 0.2], [0, 0])), {})
+    qc = ops.quant_params(reg("w", "i4", (4, 3), pc(1, [0.1] * 3, [0] * 3)), {})
+    qlast = ops.quant_params(reg("w", "i4", (4, 3), pg(1, 2, [0.1, 0.2], [0, 0])), {})
+    assert ops.nmu_group_requant("add", [x, w, y], [qx, qg, qx]) is None
+    assert ops.nmu_group_requant("gemm", [x, w, y], [qx, None, qx]) is None
+    assert ops.nmu_group_requant("gemm", [x, w, y], [qx, qc, qx]) is None
+    assert ops.nmu_group_requant("gemm", [x, w, y], [qx, qlast, qx]) is None
+    gw = ops.nmu_group_requant("gemm", [x, w, y], [
+        ops.quant_params(reg("x", "i8", (1,), pt(0.1, -5)), {}), qg, qx])
+    assert (gw.x_zero_point, gw.axis, gw.group_size) == (-5, 0, 2)
+    assert gw.requant.w_zero_points.tolist() == [0, 0]
+    assert ops.reduction_axes("conv2d", 4) == (0, 1, 2)
+    assert ops.reduction_axes("gemm", 2) == (0,)
+    assert ops.reduction_axes("matmul", 3) == (1,)
+
+
+def test_int4_per_group_errors():
+    a = np.ones((2, 3, 4), int)
+    w = np.ones((2, 4, 3), int)
+    x, y = inp("a", "i8", a, pt(0.1, 0)), reg("y", "i8", (2, 3, 3), pt(0.1, 0))
+    msg = raises(NotSupported, "matmul", [x, inp("wt", "i4", w, pg(0, 1, [.1, .1], [0, 0]))], [y])
+    assert msg == ("matmul: weight wt is quantised per group along batch axis 0; groups run "
+                   "along a reduction axis or the output channels")
+    msg = raises(NotSupported, "matmul", [x, inp("wt", "i8", w, pg(1, 2, [.1, .1], [0, 0]))], [y])
+    assert msg == ("matmul: weight wt is i8 quantised per group along reduction axis 1: that is "
+                   "the int4 weight format (elem=i4); quantise i8 weights per tensor or per "
+                   "output channel")
+    wq = inp("wt", "i4", w, pg(-2, 2, [.1, .1], [0, 0]))
+    need = ("matmul: a weight quantised per group needs a quantised input and a quantised "
+            "i8/u8/i16 output (each group has its own scale)")
+    assert raises(OpError, "matmul", [inp("a", "i8", a), wq], [y]) == need
+    assert raises(OpError, "matmul", [x, wq], [reg("y", "i8", (2, 3, 3))]) == need
+    assert raises(OpError, "matmul", [x, wq], [reg("y", "i32", (2, 3, 3), pt(.1, 0))]) == need
+    per_t = "matmul: input and output must be quantised per tensor"
+    assert raises(NotSupported, "matmul", [inp("a", "i8", a, pc(2, [.1] * 4, [0] * 4)), wq],
+                  [y]) == per_t
+    assert raises(NotSupported, "matmul", [x, wq],
+                  [reg("y", "i8", (2, 3, 3), pc(2, [.1] * 3, [0] * 3))]) == per_t
+    # a weight zero point outside the i4 range: the numerics error, naming the opcode
+    msg = raises(OpError, "matmul", [x, inp("wt", "i4", w, pg(1, 2, [.1, .1], [0, 9]))], [y])
+    assert msg == "matmul: weight zero point 9 outside the weights' range (-8, 7)"
+
+
+def test_int4_per_group_accumulator_limits():
+    """acc_0 = bias + (x - z_x)(w - z_0): 2**31 - 1 fits (and saturates the output), one
+    more is refused; likewise -2**31."""
+    one = np.ones((1, 1), int)
+    for bias, xw, ok in [(2**31 - 2, 1, True), (2**31 - 1, 1, False),
+                         (-(2**31) + 1, -1, True), (-(2**31), -1, False)]:
+        ins = [inp("a", "i8", one * xw, pt(1.0, 0)), inp("w", "i4", one, pg(0, 1, [1.0], [0])),
+               inp("c", "i32", np.array([bias]))]
+        y = reg("y", "i8", (1, 1), pt(1.0, 0))
+        if ok:
+            out, _ = run("gemm", ins, [y])
+            assert out[0].tolist() == [[127 if xw > 0 else -128]]
+        else:
+            assert raises(OpError, "gemm", ins, [y]) == "gemm: int32 accumulator overflow"
+
+
+# --- conv2d -----------------------------------------------------------------------------------
+
+
+def _torch_conv(x, w, pads, strides, dil, groups):
+    """NHWC x HWIO through torch (NCHW x OIHW), float64, asymmetric pads by F.pad."""
+    top, left, bottom, right = pads
+    xt = torch.tensor(np.asarray(x, np.float64)).permute(0, 3, 1, 2)
+    xt = F.pad(xt, (left, right, top, bottom))
+    wt = torch.tensor(np.asarray(w, np.float64)).permute(3, 2, 0, 1)
+    y = F.conv2d(xt, wt, stride=strides, dilation=dil, groups=groups)
+    return y.permute(0, 2, 3, 1).numpy()
+
+
+def test_conv2d_float_strides_dilations_groups_and_pads_against_torch():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 7, 8, 4))
+    w = rng.standard_normal((3, 2, 2, 6))  # kh=3, kw=2, cg=2 -> groups=2, f=6
+    b = rng.standard_normal(6)
+    pads, strides, dil = (1, 2, 0, 1), (2, 1), (1, 2)
+    want = _torch_conv(x, w, pads, strides, dil, 2) + b
+    shape = want.shape
+    out, work = run("conv2d", [inp("x", "f32", x.astype(np.float32)),
+                               inp("w", "f32", w.astype(np.float32)),
+                               inp("b", "f32", b.astype(np.float32))],
+                    [reg("y", "f32", shape)],
+                    {"pads": list(pads), "strides": list(strides), "dilations": list(dil),
+                     "groups": 2})
+    xr, wr, br = (v.astype(np.float32).astype(np.float64) for v in (x, w, b))
+    want = _torch_conv(xr, wr, pads, strides, dil, 2) + br
+    np.testing.assert_allclose(out[0], want.astype(np.float32), rtol=1e-6, atol=1e-6)
+    assert work == Work(macs=math.prod(shape) * 3 * 2 * 2)
+
+
+def test_conv2d_attribute_defaults():
+    """No pads / strides / dilations / groups (or None): 0, 1, 1, 1."""
+    x = np.arange(2 * 3 * 3 * 2, dtype=np.float64).reshape(1, 3, 3, 4) / 8
+    w = np.arange(2 * 2 * 4 * 2, dtype=np.float64).reshape(2, 2, 4, 2) / 16
+    want = _torch_conv(x, w, (0, 0, 0, 0), (1, 1), (1, 1), 1)
+    for attrs in ({}, {"pads": None, "strides": None, "dilations": None, "groups": None}):
+        out, _ = run("conv2d", [inp("x", "f32", x), inp("w", "f32", w)],
+                     [reg("y", "f32", (1, 2, 2, 2))], attrs)
+        np.testing.assert_array_equal(out[0], want.astype(np.float32))
+
+
+def test_conv2d_int8_strided_dilated_grouped_padding_holds_the_zero_point():
+    rng = np.random.default_rng(9)
+    x = rng.integers(-128, 128, (1, 6, 5, 4))
+    w = rng.integers(-128, 128, (2, 3, 2, 4))
+    bias = rng.integers(-1000, 1000, 4)
+    zx = 17
+    pads, strides, dil = (2, 1, 1, 0), (1, 2), (2, 1)
+    # padded taps hold z_x, so they add (z_x - z_x) w = 0: the conv of x - z_x with zero pads
+    acc = np.rint(_torch_conv(x - zx, w, pads, strides, dil, 2)).astype(np.int64) + bias
+    attrs = {"pads": list(pads), "strides": list(strides), "dilations": list(dil), "groups": 2}
+    out, work = run("conv2d", [inp("x", "i8", x, pt(0.5, zx)), inp("w", "i8", w),
+                               inp("b", "i32", bias)], [reg("y", "i32", acc.shape)], attrs)
+    np.testing.assert_array_equal(out[0], acc)
+    assert work == Work(macs=math.prod(acc.shape) * 2 * 3 * 2)
+    sx, sw, sy = 0.5, 0.01, 0.75
+    out, _ = run("conv2d", [inp("x", "i8", x, pt(sx, zx)), inp("w", "i8", w, pt(sw, 0)),
+                            inp("b", "i32", bias)], [reg("y", "i8", acc.shape, pt(sy, -2))], attrs)
+    np.testing.assert_array_equal(out[0], requant_ref(acc, sx * sw / sy, -2))
+
+
+def test_conv2d_int_errors():
+    x, w = np.ones((1, 2, 2, 1), int), np.ones((1, 1, 1, 1), int)
+    msg = raises(NotSupported, "conv2d", [inp("x", "i8", x), inp("w", "i8", w),
+                                          inp("b", "i8", np.zeros(1, int))],
+                 [reg("y", "i32", (1, 2, 2, 1))])
+    assert msg == "conv2d: an integer conv2d's bias must be i32"
+    # the accumulator limits: bias 2**31 - 1 plus one product of 1
+    for bias, ok in [(2**31 - 2, True), (2**31 - 1, False)]:
+        ins = [inp("x", "i8", x), inp("w", "i8", w), inp("b", "i32", np.array([bias]))]
+        if ok:
+            out, _ = run("conv2d", ins, [reg("y", "i32", (1, 2, 2, 1))])
+            assert out[0].reshape(-1).tolist() == [2**31 - 1] * 4
+        else:
+            assert raises(OpError, "conv2d", ins, [reg("y", "i32", (1, 2, 2, 1))]) == (
+                "conv2d: int32 accumulator overflow")
+    for bias, ok in [(-(2**31) + 1, True), (-(2**31), False)]:
+        ins = [inp("x", "i8", -x), inp("w", "i8", w), inp("b", "i32", np.array([bias]))]
+        if ok:
+            out, _ = run("conv2d", ins, [reg("y", "i32", (1, 2, 2, 1))])
+            assert out[0].reshape(-1).tolist() == [-(2**31)] * 4
+        else:
+            assert raises(OpError, "conv2d", ins, [reg("y", "i32", (1, 2, 2, 1))]) == (
+                "conv2d: int32 accumulator overflow")
+
+
+def test_conv2d_int4_per_group_over_input_channels_with_padding():
+    rng = np.random.default_rng(10)
+    x = rng.integers(-128, 128, (1, 4, 4, 4))
+    w = rng.integers(-8, 8, (2, 2, 4, 3))
+    scales, zps = [0.03, 0.06], [2, -3]
+    sx, zx, sy, zy = 0.05, 9, 0.25, -1
+    pads, strides = (1, 0, 0, 1), (1, 2)
+    bias = rng.integers(-300, 300, 3)
+    parts = []
+    for g, zg in enumerate(zps):
+        part = np.zeros_like(w)
+        part[:, :, 2 * g:2 * g + 2] = w[:, :, 2 * g:2 * g + 2] - zg
+        parts.append(part)
+    accs = [np.rint(_torch_conv(x - zx, p, pads, strides, (1, 1), 1)).astype(np.int64)
+            for p in parts]
+    want = _group_ref(accs, bias, sx, scales, sy, zy)
+    out, work = run("conv2d", [inp("x", "i8", x, pt(sx, zx)),
+                               inp("w", "i4", w, pg(2, 2, scales, zps)), inp("b", "i32", bias)],
+                    [reg("y", "i8", accs[0].shape, pt(sy, zy))],
+                    {"pads": list(pads), "strides": list(strides)})
+    np.testing.assert_array_equal(out[0], want)
+    assert work == Work(macs=math.prod(accs[0].shape) * 2 * 2 * 4)
