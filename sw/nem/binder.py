@@ -649,15 +649,14 @@ def _compute_task(
         raise TaskFormatError(f"task {k}: {opcode}: {exc}") from None
     # the operand counts and shapes the checker enforces on NEM text
     pairs = []
-    for specs, given, variadic in (
-        (op.inputs, regions[:nin], op.variadic_inputs),
-        (op.outputs, regions[nin:], op.variadic_outputs),
+    for specs, given, variadic, side in (
+        (op.inputs, regions[:nin], op.variadic_inputs, "inputs"),
+        (op.outputs, regions[nin:], op.variadic_outputs, "outputs"),
     ):
         required = sum(1 for s in specs if s.required)
         if len(given) < required or (len(given) > len(specs) and not variadic):
             raise TaskFormatError(
-                f"task {k}: {opcode} takes {required} to {len(specs)} "
-                f"{'inputs' if specs is op.inputs else 'outputs'}, {len(given)} given"
+                f"task {k}: {opcode} takes {required} to {len(specs)} {side}, {len(given)} given"
             )
         pairs += [(specs[min(j, len(specs) - 1)], r) for j, r in enumerate(given)]
     messages = check_shapes(op, pairs, attrs)
