@@ -585,3 +585,344 @@ def test_conv2d_int4_per_group_over_input_channels_with_padding():
                     {"pads": list(pads), "strides": list(strides)})
     np.testing.assert_array_equal(out[0], want)
     assert work == Work(macs=math.prod(accs[0].shape) * 2 * 2 * 4)
+
+
+# --- real-valued elementwise kernels ----------------------------------------------------------
+
+#: torch's float64 definitions of the one-input kernels (attributes as in the registry).
+TORCH_UNARY = {
+    "relu": (torch.relu, {}),
+    "leaky_relu": (lambda t: F.leaky_relu(t, 0.2), {"alpha": 0.2}),
+    "sigmoid": (torch.sigmoid, {}),
+    "tanh": (torch.tanh, {}),
+    "exp": (torch.exp, {}),
+    "log": (torch.log, {}),
+    "sqrt": (torch.sqrt, {}),
+    "abs": (torch.abs, {}),
+    "neg": (torch.neg, {}),
+    "gelu": (F.gelu, {}),  # the erf form
+    "silu": (F.silu, {}),
+    "clamp": (lambda t: torch.clamp(t, -0.75, 1.5), {"min_val": -0.75, "max_val": 1.5}),
+}
+UNARY_X = np.array([-30.0, -3.5, -1.0, -0.25, 0.0, 0.125, 0.5, 1.0, 2.75, 9.0, 30.0])
+
+
+@pytest.mark.filterwarnings("error")  # log / sqrt of negatives: NaN without a warning
+@pytest.mark.parametrize("opcode", sorted(TORCH_UNARY))
+def test_unary_float_kernels_against_torch(opcode):
+    fn, attrs = TORCH_UNARY[opcode]
+    want = fn(torch.tensor(UNARY_X, dtype=torch.float64)).numpy()
+    with np.errstate(all="ignore"):  # the bare kernel; run_compute silences these itself
+        direct = ops.UNARY[opcode](UNARY_X, attrs)
+    np.testing.assert_allclose(direct, want, rtol=1e-13, atol=1e-300)
+    out, work = run(opcode, [inp("x", "f32", UNARY_X.astype(np.float32))],
+                    [reg("y", "f32", UNARY_X.shape)], attrs)
+    np.testing.assert_allclose(out[0], want.astype(np.float32), rtol=2e-7, atol=1e-30)
+    assert out[0].dtype == np.float32
+    assert work == Work(elems=UNARY_X.size)
+
+
+def test_unary_attribute_defaults():
+    """Without the attribute: leaky_relu's alpha is torch's (and ONNX's) 0.01; clamp without
+    bounds clamps nothing."""
+    t = torch.tensor(UNARY_X, dtype=torch.float64)
+    np.testing.assert_array_equal(ops.UNARY["leaky_relu"](UNARY_X, {}), F.leaky_relu(t).numpy())
+    np.testing.assert_array_equal(ops.UNARY["clamp"](UNARY_X, {}), UNARY_X)
+    np.testing.assert_array_equal(ops.UNARY["clamp"](UNARY_X, {"min_val": 0.5}),
+                                  torch.clamp(t, min=0.5).numpy())
+    np.testing.assert_array_equal(ops.UNARY["clamp"](UNARY_X, {"max_val": -0.5}),
+                                  torch.clamp(t, max=-0.5).numpy())
+
+
+BINARY_A = np.array([[-3.0, -0.5, 0.0, 2.0], [4.0, 1.5, -2.0, 9.0]])
+BINARY_B = np.array([[2.0, -4.0, 0.5, 3.0], [-1.0, 0.0, 2.0, 0.5]])
+
+
+@pytest.mark.filterwarnings("error")  # division by zero, 0 ** negative: inf / NaN, no warning
+@pytest.mark.parametrize("opcode, fn", [
+    ("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div),
+    ("min", torch.minimum), ("max", torch.maximum), ("pow", torch.pow),
+])
+def test_binary_float_kernels_against_torch(opcode, fn):
+    a, b = BINARY_A, BINARY_B
+    want = fn(torch.tensor(a), torch.tensor(b)).numpy().astype(np.float32)
+    out, work = run(opcode, [inp("a", "f32", a), inp("b", "f32", b)], [reg("y", "f32", a.shape)])
+    np.testing.assert_array_equal(out[0], want)
+    assert work == Work(elems=8)
+    # broadcasting (a stride-0 operand): b's first row against both rows of a
+    want = fn(torch.tensor(a), torch.tensor(b[:1])).numpy().astype(np.float32)
+    out, _ = run(opcode, [inp("a", "f32", a), inp("b", "f32", b[:1])], [reg("y", "f32", a.shape)])
+    np.testing.assert_array_equal(out[0], want)
+
+
+def test_binary_i8_div_takes_the_real_path():
+    """div is no CSTL eltwise op: dequantise, divide in float64, round half to even."""
+    a, b = np.array([7, -9, 10, 0]), np.array([2, 4, -4, 3])
+    out, work = run("div", [inp("a", "i8", a, pt(0.5, 1)), inp("b", "i8", b)],
+                    [reg("y", "i8", (4,), pt(0.25, 0))])
+    real = 0.5 * (a - 1.0) / b  # 1.5, -1.25, -1.125, -0.1667
+    np.testing.assert_array_equal(out[0], rne_codes(real, 0.25, 0))
+    assert out[0].tolist() == [6, -5, -4, -1]
+    assert work == Work(elems=4)
+
+
+# --- pooling ----------------------------------------------------------------------------------
+
+
+def pool_ref(x, kind, kernel, pads, strides):
+    """Direct loops: max over in-bounds positions (-inf for none), or their mean."""
+    n, h, w, c = x.shape
+    top, left, bottom, right = pads
+    oh = (h + top + bottom - kernel[0]) // strides[0] + 1
+    ow = (w + left + right - kernel[1]) // strides[1] + 1
+    out = np.zeros((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            vals = [x[:, r, s, :] for r in range(i * strides[0] - top,
+                                                 i * strides[0] - top + kernel[0])
+                    for s in range(j * strides[1] - left, j * strides[1] - left + kernel[1])
+                    if 0 <= r < h and 0 <= s < w]
+            if kind == "maxpool":
+                out[:, i, j] = np.max(vals, axis=0) if vals else -np.inf
+            else:
+                out[:, i, j] = np.mean(vals, axis=0) if vals else 0.0
+    return out
+
+
+@pytest.mark.parametrize("kind", ["maxpool", "avgpool"])
+def test_pool_float_with_padding_and_strides(kind):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 5, 6, 3))
+    pads, strides, kernel = (1, 2, 2, 0), (2, 3), (3, 2)
+    want = pool_ref(x, kind, kernel, pads, strides)
+    out, work = run(kind, [inp("x", "f32", x)], [reg("y", "f32", want.shape)],
+                    {"kernel_shape": list(kernel), "pads": list(pads), "strides": list(strides)})
+    np.testing.assert_allclose(out[0], want.astype(np.float32), rtol=1e-7)
+    assert work == Work(elems=x.size)
+
+
+@pytest.mark.parametrize("kind", ["maxpool", "avgpool"])
+def test_pool_float_defaults_and_a_window_in_the_padding(kind):
+    x = np.arange(1 * 3 * 4 * 2, dtype=np.float64).reshape(1, 3, 4, 2) - 10.0
+    want = pool_ref(x, kind, (2, 2), (0, 0, 0, 0), (1, 1))
+    for attrs in ({"kernel_shape": [2, 2]},
+                  {"kernel_shape": [2, 2], "pads": None, "strides": None}):
+        out, _ = run(kind, [inp("x", "f32", x)], [reg("y", "f32", want.shape)], attrs)
+        np.testing.assert_array_equal(out[0], want.astype(np.float32))
+    # a 1x1 window two rows into the bottom padding sees no input: max -inf, mean 0
+    out, _ = run(kind, [inp("x", "f32", x)], [reg("y", "f32", (1, 5, 4, 2))],
+                 {"kernel_shape": [1, 1], "pads": [0, 0, 2, 0], "strides": [1, 1]})
+    assert np.all(out[0][:, 3:] == (-np.inf if kind == "maxpool" else 0.0))
+    np.testing.assert_array_equal(out[0][:, :3], x.astype(np.float32))
+
+
+# --- normalisations and softmax ---------------------------------------------------------------
+
+
+def test_layernorm_and_rmsnorm_against_torch_with_default_epsilon():
+    rng = np.random.default_rng(12)
+    # a small variance (about 1e-5) so that epsilon matters
+    x = 1.0 + 0.003 * rng.standard_normal((3, 8))
+    g, b = rng.standard_normal(8), rng.standard_normal(8)
+    t = torch.tensor(x)
+    cases = [
+        ("layernorm", [g, b], F.layer_norm(t, (8,), torch.tensor(g), torch.tensor(b), 1e-5)),
+        ("layernorm", [g], F.layer_norm(t, (8,), torch.tensor(g), None, 1e-5)),
+        ("layernorm", [], F.layer_norm(t, (8,), None, None, 1e-5)),
+        ("rmsnorm", [g], F.rms_norm(t, (8,), torch.tensor(g), 1e-5)),
+        ("rmsnorm", [g, b], F.rms_norm(t, (8,), torch.tensor(g), 1e-5) + torch.tensor(b)),
+    ]
+    for opcode, extra, want in cases:
+        ins = [inp("x", "f32", x)] + [inp(f"p{k}", "f32", v) for k, v in enumerate(extra)]
+        for attrs in ({}, {"axis": -1, "epsilon": None}, {"axis": 1, "epsilon": 1e-5}):
+            out, work = run(opcode, ins, [reg("y", "f32", x.shape)], attrs)
+            np.testing.assert_allclose(out[0], want.numpy().astype(np.float32), rtol=2e-6,
+                                       atol=2e-6, err_msg=f"{opcode} {len(extra)} {attrs}")
+            assert work == Work(elems=24)
+    # another epsilon is used as given
+    out, _ = run("layernorm", [inp("x", "f32", x)], [reg("y", "f32", x.shape)], {"epsilon": 1e-3})
+    np.testing.assert_allclose(out[0], F.layer_norm(t, (8,), eps=1e-3).numpy(), rtol=2e-6)
+
+
+def test_layernorm_along_the_first_axis():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((5, 3))
+    g, b = rng.standard_normal(5), rng.standard_normal(5)
+    want = F.layer_norm(torch.tensor(x.T), (5,), torch.tensor(g), torch.tensor(b)).numpy().T
+    out, _ = run("layernorm", [inp("x", "f32", x), inp("g", "f32", g), inp("b", "f32", b)],
+                 [reg("y", "f32", x.shape)], {"axis": 0})
+    np.testing.assert_allclose(out[0], want.astype(np.float32), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("opcode, fn", [("softmax", torch.softmax),
+                                        ("log_softmax", torch.log_softmax)])
+def test_softmax_subtracts_the_maximum_and_defaults_to_the_last_axis(opcode, fn):
+    # values near 1000: exp overflows unless the maximum is subtracted first
+    x = np.array([[1000.0, 999.0, 998.5, 1001.0], [-1000.0, -999.0, -1002.0, -998.0],
+                  [0.5, 0.25, -0.5, 0.0]])
+    t = torch.tensor(x)
+    for attrs, axis in (({}, -1), ({"axis": 1}, 1), ({"axis": 0}, 0), ({"axis": -2}, 0)):
+        out, _ = run(opcode, [inp("x", "f32", x)], [reg("y", "f32", x.shape)], attrs)
+        np.testing.assert_allclose(out[0], fn(t, axis).numpy().astype(np.float32), rtol=2e-7,
+                                   atol=1e-7, err_msg=str(attrs))
+
+
+# --- layout operations ------------------------------------------------------------------------
+
+
+def test_slice_defaults_negative_axes_and_steps():
+    x = np.arange(4 * 6, dtype=np.float64).reshape(4, 6)
+    cases = [
+        ({"starts": [1], "ends": [3]}, x[1:3]),
+        ({"starts": [1, 0], "ends": [4, 5], "axes": None, "steps": None}, x[1:4, 0:5]),
+        ({"starts": [5], "ends": [0], "axes": [-1], "steps": [-2]}, x[:, 5:0:-2]),
+        ({"starts": [0, 1], "ends": [6, 3], "axes": [1, 0], "steps": [3, 1]}, x[1:3, 0:6:3]),
+    ]
+    for attrs, want in cases:
+        out, work = run("slice", [inp("x", "f32", x)], [reg("y", "f32", want.shape)], attrs)
+        np.testing.assert_array_equal(out[0], want, err_msg=str(attrs))
+        assert work == Work(elems=24)
+
+
+def test_pad_modes_and_defaults():
+    x = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    pads = [1, 2, 0, 1]  # begin of axes 0, 1, then end of axes 0, 1
+    cases = [
+        ({"pads": pads}, np.pad(x, ((1, 0), (2, 1)))),
+        ({"pads": pads, "mode": None, "constant_value": None}, np.pad(x, ((1, 0), (2, 1)))),
+        ({"pads": pads, "mode": "constant", "constant_value": -1.5},
+         np.pad(x, ((1, 0), (2, 1)), constant_values=-1.5)),
+        ({"pads": pads, "mode": "reflect"}, np.pad(x, ((1, 0), (2, 1)), mode="reflect")),
+        ({"pads": pads, "mode": "edge"}, np.pad(x, ((1, 0), (2, 1)), mode="edge")),
+    ]
+    for attrs, want in cases:
+        out, work = run("pad", [inp("x", "f32", x)], [reg("y", "f32", want.shape)], attrs)
+        np.testing.assert_array_equal(out[0], want, err_msg=str(attrs))
+        assert work == Work(elems=want.size)
+    # reflect and edge differ from each other and from constant: the modes are not mixed up
+    assert np.pad(x, ((1, 0), (2, 1)), mode="reflect")[0, 0] == 6.0
+    assert np.pad(x, ((1, 0), (2, 1)), mode="edge")[0, 0] == 1.0
+    msg = raises(OpError, "pad", [inp("x", "f32", x)], [reg("y", "f32", (3, 6))],
+                 {"pads": pads, "mode": "wrap"})
+    assert msg == "pad: mode must be constant, reflect or edge, not 'wrap'"
+
+
+def test_transpose_reshape_concat_split():
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    out, _ = run("transpose", [inp("x", "f32", x)], [reg("y", "f32", (4, 2, 3))],
+                 {"perm": [2, 0, 1]})
+    np.testing.assert_array_equal(out[0], np.moveaxis(x, 2, 0))
+    out, work = run("reshape", [inp("x", "f32", x)], [reg("y", "f32", (6, 4))],
+                    {"target_shape": [6, 4]})
+    np.testing.assert_array_equal(out[0], x.reshape(6, 4))
+    assert work == Work(elems=24)
+    y = np.arange(8, dtype=np.float64).reshape(2, 1, 4) + 100
+    out, work = run("concat", [inp("x", "f32", x), inp("y", "f32", y)],
+                    [reg("z", "f32", (2, 4, 4))], {"axis": 1})
+    np.testing.assert_array_equal(out[0], np.concatenate([x, y], axis=1))
+    assert work == Work(elems=32)
+    for attrs in ({}, {"axis": None}):  # default axis 0
+        out, _ = run("concat", [inp("x", "f32", x), inp("y", "f32", x + 1)],
+                     [reg("z", "f32", (4, 3, 4))], attrs)
+        np.testing.assert_array_equal(out[0], np.concatenate([x, x + 1]))
+    out, work = run("split", [inp("x", "f32", x)],
+                    [reg("a", "f32", (2, 1, 4)), reg("b", "f32", (2, 2, 4))],
+                    {"axis": 1, "split_sizes": [1, 2]})
+    np.testing.assert_array_equal(out[0], x[:, :1])
+    np.testing.assert_array_equal(out[1], x[:, 1:])
+    assert work == Work(elems=24)
+    z = np.arange(10, dtype=np.float64).reshape(5, 2)
+    for attrs in ({"split_sizes": [2, 3]}, {"axis": None, "split_sizes": [2, 3]}):
+        out, _ = run("split", [inp("x", "f32", z)],
+                     [reg("a", "f32", (2, 2)), reg("b", "f32", (3, 2))], attrs)
+        np.testing.assert_array_equal(out[0], z[:2])
+        np.testing.assert_array_equal(out[1], z[2:])
+
+
+def test_output_count_and_shape_errors():
+    x = np.arange(6, dtype=np.float64)
+    msg = raises(OpError, "split", [inp("x", "f32", x)],
+                 [reg("a", "f32", (2,)), reg("b", "f32", (4,))], {"split_sizes": [2, 2, 2]})
+    assert msg == "split: computes 3 output(s), 2 given"
+    msg = raises(OpError, "relu", [inp("x", "f32", x)], [reg("out", "f32", (2, 3))])
+    assert msg == "relu: result has shape [6], output out has [2, 3]"
+
+
+def test_gather_indices_and_axis():
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    idx = np.array([[2, -3], [0, -1]])
+    for attrs in ({}, {"axis": None}, {"axis": 0}):
+        out, work = run("gather", [inp("x", "f32", x), inp("i", "i32", idx)],
+                        [reg("y", "f32", (2, 2, 4))], attrs)
+        np.testing.assert_array_equal(out[0], x[[[2, 0], [0, 2]]])
+        assert work == Work(elems=16)
+    out, _ = run("gather", [inp("x", "f32", x), inp("i", "i32", np.array([3, -4]))],
+                 [reg("y", "f32", (3, 2))], {"axis": 1})
+    np.testing.assert_array_equal(out[0], x[:, [3, 0]])
+    # the index operand is taken as it is, not dequantised with its descriptor
+    out, _ = run("gather", [inp("x", "f32", x), inp("i", "i8", np.array([1]), pt(2.0, 1))],
+                 [reg("y", "f32", (1, 4))])
+    np.testing.assert_array_equal(out[0], x[[1]])
+    for bad, axis, size in ((3, 0, 3), (-4, 0, 3), (4, 1, 4), (-5, 1, 4)):
+        msg = raises(OpError, "gather", [inp("x", "f32", x), inp("i", "i32", np.array([0, bad]))],
+                     [reg("y", "f32", (2, 4))], {"axis": axis})
+        assert msg == f"gather: index outside [-{size}, {size}) on axis {axis}"
+
+
+@pytest.mark.parametrize("keep", [None, True, False])
+def test_reductions_float(keep):
+    x = np.array([[3.0, -1.0, 7.0, 7.0], [-2.0, 5.0, -2.0, 0.5], [4.0, 4.0, -8.0, 1.0]])
+    attrs = {} if keep is None else {"keepdims": keep}
+    k = keep is not False
+    cases = [
+        ("reduce_sum", {"axes": [1]}, x.sum(axis=1, keepdims=k)),
+        ("reduce_max", {"axes": [0]}, x.max(axis=0, keepdims=k)),
+        ("reduce_min", {"axes": [0, 1]}, x.min(axis=(0, 1), keepdims=k)),
+        ("reduce_sum", {}, x.sum(keepdims=k)),
+        ("reduce_max", {"axes": []}, x.max(keepdims=k)),
+        ("argmax", {"axis": 1}, np.array([2, 1, 0]).reshape((3, 1) if k else (3,))),
+        ("argmin", {"axis": 1}, np.array([1, 0, 2]).reshape((3, 1) if k else (3,))),
+        ("argmax", {}, np.array([2, 1, 0, 0]).reshape((1, 4) if k else (4,))),
+        ("argmin", {"axis": None}, np.array([1, 0, 2, 1]).reshape((1, 4) if k else (4,))),
+    ]
+    for opcode, more, want in cases:
+        out, _ = run(opcode, [inp("x", "f32", x)], [reg("y", "f32", want.shape)],
+                     {**attrs, **more})
+        np.testing.assert_array_equal(out[0], want, err_msg=f"{opcode} {more}")
+
+
+def test_argmax_of_float_into_an_integer_output_takes_the_real_path():
+    x = np.array([[0.5, 2.0, 2.0], [-1.0, -3.0, -0.5]])
+    out, work = run("argmax", [inp("x", "f32", x)], [reg("y", "i32", (2, 1))], {"axis": 1})
+    assert out[0].tolist() == [[1], [2]]
+    assert work == Work(elems=6)  # elements, not the CSTL's bytes
+
+
+def test_conversions_quantize_dequantize_cast():
+    x = np.array([-1.25, 0.3, 0.75, 100.0, -100.0])
+    out, work = run("quantize", [inp("x", "f32", x)], [reg("y", "i8", (5,), pt(0.5, 3))])
+    np.testing.assert_array_equal(out[0], rne_codes(x.astype(np.float32), 0.5, 3))
+    assert out[0].tolist() == [1, 4, 5, 127, -128]  # -2.5 -> -2, 0.6 -> 1, 1.5 -> 2 (+3)
+    assert work == Work(elems=5)
+    q = np.array([-128, -1, 0, 5, 127])
+    out, _ = run("dequantize", [inp("q", "i8", q, pt(0.25, -2))], [reg("y", "f32", (5,))])
+    np.testing.assert_array_equal(out[0], 0.25 * (q + 2.0))
+    # cast: descriptors play no part, the value converts
+    out, work = run("cast", [inp("q", "i8", q, pt(0.25, -2))], [reg("y", "f32", (5,))])
+    np.testing.assert_array_equal(out[0], q.astype(np.float32))
+    assert work == Work(elems=5)
+    out, _ = run("cast", [inp("x", "f32", x)], [reg("y", "i8", (5,), pt(0.5, 3))])
+    assert out[0].tolist() == [-1, 0, 1, 100, -100]  # rint, no scale, no zero point
+
+
+def test_cast_between_integer_types_saturates():
+    v = np.array([[-40000, -129, -128, 0], [127, 128, 300, 40000]])
+    out, work = run("cast", [inp("x", "i32", v, pt(3.0, 5))], [reg("y", "i8", (2, 4), pt(.5, 1))])
+    assert out[0].tolist() == [[-128, -128, -128, 0], [127, 127, 127, 127]]
+    assert out[0].dtype == np.int8
+    assert work == Work(elems=32)  # the i32 input's bytes
+    out, work = run("cast", [inp("x", "i8", np.array([[-128, 5, 127]]))],
+                    [reg("y", "i16", (1, 3))])
+    assert out[0].tolist() == [[-128, 5, 127]] and out[0].dtype == np.int16
+    assert work == Work(elems=6)
