@@ -574,8 +574,168 @@ def test_variadic_operands_and_slotted_attributes_read_back():
 def test_tables_are_checked_from_version_1_3():
     result, program = _bound(RELU)
     at = _named(program.tasks[0])["TABLE"]
+    # entry q of the table is the output code of input code q: 0.5 (q - 3) is >= 0 for q = 7
+    # and 9 and kept by leaky_relu, then / 0.25 - 2: 6 and 10. Flip bit 0 of both.
     data = bytearray(program.data)
-    data[at + 7] ^= 1  # table entry 7
+    assert (data[at + 7], data[at + 9]) == (6, 10)
+    data[at + 7] ^= 1
+    data[at + 9] ^= 1
     broken = dataclasses.replace(program, data=bytes(data), version=(1, 3))
-    with pytest.raises(TaskFormatError, match=rf"^task 0: TABLE at data offset {at}: entry 7 is "):
+    with pytest.raises(TaskFormatError, match=rf"^task 0: TABLE at data offset {at}: entry 7 is "
+                                              r"7, the executor's formula gives 6 \(2 entries "
+                                              r"differ\)$"):
         plan_from_binary(broken, result.device)
+
+
+# --------------------------------------------------------------------------------------
+# copy records and tokens
+
+COPIES = """device "exec_device.nem"
+buffer S : L2 (size=256)
+buffer X : L1 (size=256)
+t0 = transfer.async(dst=region(X, 0, 64), src=region(S, 0, 64))
+t1 = transfer.async(dst=region(S, 128, 64), src=region(X, 64, 64))
+"""
+
+
+def test_copy_record_shapes_and_extents():
+    result, program = _bound(COPIES)
+    named = _named(program.tasks[0])
+    # a 4-D walk: runs of 2 bytes, 5 x 3 x 2 of them. Source strides 2, 10, 30 (dense):
+    # extent 2 + 4*2 + 2*10 + 1*30 = 60. Destination strides 2, 10, 40: 2 + 8 + 20 + 40 = 70
+    walk = {"COUNT0": 2, "COUNT1": 5, "COUNT2": 3, "COUNT3": 2,
+            "SRC_STRIDE1": 2, "SRC_STRIDE2": 10, "SRC_STRIDE3": 30,
+            "DST_STRIDE1": 2, "DST_STRIDE2": 10, "DST_STRIDE3": 40}
+    task = _record(program.tasks[0], Unit.DMA, {**named, **walk})
+    got = plan_from_binary(_with_task(program, 0, task), result.device).tasks[0]
+    (src,), (dst,) = got.ins, got.outs
+    assert (src.buffer, src.offset, src.extent, src.shape, src.strides) == (
+        "S", 0, 60, (2, 3, 5, 2), (30, 10, 2, 1))
+    assert (dst.buffer, dst.offset, dst.extent, dst.shape, dst.strides) == (
+        "X", 0, 70, (2, 3, 5, 2), (40, 10, 2, 1))
+    # 1-byte runs are a valid walk: 64 runs of one byte each
+    single = {"COUNT0": 1, "COUNT1": 64, "SRC_STRIDE1": 1, "DST_STRIDE1": 1}
+    task = _record(program.tasks[0], Unit.DMA, {**named, **single})
+    got = plan_from_binary(_with_task(program, 0, task), result.device).tasks[0]
+    assert got.ins[0].shape == (1, 1, 64, 1) and got.outs[0].extent == 64
+    # destination rows of 2 bytes at stride 1 overlap: 2*2*3*5 = 60 bytes moved into a span
+    # of 2 + 4*1 + 2*10 + 1*12 = 38
+    overlap = {**walk, "DST_STRIDE1": 1, "DST_STRIDE3": 12}
+    _refused(result, program, {**named, **overlap},
+             r"^task 0: the copy moves 60 bytes into a destination span of 38 \(a destination "
+             r"stride of 0 or overlapping rows would write bytes twice\)$")
+    # a count of 0 in any dimension
+    for d in (1, 2, 3):
+        _refused(result, program, {**named, f"COUNT{d}": 0}, r"^task 0: a copy count is 0$")
+    _refused(result, program, {**named, "SRC_LEVEL": 3}, r"^task 0: SRC level 3 is not a level$")
+    # S at 0 of L2: SRC_HI 1 is 4 GiB further
+    _refused(result, program, {**named, "SRC_HI": 1},
+             r"^task 0: SRC bytes \[4294967296, 4294967360\) of L2 are not inside one buffer$")
+    _refused(result, program, {**named, "DST_HI": 1},
+             r"^task 0: DST bytes \[4294967296, 4294967360\) of L1 are not inside one buffer$")
+    # 64 bytes from offset 200 of the 256-byte X cross its end
+    _refused(result, program, {**named, "DST_LO": 200},
+             r"^task 0: DST bytes \[200, 264\) of L1 are not inside one buffer$")
+    # the DMA instance must exist: exec_device has 2 per engine
+    with pytest.raises(TaskFormatError, match=r"^task 0: DMA instance 2; the device has 2$"):
+        plan_from_binary(_with_task(program, 0, dataclasses.replace(program.tasks[0],
+                                                                    instance=2)), result.device)
+
+
+def test_tokens_beyond_the_sequencer():
+    result, program = _bound(COPIES)
+    t0, t1 = program.tasks
+    # exec_device's sequencer has 16 tokens: a signal of token 20 is out of range too, and
+    # of several the lowest is named
+    for change, token in (({"signal": 1 << 20}, 20), ({"wait": 1 << 20 | 1 << 18}, 18),
+                          ({"signal": 1 << 16 | 1 << 31}, 16)):
+        broken = _with_task(program, 1, dataclasses.replace(t1, **change))
+        with pytest.raises(TaskFormatError, match=rf"^task 1: token {token} out of range \(the "
+                                                  r"device's sequencer has 16\)$"):
+            plan_from_binary(broken, result.device)
+    # t1 waiting on token 15 that t0 signals: ordered after it
+    ordered = dataclasses.replace(program, tasks=(dataclasses.replace(t0, signal=1 << 15),
+                                                  dataclasses.replace(t1, wait=1 << 15)))
+    assert plan_from_binary(ordered, result.device).order.preds == [(), (0,)]
+    broken = dataclasses.replace(ordered, tasks=(ordered.tasks[0], dataclasses.replace(
+        ordered.tasks[1], wait=1 << 15 | 1 << 3)))
+    with pytest.raises(TaskFormatError, match=r"^task 1 waits on token 3, which no earlier task "
+                                              r"signals \(it would wait forever\)$"):
+        plan_from_binary(broken, result.device)
+
+
+class _Seq:
+    """A device stub with one characteristic: the sequencer's token count."""
+
+    def __init__(self, tokens):
+        self.tokens = tokens
+
+    def characteristic(self, unit, name):
+        return self.tokens if (unit, name) == ("SEQ", "max_active_tokens") else None
+
+
+def test_token_count_is_the_sequencers_up_to_32():
+    from nem.binder import token_count
+
+    assert [token_count(_Seq(n)) for n in (1, 16, 32, 64)] == [1, 16, 32, 32]
+    assert token_count(_Seq(None)) == 32  # not given: the format's 32
+
+
+def test_device_hash_is_sha256_of_the_canonical_json():
+    import hashlib
+    import json
+
+    from nem.binder import device_hash
+
+    device = _check(COPIES).device
+    # the documented canonical form, built here with json's own hooks: sorted keys, no
+    # spaces, sets as sorted lists
+    text = json.dumps(dataclasses.asdict(device), sort_keys=True, separators=(",", ":"),
+                      default=sorted)
+    assert device_hash(device) == hashlib.sha256(text.encode()).digest()
+
+
+# --------------------------------------------------------------------------------------
+# the CSTL's int8 entries in a binary
+
+ADD = """device "exec_device.nem"
+buffer X : L1 (size=64)
+buffer Y : L1 (size=64)
+buffer Z : L1 (size=64)
+let x = region(X, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.5, zero_point=3)
+let y = region(Y, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=0.25, zero_point=-2)
+let z = region(Z, 0, 6) elem=i8, shape=[2, 3], layout=MN,
+    quant=per_tensor(scale=1.0, zero_point=0)
+t = add.async in x, y out z
+wait(t)
+"""
+
+
+def test_cstl_entries_of_a_compute_record():
+    from nem.taskformat import QuantEntry, encode_quant
+
+    result, program = _bound(ADD)
+    named = _named(program.tasks[0])
+    assert named["TABLE"] == 0xFFFFFFFF
+    # an add needs no table: TABLE must be NO_TABLE
+    _refused(result, program, {**named, "TABLE": 0},
+             r"^task 0: TABLE = 0x0, but the task needs no lookup table \(NO_TABLE\)$")
+    _refused(result, program, {**named, "REQUANT": 4}, r"^task 0: REQUANT: .*offset 4")
+    # A's zero point 200 is outside i8: no eltwise entry exists for it
+    data = program.data + encode_quant(QuantEntry("per_tensor", 0, 0, (0.5,), (200,)))
+    bad = dataclasses.replace(program, data=data)
+    _refused(result, bad, {**named, "OP0_QUANT": len(program.data)},
+             r"^task 0: task 0 \(add on CSTL\[0\]\): add: A zero point 200 outside i8 "
+             r"\[-128, 127\]$")
+    # the binder refuses it the same way
+    task, places = _task(ADD)
+    x = dataclasses.replace(task.ins[0], quant=Quant("per_tensor", _num(0.5), _num(200)))
+    with pytest.raises(BindError, match=r"^t \(line 11\): add: A zero point 200 outside i8 "
+                                        r"\[-128, 127\]$"):
+        _regs(dataclasses.replace(task, ins=(x, task.ins[1])), places)
+    # a table offset that is no table
+    result, program = _bound(RELU)
+    named = _named(program.tasks[0])
+    _refused(result, program, {**named, "TABLE": 4}, r"^task 0: TABLE: .*offset 4")
