@@ -926,3 +926,271 @@ def test_cast_between_integer_types_saturates():
                     [reg("y", "i16", (1, 3))])
     assert out[0].tolist() == [[-128, 5, 127]] and out[0].dtype == np.int16
     assert work == Work(elems=6)
+
+
+# --- the CSTL's int8 path ---------------------------------------------------------------------
+
+#: i8 code of each byte 0..255 (two's complement), written out.
+BYTE_CODES = [b if b < 128 else b - 256 for b in range(256)]
+
+
+def table_ref(fn, s_in, z_in, s_out, z_out):
+    """T[b] = clamp(rint(fn(s_in (code(b) - z_in)) / s_out) + z_out): docs/numerics.md."""
+    real = np.array([s_in * (c - z_in) for c in BYTE_CODES], dtype=np.float64)
+    return rne_codes(fn(real), s_out, z_out).astype(np.int8)
+
+
+def test_table_codes_and_table_opcodes():
+    assert ops.TABLE_CODES.dtype == np.int8
+    assert ops.TABLE_CODES.tolist() == BYTE_CODES
+    assert ops.table_opcodes() == frozenset({
+        "relu", "leaky_relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "neg", "gelu",
+        "silu", "clamp"})
+
+
+@pytest.mark.parametrize("opcode, attrs, fn", [
+    ("relu", {}, lambda r: np.maximum(r, 0.0)),
+    ("leaky_relu", {"alpha": 0.125}, lambda r: np.where(r < 0, r * 0.125, r)),
+    ("clamp", {"min_val": -1.5, "max_val": 2.25}, lambda r: np.clip(r, -1.5, 2.25)),
+    ("abs", {}, np.abs),
+    ("neg", {}, np.negative),
+])
+def test_unary_i8_is_a_lookup_table(opcode, attrs, fn):
+    s_in, z_in, s_out, z_out = 0.0625, -6, 0.03125, 9
+    want_table = table_ref(fn, s_in, z_in, s_out, z_out)
+    table = ops.lookup_table(opcode, attrs, ops.quant_params(reg("x", "i8", (1,),
+                                                                 pt(s_in, z_in)), {}),
+                             ops.quant_params(reg("y", "i8", (1,), pt(s_out, z_out)), {}))
+    np.testing.assert_array_equal(table, want_table)
+    x = np.array([[-128, -7, -6, 0], [1, 33, 100, 127]])
+    out, work = run(opcode, [inp("x", "i8", x, pt(s_in, z_in))],
+                    [reg("y", "i8", (2, 4), pt(s_out, z_out))], attrs)
+    np.testing.assert_array_equal(out[0], want_table[x % 256])
+    assert out[0].dtype == np.int8
+    assert work == Work(elems=8, table=want_table.tobytes(), entry=False)
+
+
+def test_unary_i8_without_descriptors_and_the_requantisation_table():
+    x = np.array([-128, -3, 0, 4, 127])
+    out, work = run("neg", [inp("x", "i8", x)], [reg("y", "i8", (5,))])
+    assert out[0].tolist() == [127, 3, 0, -4, -127]  # -(-128) saturates
+    assert work.table == table_ref(np.negative, 1.0, 0, 1.0, 0).tobytes()
+    # opcode None: the requantisation alone
+    qi = ops.quant_params(reg("x", "i8", (1,), pt(0.5, 2)), {})
+    qo = ops.quant_params(reg("y", "i8", (1,), pt(0.75, -1)), {})
+    np.testing.assert_array_equal(ops.lookup_table(None, {}, qi, qo),
+                                  table_ref(lambda r: r, 0.5, 2, 0.75, -1))
+    np.testing.assert_array_equal(ops.lookup_table(None, {}, None, None), BYTE_CODES)
+
+
+def test_unary_i8_shape_and_output_count_errors():
+    x = inp("x", "i8", np.array([1, 2, 3]))
+    msg = raises(OpError, "relu", [x], [reg("out", "i8", (4,))])
+    assert msg == "relu: result has shape [3], output out has [4]"
+    # two outputs: not the int8 path (it has one output); the real path computes one
+    msg = raises(OpError, "relu", [x], [reg("a", "i8", (3,)), reg("b", "i8", (3,))])
+    assert msg == "relu: computes 1 output(s), 2 given"
+
+
+def test_unary_on_non_i8_or_per_channel_operands_takes_the_real_path():
+    x = np.array([[-3, 5], [7, -1]])
+    # per channel along axis 1: scales 0.5 and 0.25
+    out, work = run("relu", [inp("x", "i8", x, pc(1, [0.5, 0.25], [0, 1]))],
+                    [reg("y", "i8", (2, 2), pt(0.25, 0))])
+    real = np.maximum(x * np.array([0.5, 0.25]) - np.array([0.0, 0.25]), 0.0)
+    np.testing.assert_array_equal(out[0], rne_codes(real, 0.25, 0))
+    assert work == Work(elems=4)  # no table
+    out, work = run("relu", [inp("x", "i8", x)], [reg("y", "i16", (2, 2))])
+    assert out[0].tolist() == [[0, 5], [7, 0]] and work == Work(elems=4)
+    out, work = run("relu", [inp("x", "i8", x)], [reg("y", "i8", (2, 2), pc(0, [1, 1], [0, 0]))])
+    assert out[0].tolist() == [[0, 5], [7, 0]] and work == Work(elems=4)
+
+
+@pytest.mark.parametrize("opcode", ["add", "sub", "min", "max"])
+def test_binary_i8_with_equal_descriptors_is_exact(opcode):
+    """Equal descriptors (s, z): the rescales are exact, so y = clamp(op(qa - z, qb - z) + z)
+    (min / max of the centred codes): the exact real result."""
+    rng = np.random.default_rng(14)
+    a = rng.integers(-128, 128, (3, 4))
+    b = rng.integers(-128, 128, (1, 4))  # broadcast along the rows
+    z = -5
+    fn = {"add": np.add, "sub": np.subtract, "min": np.minimum, "max": np.maximum}[opcode]
+    want = np.clip(fn(a - z, b - z) + z, -128, 127)
+    out, work = run(opcode, [inp("a", "i8", a, pt(0.1, z)), inp("b", "i8", b, pt(0.1, z))],
+                    [reg("y", "i8", (3, 4), pt(0.1, z))])
+    np.testing.assert_array_equal(out[0], want)
+    assert out[0].dtype == np.int8
+    assert work == Work(elems=12, table=b"", entry=True)
+
+
+def test_binary_i8_mul_with_unit_multiplier():
+    """mul: r = (qa - za)(qb - zb) rescaled by s_a s_b / s_y = 1 (m = 2**30, t = 30): r."""
+    a, b = np.array([[3, -4, 12, 100]]), np.array([[5, 7, -9, 100]])
+    out, work = run("mul", [inp("a", "i8", a, pt(0.5, 1)), inp("b", "i8", b, pt(4.0, -2))],
+                    [reg("y", "i8", (1, 4), pt(2.0, 3))])
+    assert out[0].tolist() == [[2 * 7 + 3, -5 * 9 + 3, 11 * -7 + 3, 127]]
+    assert work == Work(elems=4, entry=True)
+    # no descriptors: s = 1, z = 0 on every operand
+    out, _ = run("mul", [inp("a", "i8", a), inp("b", "i8", b)], [reg("y", "i8", (1, 4))])
+    assert out[0].tolist() == [[15, -28, -108, 127]]
+
+
+def test_binary_i8_unrepresentable_parameters():
+    # s_b / (2 s_a) = 2**-40 is below the smallest multiplier, 2**-31
+    with pytest.raises(OpError) as info:
+        run("add", [inp("a", "i8", np.array([1]), pt(1.0, 0)),
+                    inp("b", "i8", np.array([1]), pt(2.0**-39, 0))],
+            [reg("y", "i8", (1,), pt(1.0, 0))])
+    assert type(info.value) is OpError
+    assert str(info.value).startswith("add: scales 1.0, ")
+
+
+def test_binary_i8_div_pow_and_three_operand_tasks_leave_the_int8_path():
+    a, b = np.array([6, -8]), np.array([2, 2])
+    out, work = run("pow", [inp("a", "i8", a), inp("b", "i8", b)], [reg("y", "i8", (2,))])
+    assert out[0].tolist() == [36, 64] and work == Work(elems=2)
+    # a unary opcode with two inputs is no table task
+    out, work = run("relu", [inp("a", "i8", a), inp("b", "i8", b)], [reg("y", "i8", (2,))])
+    assert out[0].tolist() == [6, 0] and work == Work(elems=2)
+
+
+def _pool_codes_ref(x, kind, kernel, pads, strides):
+    """maxpool: the largest in-bounds code, -128 for none; avgpool: their sum divided by
+    their count, rounded half to even (Python's round of an exact Fraction), 0 for none."""
+    from fractions import Fraction
+
+    n, h, w, c = x.shape
+    top, left, bottom, right = pads
+    oh = (h + top + bottom - kernel[0]) // strides[0] + 1
+    ow = (w + left + right - kernel[1]) // strides[1] + 1
+    out = np.zeros((n, oh, ow, c), dtype=np.int64)
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    vals = [int(x[b, r, s, ch])
+                            for r in range(i * strides[0] - top, i * strides[0] - top + kernel[0])
+                            for s in range(j * strides[1] - left,
+                                           j * strides[1] - left + kernel[1])
+                            if 0 <= r < h and 0 <= s < w]
+                    if kind == "maxpool":
+                        out[b, i, j, ch] = max(vals, default=-128)
+                    else:
+                        out[b, i, j, ch] = round(Fraction(sum(vals), len(vals))) if vals else 0
+    return out
+
+
+@pytest.mark.parametrize("kind", ["maxpool", "avgpool"])
+def test_pool_i8(kind):
+    rng = np.random.default_rng(15)
+    x = rng.integers(-128, 128, (1, 5, 4, 2))
+    kernel, pads, strides = (2, 3), (1, 2, 3, 0), (2, 1)
+    want = _pool_codes_ref(x, kind, kernel, pads, strides)
+    attrs = {"kernel_shape": list(kernel), "pads": list(pads), "strides": list(strides)}
+    # the same descriptor: the pooled codes, no table
+    out, work = run(kind, [inp("x", "i8", x, pt(0.5, 3))], [reg("y", "i8", want.shape,
+                                                                 pt(0.5, 3))], attrs)
+    np.testing.assert_array_equal(out[0], want)
+    assert work == Work(elems=want.size * 6, table=b"")  # every tap of every output
+    # another descriptor: then the requantisation table
+    table = table_ref(lambda r: r, 0.5, 3, 0.75, -4)
+    out, work = run(kind, [inp("x", "i8", x, pt(0.5, 3))], [reg("y", "i8", want.shape,
+                                                                 pt(0.75, -4))], attrs)
+    np.testing.assert_array_equal(out[0], table[want % 256])
+    assert work == Work(elems=want.size * 6, table=table.tobytes())
+
+
+@pytest.mark.parametrize("kind", ["maxpool", "avgpool"])
+def test_pool_i8_defaults_and_work_of_a_large_input(kind):
+    x = np.arange(-64, 64).reshape(1, 8, 8, 2)
+    want = _pool_codes_ref(x, kind, (2, 2), (0, 0, 0, 0), (1, 1))
+    for attrs in ({"kernel_shape": [2, 2]}, {"kernel_shape": [2, 2], "strides": None,
+                                             "pads": None}):
+        out, work = run(kind, [inp("x", "i8", x)], [reg("y", "i8", want.shape)], attrs)
+        np.testing.assert_array_equal(out[0], want)
+        assert work == Work(elems=want.size * 4)  # 98 outputs x 4 taps > 128 input bytes
+    # a 1x1 window at stride 2: fewer taps than input bytes, so the input's bytes count
+    out, work = run(kind, [inp("x", "i8", x)], [reg("y", "i8", (1, 4, 4, 2))],
+                    {"kernel_shape": [1, 1], "strides": [2, 2]})
+    np.testing.assert_array_equal(out[0], x[:, ::2, ::2])
+    assert work == Work(elems=128)
+
+
+def test_pool_descriptor_without_one_is_scale_one_zero_point_zero():
+    x = np.arange(-8, 8).reshape(1, 2, 4, 2)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    want = _pool_codes_ref(x, "maxpool", (2, 2), (0, 0, 0, 0), (2, 2))
+    for qi, qo in ((None, pt(1.0, 0)), (pt(1.0, 0), None)):
+        out, work = run("maxpool", [inp("x", "i8", x, qi)], [reg("y", "i8", (1, 1, 2, 2), qo)],
+                        attrs)
+        np.testing.assert_array_equal(out[0], want)
+        assert work.table == b""
+    # the same scale but another zero point, or the other way round: a table
+    for qo, table in ((pt(1.0, 2), table_ref(lambda r: r, 1.0, 0, 1.0, 2)),
+                      (pt(2.0, 0), table_ref(lambda r: r, 1.0, 0, 2.0, 0))):
+        out, work = run("maxpool", [inp("x", "i8", x)], [reg("y", "i8", (1, 1, 2, 2), qo)],
+                        attrs)
+        np.testing.assert_array_equal(out[0], table[want % 256])
+        assert work.table == table.tobytes()
+
+
+def test_reduce_max_i8():
+    x = np.array([[[5, -3, 9], [-128, 127, 0]], [[-7, -7, -9], [1, 2, 3]]])
+    cases = [({}, x.max(keepdims=True)), ({"axes": [2]}, x.max(axis=2, keepdims=True)),
+             ({"axes": [0, 2], "keepdims": False}, x.max(axis=(0, 2))),
+             ({"axes": None, "keepdims": None}, x.max(keepdims=True)),
+             ({"axes": [-1], "keepdims": True}, x.max(axis=-1, keepdims=True))]
+    for attrs, want in cases:
+        out, work = run("reduce_max", [inp("x", "i8", x, pt(0.5, 1))],
+                        [reg("y", "i8", want.shape, pt(0.5, 1))], attrs)
+        np.testing.assert_array_equal(out[0], want, err_msg=str(attrs))
+        assert work == Work(elems=12)
+    table = table_ref(lambda r: r, 0.5, 1, 0.25, 0)
+    out, work = run("reduce_max", [inp("x", "i8", x, pt(0.5, 1))],
+                    [reg("y", "i8", (2, 2), pt(0.25, 0))], {"axes": [2], "keepdims": False})
+    np.testing.assert_array_equal(out[0], table[x.max(axis=2) % 256])
+    assert work == Work(elems=12, table=table.tobytes())
+    msg = raises(OpError, "reduce_max", [inp("x", "i8", x)], [reg("out", "i8", (2, 2))])
+    assert msg == "reduce_max: result has shape [1, 1, 1], output out has [2, 2]"
+
+
+def test_argmax_i8_path_and_its_work():
+    """The first largest code; work is the CSTL's bytes: the i32 output's 4 per index."""
+    x = np.array([[3, 9, 9, -2], [-128, -128, -5, -6], [0, 1, 2, 127]])
+    for attrs, want in (({"axis": 1}, [[1], [2], [3]]), ({"axis": 1, "keepdims": False},
+                                                          [1, 2, 3]),
+                        ({"axis": -1, "keepdims": None}, [[1], [2], [3]])):
+        out, work = run("argmax", [inp("x", "i8", x, pt(0.5, 7))],
+                        [reg("y", "i32", np.shape(want))], attrs)
+        assert out[0].tolist() == want and out[0].dtype == np.int32
+        assert work == Work(elems=12)  # max(12 input bytes, 3 x 4 output bytes)
+    for attrs in ({}, {"axis": None}):
+        out, work = run("argmax", [inp("x", "i8", x)], [reg("y", "i32", (1, 4))], attrs)
+        assert out[0].tolist() == [[0, 0, 0, 2]]
+        assert work == Work(elems=16)  # 4 indices x 4 bytes
+    # into i8 (no descriptor): the index as a code
+    out, work = run("argmax", [inp("x", "i8", x)], [reg("y", "i8", (3,))],
+                    {"axis": 1, "keepdims": False})
+    assert out[0].tolist() == [1, 2, 3] and out[0].dtype == np.int8 and work.elems == 12
+
+
+def test_argmax_off_the_i8_path():
+    x = np.array([[3, 9, 9, -2], [-128, -128, -5, -6]])
+    # a descriptor on the output: the real path requantises the index (2 / 0.5 = 4)
+    out, work = run("argmax", [inp("x", "i8", x)], [reg("y", "i32", (2, 1), pt(0.5, 0))],
+                    {"axis": 1})
+    assert out[0].tolist() == [[2], [4]] and work == Work(elems=8)
+    # per channel input: the argmax of the dequantised values [3, 0.9, 0.9, -2] and
+    # [-128, -12.8, -0.5, -6], not of the codes
+    out, work = run("argmax", [inp("x", "i8", x, pc(1, [1.0, 0.1, 0.1, 1.0], [0] * 4))],
+                    [reg("y", "i32", (2, 1))], {"axis": 1})
+    assert out[0].tolist() == [[0], [2]] and work == Work(elems=8)
+    # a float output, an i16 input: the real path (elements, not bytes)
+    for x_in, y in ((inp("x", "i8", x), reg("y", "f32", (2, 1))),
+                    (inp("x", "i16", x), reg("y", "i32", (2, 1)))):
+        out, work = run("argmax", [x_in], [y], {"axis": 1})
+        assert out[0].tolist() == [[1], [2]] and work == Work(elems=8)
+    # a per-tensor input descriptor stays on the i8 path (bytes: 2 indices x 4 = 8, input 8)
+    out, work = run("argmax", [inp("x", "i8", x[:, :2], pt(2.0, 1))], [reg("y", "i32", (2, 1))],
+                    {"axis": 1})
+    assert out[0].tolist() == [[1], [0]] and work == Work(elems=8)
