@@ -1194,3 +1194,43 @@ def test_argmax_off_the_i8_path():
     out, work = run("argmax", [inp("x", "i8", x[:, :2], pt(2.0, 1))], [reg("y", "i32", (2, 1))],
                     {"axis": 1})
     assert out[0].tolist() == [[1], [0]] and work == Work(elems=8)
+
+
+# --- Work records and operand-type dispatch ---------------------------------------------------
+
+
+def test_work_defaults_are_no_work():
+    """A compute task reports only what it did: every other field is zero / empty."""
+    w = Work()
+    assert (w.macs, w.elems, w.rows, w.table, w.entry) == (0, 0, 0, b"", False)
+    one = np.ones((1, 2), int)
+    _, work = run("gemm", [inp("a", "i8", one), inp("b", "i8", one.T)], [reg("y", "i32", (1, 1))])
+    assert (work.macs, work.elems, work.rows, work.table, work.entry) == (2, 0, 0, b"", False)
+    _, work = run("relu", [inp("x", "f32", np.ones(3))], [reg("y", "f32", (3,))])
+    assert (work.macs, work.elems, work.rows, work.table, work.entry) == (0, 3, 0, b"", False)
+
+
+def test_nmu_bias_type_decides_nothing_but_must_be_i32_on_the_integer_path():
+    """The operand types of X and W alone choose the path: an integer gemm / conv2d with a
+    float bias is refused, a float one with an integer bias dequantises it."""
+    a, b = np.ones((1, 2), int), np.ones((2, 3), int)
+    msg = raises(NotSupported, "gemm", [inp("a", "i8", a), inp("b", "i8", b),
+                                        inp("c", "f32", np.zeros(3))], [reg("y", "f32", (1, 3))])
+    assert msg == "gemm: an integer gemm's bias must be i32"
+    x, w = np.ones((1, 1, 1, 2), int), np.ones((1, 1, 2, 3), int)
+    msg = raises(NotSupported, "conv2d", [inp("x", "i8", x), inp("w", "i8", w),
+                                          inp("c", "f32", np.zeros(3))],
+                 [reg("y", "f32", (1, 1, 1, 3))])
+    assert msg == "conv2d: an integer conv2d's bias must be i32"
+    # float W, integer X and bias: the real path (2 * 0.5 * 1 + 0.25 * (4 - 2) = 1.5)
+    out, work = run("conv2d", [inp("x", "i8", x, pt(0.5, 0)), inp("w", "f32", w.astype(float)),
+                               inp("c", "i32", np.array([4, 4, 4]), pt(0.25, 2))],
+                    [reg("y", "f32", (1, 1, 1, 3))])
+    assert out[0].reshape(-1).tolist() == [1.5, 1.5, 1.5]
+    assert work == Work(macs=3 * 2)
+    out, _ = run("conv2d", [inp("x", "f32", x.astype(float)), inp("w", "i8", w, pt(0.5, 1))],
+                 [reg("y", "f32", (1, 1, 1, 3))])
+    assert out[0].reshape(-1).tolist() == [0.0, 0.0, 0.0]  # 0.5 * (1 - 1) = 0
+    out, _ = run("gemm", [inp("a", "f32", a.astype(float)), inp("b", "i8", b, pt(0.5, -1))],
+                 [reg("y", "f32", (1, 3))])
+    assert out[0].tolist() == [[2.0, 2.0, 2.0]]  # 2 * 0.5 * (1 + 1)
