@@ -739,3 +739,144 @@ def test_cstl_entries_of_a_compute_record():
     result, program = _bound(RELU)
     named = _named(program.tasks[0])
     _refused(result, program, {**named, "TABLE": 4}, r"^task 0: TABLE: .*offset 4")
+
+
+# --------------------------------------------------------------------------------------
+# more of bind and plan_from_binary
+
+
+def test_dependencies_are_reduced_before_tokens():
+    # t2 depends on t0, t1 and tx, t4 on t0 and t1; t1 already waits for t0, so t2 and t4
+    # need not: they wait on t1's (and tx's) token only. t3 still waits on t0's, which keeps
+    # it live, so t1 signals a token of its own.
+    text = """device "exec_device.nem"
+buffer S : L2 (size=1024)
+buffer X : L1 (size=1024)
+t0 = transfer.async(dst=region(X, 0, 64), src=region(S, 0, 64))
+t1 = transfer.async(dst=region(X, 64, 64), src=region(S, 64, 64), deps=[t0])
+tx = transfer.async(dst=region(X, 128, 64), src=region(S, 128, 64))
+t2 = transfer.async(dst=region(X, 192, 64), src=region(S, 192, 64), deps=[t0, t1, tx])
+t4 = transfer.async(dst=region(X, 320, 64), src=region(S, 320, 64), deps=[t0, t1])
+t3 = transfer.async(dst=region(X, 256, 64), src=region(S, 256, 64), deps=[t0])
+"""
+    t0, t1, tx, t2, t4, t3 = bind(_check(text)).tasks
+    assert len({t0.signal, t1.signal, tx.signal}) == 3 and 0 not in (t0.signal, t1.signal,
+                                                                    tx.signal)
+    assert t1.wait == t0.signal and t3.wait == t0.signal
+    assert t2.wait == t1.signal | tx.signal
+    assert t4.wait == t1.signal
+    assert tx.wait == 0 and t0.wait == 0
+
+
+def test_the_sdma_runs_for_no_engine(devdir):
+    # @seq_engine(1) on an L2 -> DDR copy: the sDMA is a device unit, its record says engine 0
+    text = """device "two.nem"
+buffer S : L2 (size=256)
+buffer D : DDR (size=64)
+t = transfer.async(dst=region(D, 0, 64), src=region(S, 0, 64)) @seq_engine(1)
+"""
+    result = _check(text, devdir)
+    assert result.plan.tasks[0].engine == 1
+    (task,) = bind(result).tasks
+    assert (task.unit, task.instance, task.engine) == (Unit.SDMA, 0, 0)
+
+
+def test_a_unit_type_the_device_lacks_is_refused():
+    result = _check(RELU)
+    device = dataclasses.replace(result.device,
+                                 per_engine={**result.device.per_engine, "CSTL": 0})
+    with pytest.raises(BindError, match=r"^t \(line 8\): the device has no CSTL unit to run "
+                                        r"leaky_relu$"):
+        bind(dataclasses.replace(result, device=device))
+
+
+def test_buffer_table_of_a_binary_is_checked_against_the_device(devdir):
+    from nem.binder import device_hash
+    from nem.checker import BufferInfo
+
+    result = _check(SPREAD, devdir)
+    program = bind(result)
+    plan = plan_from_binary(program, result.device)
+    assert plan.buffers == {
+        "S": BufferInfo("S", "L2", None, 256, frozenset(), BINARY, 64),
+        "X": BufferInfo("X", "L1", 1, 256, frozenset(), BINARY, 64),
+        "Y": BufferInfo("Y", "L1", 0, 256, frozenset(), BINARY, 64),
+        "D": BufferInfo("D", "DDR", None, 64, frozenset(), BINARY, 64),
+    }
+    assert plan.consts == {}
+    s, x, y, d = program.buffers
+    # the device's allocator puts Y at 0 of engine 0's L1
+    moved = dataclasses.replace(program, buffers=(s, x, dataclasses.replace(y, address=64), d))
+    with pytest.raises(TaskFormatError, match=r"^buffer Y: address 64, but the device's "
+                                              r"allocator places it at 0$"):
+        plan_from_binary(moved, result.device)
+    # two.nem's L1 holds 65536 bytes per engine
+    big = dataclasses.replace(program, buffers=(s, dataclasses.replace(x, size=65537), y, d))
+    with pytest.raises(TaskFormatError, match=r"^the buffer table does not fit the device: "
+                                              r".*65537"):
+        plan_from_binary(big, result.device)
+    other = _check(COPIES).device
+    with pytest.raises(TaskFormatError) as err:
+        plan_from_binary(program, other)
+    assert str(err.value) == (
+        f"the binary was bound for another device (hash {device_hash(result.device).hex()[:16]}"
+        f"..., exec_npu is {device_hash(other).hex()[:16]}...)")
+
+
+def test_copy_registers_split_addresses_above_4_gib():
+    from nem.binder import copy_registers
+
+    result = _check(COPIES)
+    places, _ = allocate(result.plan.buffers, result.device)
+    # S at 0x5_0000_0040, X at 0x1_0000_0000: t0 reads S from 0 and writes X from 0
+    places = {"S": dataclasses.replace(places["S"], address=5 * 2**32 + 0x40),
+              "X": dataclasses.replace(places["X"], address=2**32)}
+    regs = dict(copy_registers(result.plan.tasks[0], places))
+    assert [regs[n] for n in ("SRC_LO", "SRC_HI", "DST_LO", "DST_HI")] == [0x40, 5, 0, 1]
+    # t1 reads X from 64, writes S from 128
+    regs = dict(copy_registers(result.plan.tasks[1], places))
+    assert [regs[n] for n in ("SRC_LO", "SRC_HI", "DST_LO", "DST_HI")] == [64, 1, 0xC0, 5]
+    assert (regs["SRC_LEVEL"], regs["DST_LEVEL"]) == (2, 1)  # L1, L2
+
+
+def test_a_run_of_max_count_squared_folds():
+    from nem.binder import fold_run
+
+    # 65535 * 65535 bytes: 65535 rows of 65535, both counts at the limit
+    assert fold_run(65535 * 65535, []) == (65535, [(65535, 65535, 65535)])
+    # one more row does not fit: 65535 * 65536 has no divisor <= 65535 leaving <= 65535 rows
+    assert fold_run(65535 * 65536, []) == (65535 * 65536, [])
+
+
+def test_zero_sized_operands_and_rank_six_extents():
+    result, program = _bound(RELU)
+    head, (x, y) = _split(_named(program.tasks[0]))
+    # a [0, 3] operand reaches no bytes: BYTES 0 at the first byte of Y (address 64, where
+    # X ends) lies in Y, not at the end of X
+    empty = {"DIM0": 0, "BYTES": 0}
+    task = _record(program.tasks[0], Unit.CSTL,
+                   _join(head, [{**x, **empty, "ADDR_LO": 64}, {**y, **empty}]))
+    (got,) = plan_from_binary(_with_task(program, 0, task), result.device).tasks
+    assert (got.ins[0].buffer, got.ins[0].offset, got.ins[0].shape) == ("Y", 0, (0, 3))
+    six = {"RANK": 6, **{f"DIM{d}": 1 for d in range(4)}, "DIM4": 2, "DIM5": 3,
+           **{f"STRIDE{d}": 6 for d in range(4)}, "STRIDE4": 3, "STRIDE5": 1}
+    _refused(result, program, _join(head, [{**x, **six, "BYTES": 5}, {**y, **six}]),
+             r"^task 0: operand 0: shape \[1, 1, 1, 1, 2, 3\] with element strides "
+             r"\[6, 6, 6, 6, 3, 1\] reaches 6 bytes, OP0_BYTES is 5$")
+
+
+def test_an_integer_gemm_with_a_float_output_record_is_refused():
+    # the NMU's int8 path has no f32 output: the front-end cannot derive an output stage
+    result, program = _bound(GEMM)
+    head, (a, b, y) = _split(_named(program.tasks[0]))
+    f32 = {"ELEM": ELEM_TYPES.index("f32"), "BYTES": 32, "QUANT": NO_QUANT}
+    _refused(result, program, _join(head, [a, b, {**y, **f32}]),
+             r"^task 0: task 0 \(gemm on NMU\[0\]\): gemm: an integer gemm with a f32 output "
+             r"needs quantization descriptors on X, W and Y; missing on region\(Y, 0, 32\)$")
+
+
+def test_operands_without_descriptors_read_back_without_one():
+    result, program = _bound(VARIADIC)
+    concat = plan_from_binary(program, result.device).tasks[0]
+    assert concat.ins[0] == Region(None, "X", "L1", 0, 0, 12, "f16", (2, 3), None, (3, 1), None)
+    assert concat.ins[0].quant is None
