@@ -58,9 +58,16 @@ def reg(name, elem, shape, quant=None) -> Region:
                   elem=elem, shape=tuple(shape), quant=quant)
 
 
+#: The numpy type the executor reads each element type as (``Memory.read``; i4 unpacked).
+READ_AS = {"i4": np.int8, "i8": np.int8, "i16": np.int16, "i32": np.int32, "f32": np.float32}
+
+
 def inp(name, elem, values, quant=None):
+    """An input operand: its region and its values as the executor reads them."""
     values = np.asarray(values)
-    return reg(name, elem, values.shape, quant), values
+    typed = values.astype(READ_AS[elem])
+    assert np.array_equal(typed, values), "values not representable in " + elem
+    return reg(name, elem, values.shape, quant), typed
 
 
 def run(opcode, ins, outs, attrs=None, consts=None):
@@ -73,6 +80,11 @@ def raises(exc_type, opcode, ins, outs, attrs=None, consts=None) -> str:
         run(opcode, ins, outs, attrs, consts)
     assert type(info.value) is exc_type
     return str(info.value)
+
+
+def f32(values) -> np.ndarray:
+    """float64 values that an f32 operand holds exactly."""
+    return np.asarray(values, np.float64).astype(np.float32).astype(np.float64)
 
 
 def requant_ref(acc, mult, zy, lo=-128, hi=127):
@@ -692,7 +704,7 @@ def pool_ref(x, kind, kernel, pads, strides):
 @pytest.mark.parametrize("kind", ["maxpool", "avgpool"])
 def test_pool_float_with_padding_and_strides(kind):
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((2, 5, 6, 3))
+    x = f32(rng.standard_normal((2, 5, 6, 3)))
     pads, strides, kernel = (1, 2, 2, 0), (2, 3), (3, 2)
     want = pool_ref(x, kind, kernel, pads, strides)
     out, work = run(kind, [inp("x", "f32", x)], [reg("y", "f32", want.shape)],
@@ -722,8 +734,8 @@ def test_pool_float_defaults_and_a_window_in_the_padding(kind):
 def test_layernorm_and_rmsnorm_against_torch_with_default_epsilon():
     rng = np.random.default_rng(12)
     # a small variance (about 1e-5) so that epsilon matters
-    x = 1.0 + 0.003 * rng.standard_normal((3, 8))
-    g, b = rng.standard_normal(8), rng.standard_normal(8)
+    x = f32(1.0 + 0.003 * rng.standard_normal((3, 8)))
+    g, b = f32(rng.standard_normal(8)), f32(rng.standard_normal(8))
     t = torch.tensor(x)
     cases = [
         ("layernorm", [g, b], F.layer_norm(t, (8,), torch.tensor(g), torch.tensor(b), 1e-5)),
@@ -746,8 +758,8 @@ def test_layernorm_and_rmsnorm_against_torch_with_default_epsilon():
 
 def test_layernorm_along_the_first_axis():
     rng = np.random.default_rng(13)
-    x = rng.standard_normal((5, 3))
-    g, b = rng.standard_normal(5), rng.standard_normal(5)
+    x = f32(rng.standard_normal((5, 3)))
+    g, b = f32(rng.standard_normal(5)), f32(rng.standard_normal(5))
     want = F.layer_norm(torch.tensor(x.T), (5,), torch.tensor(g), torch.tensor(b)).numpy().T
     out, _ = run("layernorm", [inp("x", "f32", x), inp("g", "f32", g), inp("b", "f32", b)],
                  [reg("y", "f32", x.shape)], {"axis": 0})
@@ -870,10 +882,11 @@ def test_gather_indices_and_axis():
         assert msg == f"gather: index outside [-{size}, {size}) on axis {axis}"
 
 
-@pytest.mark.parametrize("keep", [None, True, False])
+@pytest.mark.parametrize("keep", ["absent", None, True, False])
 def test_reductions_float(keep):
+    """keepdims absent or None: kept (as ONNX's default keepdims=1)."""
     x = np.array([[3.0, -1.0, 7.0, 7.0], [-2.0, 5.0, -2.0, 0.5], [4.0, 4.0, -8.0, 1.0]])
-    attrs = {} if keep is None else {"keepdims": keep}
+    attrs = {} if keep == "absent" else {"keepdims": keep}
     k = keep is not False
     cases = [
         ("reduce_sum", {"axes": [1]}, x.sum(axis=1, keepdims=k)),
@@ -900,9 +913,9 @@ def test_argmax_of_float_into_an_integer_output_takes_the_real_path():
 
 
 def test_conversions_quantize_dequantize_cast():
-    x = np.array([-1.25, 0.3, 0.75, 100.0, -100.0])
+    x = f32([-1.25, 0.3, 0.75, 100.0, -100.0])
     out, work = run("quantize", [inp("x", "f32", x)], [reg("y", "i8", (5,), pt(0.5, 3))])
-    np.testing.assert_array_equal(out[0], rne_codes(x.astype(np.float32), 0.5, 3))
+    np.testing.assert_array_equal(out[0], rne_codes(x, 0.5, 3))
     assert out[0].tolist() == [1, 4, 5, 127, -128]  # -2.5 -> -2, 0.6 -> 1, 1.5 -> 2 (+3)
     assert work == Work(elems=5)
     q = np.array([-128, -1, 0, 5, 127])
