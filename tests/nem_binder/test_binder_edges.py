@@ -880,3 +880,67 @@ def test_operands_without_descriptors_read_back_without_one():
     concat = plan_from_binary(program, result.device).tasks[0]
     assert concat.ins[0] == Region(None, "X", "L1", 0, 0, 12, "f16", (2, 3), None, (3, 1), None)
     assert concat.ins[0].quant is None
+
+
+# --------------------------------------------------------------------------------------
+# copy walks at their limits
+
+WALK = """device "exec_device.nem"
+buffer A : L2 (size=400)
+buffer B : L2 (size=1024)
+let src = region(A, 0, 120) elem=u8, shape=[2, 3, 5, 4], layout=NCHW
+let dst = region(B, 0, 364) elem=u8, shape=[2, 3, 5, 4], strides=[200, 60, 10, 1]
+t = transfer.async(dst=dst, src=src)
+"""
+
+
+def test_four_dimensional_walks_bind_five_do_not():
+    # runs of 4 bytes (contiguous on both sides), then 5, 3 and 2 of them: the destination
+    # rows of 4 sit 10 apart, its planes 60 (5 x 10 = 50 < 60) and blocks 200 (3 x 60 < 200),
+    # so nothing merges. The source is dense: strides 4, 20, 60.
+    _, program = _bound(WALK)
+    regs = _named(program.tasks[0])
+    assert [regs[f"COUNT{d}"] for d in range(4)] == [4, 5, 3, 2]
+    assert [regs[f"SRC_STRIDE{d}"] for d in (1, 2, 3)] == [4, 20, 60]
+    assert [regs[f"DST_STRIDE{d}"] for d in (1, 2, 3)] == [10, 60, 200]
+    five = WALK.replace("400", "800").replace("1024", "2048").replace(
+        "region(A, 0, 120) elem=u8, shape=[2, 3, 5, 4]",
+        "region(A, 0, 240) elem=u8, shape=[2, 2, 3, 5, 4]").replace("NCHW", "NCDHW").replace(
+        "region(B, 0, 364) elem=u8, shape=[2, 3, 5, 4], strides=[200, 60, 10, 1]",
+        "region(B, 0, 1364) elem=u8, shape=[2, 2, 3, 5, 4], strides=[1000, 200, 60, 10, 1]")
+    with pytest.raises(BindError, match=r"^t \(line 6\): the copy needs 5 dimensions after "
+                                        r"merging contiguous ones; the copy units walk at "
+                                        r"most 4$"):
+        bind(_check(five))
+
+
+def test_counts_at_the_limit_and_large_strides():
+    # a 65535-byte run is the largest count: no folding
+    text = """device "exec_device.nem"
+buffer A : DDR (size=200000)
+buffer B : L2 (size=200000)
+t = transfer.async(dst=region(B, 0, 65535), src=region(A, 0, 65535))
+"""
+    regs = _named(bind(_check(text)).tasks[0])
+    assert (regs["COUNT0"], regs["COUNT1"]) == (65535, 1)
+    # strides are 32-bit: two 64-byte rows written 100000 bytes apart
+    strided = text.replace(
+        "dst=region(B, 0, 65535)",
+        "dst=region(A, 0, 100064) elem=u8, shape=[2, 64], strides=[100000, 1]").replace(
+        "src=region(A, 0, 65535)", "src=region(B, 0, 128) elem=u8, shape=[2, 64], layout=MN")
+    regs = _named(bind(_check(strided)).tasks[0])
+    assert [regs[n] for n in ("COUNT0", "COUNT1", "SRC_STRIDE1", "DST_STRIDE1")] == \
+        [64, 2, 64, 100000]
+
+
+def test_a_copy_between_different_shapes_is_refused():
+    from nem.binder import copy_registers
+
+    result = _check(WALK)
+    places, _ = allocate(result.plan.buffers, result.device)
+    task = result.plan.tasks[0]
+    dst = dataclasses.replace(task.outs[0], shape=(3, 2, 5, 4))
+    with pytest.raises(BindError, match=r"^t \(line 6\): copy from shape \[2, 3, 5, 4\] to "
+                                        r"\[3, 2, 5, 4\]; the copy unit walks one shape on "
+                                        r"both sides$"):
+        copy_registers(dataclasses.replace(task, outs=(dst,)), places)
