@@ -944,3 +944,21 @@ def test_a_copy_between_different_shapes_is_refused():
                                         r"\[3, 2, 5, 4\]; the copy unit walks one shape on "
                                         r"both sides$"):
         copy_registers(dataclasses.replace(task, outs=(dst,)), places)
+
+
+def test_a_descriptor_that_does_not_evaluate_is_refused():
+    task, places = _task(RELU)
+    x = dataclasses.replace(task.ins[0], quant=Quant("per_tensor", _num(0.0), _num(3)))
+    with pytest.raises(BindError, match=r"^t \(line 8\): x: quantization scales must be finite "
+                                        r"and > 0, got \[0\.0\]$"):
+        _regs(dataclasses.replace(task, ins=(x,)), places)
+
+
+def test_an_eltwise_record_reads_back():
+    # the add's REQUANT names its eltwise entry and TABLE is NO_TABLE: accepted as bound
+    result, program = _bound(ADD)
+    (task,) = plan_from_binary(program, result.device).tasks
+    assert (task.opcode, task.resource, len(task.ins)) == ("add", ("CSTL", 0), 2)
+    assert [r.quant for r in (*task.ins, *task.outs)] == [
+        Quant("per_tensor", _num(0.5), _num(3)), Quant("per_tensor", _num(0.25), _num(-2)),
+        Quant("per_tensor", _num(1.0), _num(0))]
