@@ -1247,3 +1247,54 @@ def test_nmu_bias_type_decides_nothing_but_must_be_i32_on_the_integer_path():
     out, _ = run("gemm", [inp("a", "f32", a.astype(float)), inp("b", "i8", b, pt(0.5, -1))],
                  [reg("y", "f32", (1, 3))])
     assert out[0].tolist() == [[2.0, 2.0, 2.0]]  # 2 * 0.5 * (1 + 1)
+
+
+# --- one rounding: the real path evaluates in float64 -----------------------------------------
+
+#: f32 values whose float64 sum 1 + 2**-11 + 2**-30 lies just above the f16 tie between 1 and
+#: 1 + 2**-10 (so it rounds up), while a float32 sum drops the 2**-30 and lands on the tie
+#: (which rounds to even, 1).
+TIE_A, TIE_B = 1.0, 2.0**-11 + 2.0**-30
+ABOVE_TIE = 1.0 + 2.0**-10
+
+
+def test_float_ops_round_once_from_float64():
+    out, _ = run("add", [inp("a", "f32", [TIE_A]), inp("b", "f32", [TIE_B])],
+                 [reg("y", "f16", (1,))])
+    assert out[0].dtype == np.float16 and out[0].tolist() == [ABOVE_TIE]
+    out, _ = run("gemm", [inp("a", "f32", [[TIE_A, TIE_B]]), inp("b", "f32", [[1.0], [1.0]])],
+                 [reg("y", "f16", (1, 1))])
+    assert out[0].tolist() == [[ABOVE_TIE]]
+    out, _ = run("gemm", [inp("a", "f32", [[TIE_A]]), inp("b", "f32", [[1.0]]),
+                          inp("c", "f32", [TIE_B])], [reg("y", "f16", (1, 1))])
+    assert out[0].tolist() == [[ABOVE_TIE]]
+    y1 = reg("y", "f16", (1, 1, 1, 1))
+    out, _ = run("conv2d", [inp("x", "f32", [[[[TIE_A, TIE_B]]]]),
+                            inp("w", "f32", np.ones((1, 1, 2, 1)))], [y1])
+    assert out[0].reshape(-1).tolist() == [ABOVE_TIE]
+    out, _ = run("conv2d", [inp("x", "f32", [[[[TIE_A]]]]), inp("w", "f32", np.ones((1, 1, 1, 1))),
+                            inp("b", "f32", [TIE_B])], [y1])
+    assert out[0].reshape(-1).tolist() == [ABOVE_TIE]
+    out, _ = run("reduce_sum", [inp("x", "f32", [TIE_A, TIE_B])], [reg("y", "f16", (1,))])
+    assert out[0].tolist() == [ABOVE_TIE]
+    out, _ = run("layernorm", [inp("x", "f32", [[-1.0, 1.0]]), inp("g", "f32", [1.0, 1.0]),
+                               inp("b", "f32", [TIE_A, TIE_B])], [reg("y", "f16", (1, 2))],
+                 {"epsilon": 0.0})
+    assert out[0].tolist() == [[0.0, ABOVE_TIE]]  # (1 - 0) / 1 * 1 + TIE_B, then 1 + ...
+
+
+def test_int4_per_group_into_i16():
+    """The group path's output type is the output region's: i16 codes beyond i8."""
+    a = np.array([[100, -100]])
+    w = np.array([[7], [-8]])
+    # one group of two, z = 0, M = 1 * 1 / 0.25 = 4: y = 4 * (700 + 800) = 6000
+    out, _ = run("gemm", [inp("a", "i8", a, pt(1.0, 0)), inp("w", "i4", w, pg(0, 2, [1.0], [0]))],
+                 [reg("y", "i16", (1, 1), pt(0.25, 0))])
+    assert out[0].tolist() == [[6000]] and out[0].dtype == np.int16
+
+
+def test_folded_bias_overflow_names_the_opcode():
+    # bias - z_x * sum(w) = 2**31 - 1 - (-1) * 1 leaves int32
+    msg = raises(OpError, "gemm", [inp("a", "i8", [[0]], pt(1.0, -1)), inp("b", "i8", [[1]]),
+                                   inp("c", "i32", [2**31 - 1])], [reg("y", "i32", (1, 1))])
+    assert msg == "gemm: folded bias does not fit in int32"
