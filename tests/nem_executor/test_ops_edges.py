@@ -1298,3 +1298,33 @@ def test_folded_bias_overflow_names_the_opcode():
     msg = raises(OpError, "gemm", [inp("a", "i8", [[0]], pt(1.0, -1)), inp("b", "i8", [[1]]),
                                    inp("c", "i32", [2**31 - 1])], [reg("y", "i32", (1, 1))])
     assert msg == "gemm: folded bias does not fit in int32"
+
+
+@pytest.mark.parametrize("opcode", ["layernorm", "rmsnorm", "softmax", "log_softmax"])
+def test_norms_of_a_rank_3_input_default_to_the_last_axis(opcode):
+    rng = np.random.default_rng(16)
+    x = f32(rng.standard_normal((2, 3, 4)))
+    t = torch.tensor(x)
+    want = {"layernorm": lambda: F.layer_norm(t, (4,)),
+            "rmsnorm": lambda: F.rms_norm(t, (4,), eps=1e-5),
+            "softmax": lambda: torch.softmax(t, -1),
+            "log_softmax": lambda: torch.log_softmax(t, -1)}[opcode]().numpy()
+    out, _ = run(opcode, [inp("x", "f32", x)], [reg("y", "f32", x.shape)])
+    np.testing.assert_allclose(out[0], want.astype(np.float32), rtol=2e-6, atol=2e-6)
+
+
+def test_work_counts_are_integers():
+    """Work holds whole numbers of MACs, elements and bytes (the cycle model divides them)."""
+    cases = [
+        run("cast", [inp("x", "i8", [1, 2, 3])], [reg("y", "i32", (3,))]),
+        run("relu", [inp("x", "i8", [1, -2, 3])], [reg("y", "i8", (3,))]),
+        run("maxpool", [inp("x", "i8", np.zeros((1, 2, 2, 1)))], [reg("y", "i8", (1, 1, 1, 1))],
+            {"kernel_shape": [2, 2]}),
+        run("argmax", [inp("x", "i8", [[1, 2, 3]])], [reg("y", "i32", (1, 1))], {"axis": 1}),
+        run("relu", [inp("x", "f32", [1.0, 2.0])], [reg("y", "f32", (2,))]),
+        run("gemm", [inp("a", "f32", [[1.0]]), inp("b", "f32", [[1.0]])],
+            [reg("y", "f32", (1, 1))]),
+    ]
+    for _, work in cases:
+        assert type(work.elems) is int and type(work.macs) is int, work
+    assert [w.elems for _, w in cases] == [12, 3, 4, 4, 2, 0]
