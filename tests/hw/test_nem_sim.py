@@ -48,7 +48,10 @@ def test_tiled_matches_the_executor_and_the_hand_result(tiled):
     c = rtl.counters
     assert c["TASKS_ISSUED"] == c["TASKS_DONE"] == len(prep.program.tasks) == 2 + 2 * T
     assert c["BYTES_DDR_L2"] == c["BYTES_L2_DDR"] == T * TB
-    assert 0 < want.total_cycles < c["CYCLES"] < 2 * want.total_cycles
+    # the cycle model is fitted to the engine (docs/engine.md: tiled 740 RTL against 807
+    # modelled on this device); a counter that does not count, or a model gone astray,
+    # leaves the band
+    assert 0.8 * want.total_cycles < c["CYCLES"] < 1.25 * want.total_cycles
 
 
 @needs_rtl
