@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
+import npu
 from nem.binder import bind, plan_from_binary
 from nem.checker import check_text
 from nem.executor import execute
@@ -174,7 +175,9 @@ def test_the_nmu_refuses_int4_weights_as_a_type():
 def test_the_engine_devices_do_not_offer_int4(device):
     # The first guard before the RTL: the engine's devices list no gemm.int4 / conv2d.int4
     # variant, so an int4 program for them fails the check, naming the variant it needs.
-    devices = Path(__file__).resolve().parents[2] / "hw" / "npu" / "devices"
+    # the devices of the npu package (a path from this file would miss them in the copy
+    # of tests/ that mutation testing runs)
+    devices = Path(npu.__file__).resolve().parent / "devices"
     text = GEMM_I4.replace('device "ops_device.nem"', f'device "{device}.nem"')
     (d,) = check_text(text, file="g.nem", base_dir=str(devices)).diagnostics
     assert d.code == "E709" and "gemm matches gemm.int4.no_bias, which device" in d.message
