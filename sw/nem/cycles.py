@@ -47,6 +47,7 @@ CSTL        ``table_cycles``        0        reading a 256-byte lookup table fro
 CSTL        ``entry_cycles``        0        reading a binary eltwise entry from DDR
 CSTL        ``window_cycles``       0        a pool's cost per output chunk beyond its taps
 CSTL        ``average_cycles``      0        an average pool's division per output chunk
+CSTL        ``eltwise_lanes``       1        lanes the binary eltwise ALU computes a cycle
 ==========  ======================  =======  =============================================
 
 With in-order issue (a task binary, as the engine's sequencer runs it) and a device that
@@ -80,9 +81,10 @@ reads a table / an eltwise entry (no ``table_cycles`` when the same CSTL instanc
 same table last: it still holds it, as the engine's CSTL does), plus its datapath cycles:
 a table op or cast one vector per ``lanes`` bytes of its largest operand; a pool per
 output position and chunk of ``lanes`` channels one cycle per tap plus ``window_cycles``
-(and ``average_cycles`` for an average); a binary eltwise one cycle per element (its ALU
-takes one lane a cycle) plus two per chunk of up to ``lanes`` elements of the innermost
-dimension (one run of each input).
+(and ``average_cycles`` for an average); a binary eltwise, per chunk of up to ``lanes``
+elements of the innermost dimension, one cycle per ``eltwise_lanes`` of its elements (the
+ALU's lanes) plus one (the chunk of the first input; the second's is read as the ALU
+starts, the results leave through an output register while the next chunk is read).
 
 Overlap is not modelled here: the executor's event schedule decides which tasks run at
 the same time on different units.
@@ -233,8 +235,10 @@ class CycleModel:
             return fetch + chunks * per_chunk
         if work.entry:
             inner = y.shape[-1] if y.shape else 1
-            chunks = math.prod(y.shape[:-1]) * -(-inner // lanes)
-            return fetch + math.prod(y.shape) + 2 * chunks
+            alu = max(1, self.optional("CSTL", "eltwise_lanes"))
+            full, part = divmod(inner, lanes)
+            row = full * (-(-lanes // alu) + 1) + (-(-part // alu) + 1 if part else 0)
+            return fetch + math.prod(y.shape[:-1]) * row
         return fetch + -(-max(work.elems, 0) // lanes)
 
 

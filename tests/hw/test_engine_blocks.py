@@ -159,6 +159,17 @@ def test_engine_config_refuses_what_it_cannot_build():
                                              r"engine builds \(8 bytes\)"):
             EngineConfig.from_device(dev.__class__(**{**dev.__dict__,
                                                       "unit_characteristics": wide}))
+    # the binary eltwise ALU: 1, 2, 4 or 8 lanes on an 8-byte word
+    for lanes, ok in ((1, True), (8, True), (3, False), (16, False), (-2, False)):
+        alu = {**dev.unit_characteristics,
+               "CSTL": {**dev.unit_characteristics["CSTL"], "eltwise_lanes": lanes}}
+        odd = dev.__class__(**{**dev.__dict__, "unit_characteristics": alu})
+        if ok:
+            assert EngineConfig.from_device(odd).cstl_elt_lanes == lanes
+        else:
+            with pytest.raises(ValueError, match=f"CSTL eltwise_lanes {lanes} is not a power "
+                                                 r"of two from 1 to the L1 word \(8 bytes\)"):
+                EngineConfig.from_device(odd)
 
 
 def _doc_table():

@@ -121,9 +121,9 @@ CONV = "conv2d.async in x, w out y pads=[1, 1, 1, 1] strides=[1, 1] dilations=[1
     (_conv(4), CONV, 10 + 80 + 324 + 256, 10 + math.ceil(36 * 8 * 72 / 64)),
     # relu with another output scale: a table (70) and 600 bytes in words of 8 (75).
     (ACT, "relu.async in x out y", 3 + 70 + 75, 3 + 75),
-    # add: an eltwise entry (20); 600 elements one a cycle, 100 chunks of the innermost 6
-    # at two runs each.
-    (ACT, "add.async in x, x out y", 3 + 20 + 600 + 200, 3 + 75),
+    # add: an eltwise entry (20); 100 chunks of the innermost 6, each its 6 elements one a
+    # cycle (eltwise_lanes unset: 1) and the read of its chunk of x.
+    (ACT, "add.async in x, x out y", 3 + 20 + 100 * (6 + 1), 3 + 75),
     # 2 x 2 max pool, same quantisation (no table): 25 positions x 1 chunk of 6 channels,
     # 4 taps + 2 each. Peak: every tap of every output, 600 bytes / 8.
     (ACT, f"maxpool.async in x out p {POOL}", 3 + 25 * (4 + 2), 3 + 75),
@@ -204,3 +204,13 @@ def test_a_cstl_keeps_the_table_it_read_last(tmp_path):
                      key=lambda r: r.index)
     assert {r.unit for r in records} == {"E0.CSTL[0]"}
     assert [r.end - r.start for r in records] == [148, 148, 148, 78]
+
+
+@pytest.mark.parametrize(("alu", "per_chunk"), [(2, 3 + 1), (4, 2 + 1), (8, 1 + 1)])
+def test_a_wider_eltwise_alu(tmp_path, alu, per_chunk):
+    # the add above on an ALU of 2, 4 or 8 lanes: each chunk of 6 elements takes
+    # ceil(6 / alu) cycles and the read of its chunk of x
+    units = DATAPATH.replace("            average_cycles = 9\n",
+                             f"            average_cycles = 9\n            eltwise_lanes = {alu}\n")
+    assert units != DATAPATH
+    assert _cycles(tmp_path, units, ACT, "add.async in x, x out y") == 3 + 20 + 100 * per_chunk

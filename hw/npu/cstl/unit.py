@@ -35,6 +35,8 @@ between reader and store; ``done`` once the last result byte is written.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -103,14 +105,21 @@ class Cstl(wiring.Component):
         Bytes per L1 word (a power of two).
     depth : int
         L1 words.
+    elt_lanes : int
+        Lanes the binary eltwise ALU computes a cycle (a power of two up to ``lanes``): one
+        copy of its multipliers per lane (``docs/cstl.md``).
     """
 
-    def __init__(self, *, lanes, depth):
+    def __init__(self, *, lanes, depth, elt_lanes=1):
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be a positive integer, not {depth!r}")
         if not isinstance(lanes, int) or lanes < 4 or lanes & (lanes - 1):
             raise ValueError(f"lanes must be a power of two of at least 4, not {lanes!r}")
-        self.lanes, self.depth = lanes, depth
+        if not isinstance(elt_lanes, int) or not 1 <= elt_lanes <= lanes or \
+                elt_lanes & (elt_lanes - 1):
+            raise ValueError(f"elt_lanes must be a power of two from 1 to lanes ({lanes}), "
+                             f"not {elt_lanes!r}")
+        self.lanes, self.depth, self.elt_lanes = lanes, depth, elt_lanes
         super().__init__({"start": In(stream.Signature(task_layout())),
                           "keep": In(1),
                           **_signature(depth, 8 * lanes)})
@@ -255,8 +264,7 @@ class Cstl(wiring.Component):
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
-        elt_out, elt_valid, elt_ready, elt_bad = self._eltwise(m, task, vec, reader.o.valid,
-                                                            store.i.ready, entry)
+        elt = self._eltwise(m, task, vec, reader.o.valid, store.i.ready, entry)
         # a reduction's result: the row's max (through the table of lane 0 when the task
         # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
@@ -267,9 +275,9 @@ class Cstl(wiring.Component):
         with m.Else():
             m.d.comb += red_out.eq(Mux(task.table, looked[0], red_max))
         st_elems = Signal(range(L + 1))
-        m.d.comb += st_elems.eq(Mux(is_elt, tag.lane, Mux(is_red, 1, n_part)))
-        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt_out, Mux(is_red, red_out, out))),
-                     store.i.payload.count.eq(Mux(is_elt, tag.lane,
+        m.d.comb += st_elems.eq(Mux(is_elt, elt.count, Mux(is_red, 1, n_part)))
+        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt.data, Mux(is_red, red_out, out))),
+                     store.i.payload.count.eq(Mux(is_elt, elt.count,
                                                   Mux(is_red, 1, n_part) << task.out_shift))]
         with m.If(is_red):
             # one result per row, at the row's output address, with the row's last vector
@@ -277,9 +285,10 @@ class Cstl(wiring.Component):
                          store.i.payload.addr.eq(tag.yaddr),
                          reader.o.ready.eq(~row_last | store.i.ready)]
         with m.Elif(is_elt):
-            # a vector of x waits in the datapath; a vector of b leaves as the results
-            m.d.comb += [store.i.valid.eq(elt_valid), store.i.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~tag.kind[0] | (store.i.ready & elt_ready))]
+            # a vector of x waits in the datapath; a vector of b leaves once its last lanes
+            # are computed, its results go to the store from the output register
+            m.d.comb += [store.i.valid.eq(elt.valid), store.i.payload.addr.eq(elt.addr),
+                         reader.o.ready.eq(~tag.kind[0] | elt.take)]
         with m.Elif(is_pool):
             # one part of i8 results at the chunk's output address, once per window
             m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap & div_ready),
@@ -329,7 +338,7 @@ class Cstl(wiring.Component):
                     empty = empty | (task.dims[j] == 0)
                 with m.If((cause != 0) | empty):
                     m.next = "DONE"
-                with m.Elif(is_elt & elt_bad):
+                with m.Elif(is_elt & elt.bad):
                     m.d.sync += cause.eq(Cause.REQUANT)
                     m.next = "DONE"
                 with m.Elif(is_elt):
@@ -346,8 +355,9 @@ class Cstl(wiring.Component):
                 with m.If(last_in):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                m.d.comb += [self.busy.eq(1), store.flush.eq(1)]
-                with m.If(~store.busy):
+                # an eltwise's last results may still wait in its output register
+                m.d.comb += [self.busy.eq(1), store.flush.eq(~elt.valid)]
+                with m.If(~store.busy & ~elt.valid):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
@@ -410,10 +420,11 @@ class Cstl(wiring.Component):
 
     def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
-        one lane a cycle through the integer definition of ``nem.numerics`` (the entry's
-        words in ``entry``). Returns the result vector, its valid, whether the datapath
-        takes the vector of ``b`` (all lanes done), and whether the entry is outside
-        ``npu.cstl.model.ENTRY_RANGES`` (``REQUANT``)."""
+        ``elt_lanes`` lanes a cycle through the integer definition of ``nem.numerics`` (the
+        entry's words in ``entry``) into an output register. Returns its ``data``, ``valid``,
+        ``addr`` and ``count`` (the store's payload), ``take`` (the vector of ``b`` leaves:
+        its last lanes are computed this cycle) and ``bad`` (the entry is outside
+        ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
         L = self.lanes
         e = dict(zip(ENTRY_WORDS, entry, strict=True))
         tag = vec.tag
@@ -427,9 +438,8 @@ class Cstl(wiring.Component):
         def byte(k):   # a one-byte run spread over the lanes
             return Mux(spread, vec.data[0], vec.data[k])
 
-        sel = lane[:max(1, (L - 1).bit_length())]
-        qa = Array(a_reg)[sel].as_signed()
-        qb = Array([byte(k) for k in range(L)])[sel].as_signed()
+        P = self.elt_lanes
+        bits = max(1, (L - 1).bit_length())
 
         def i8(word):
             return word[:8].as_signed()
@@ -440,46 +450,63 @@ class Cstl(wiring.Component):
         def rescale(v, mult, shift):
             return (v * mult[:31] + half(shift)) >> shift[:6]
 
-        da = Signal(signed(10))
-        db = Signal(signed(10))
-        m.d.comb += [da.eq(qa - i8(e["a_zero_point"])), db.eq(qb - i8(e["b_zero_point"]))]
-        ls = e["left_shift"][:5]
-        va = Signal(signed(72), name="elt_va")
-        vb = Signal(signed(72), name="elt_vb")
-        m.d.comb += [va.eq(rescale(da << ls, e["a_multiplier"], e["a_shift"])),
-                     vb.eq(rescale(db << ls, e["b_multiplier"], e["b_shift"]))]
-        r = Signal(signed(74), name="elt_r")
-        with m.Switch(task.elt):
-            with m.Case(ELT_OPS["add"]):
-                m.d.comb += r.eq(va + vb)
-            with m.Case(ELT_OPS["sub"]):
-                m.d.comb += r.eq(va - vb)
-            with m.Case(ELT_OPS["mul"]):
-                m.d.comb += r.eq(da * db)
-            with m.Case(ELT_OPS["min"]):
-                m.d.comb += r.eq(Mux(va < vb, va, vb))
-            with m.Case(ELT_OPS["max"]):
-                m.d.comb += r.eq(Mux(va > vb, va, vb))
-        y = Signal(signed(108), name="elt_y")
-        m.d.comb += y.eq(rescale(r, e["y_multiplier"], e["y_shift"]) + i8(e["y_zero_point"]))
-        lo, hi = i8(e["lo"]), i8(e["hi"])
-        low = Signal(signed(108), name="elt_low")
-        m.d.comb += low.eq(Mux(y < lo, lo, y))
-        res = Signal(8, name="elt_res")
-        m.d.comb += res.eq(Mux(low > hi, hi, low)[:8])
+        def alu(j):
+            """The result byte of lane ``lane + j`` (wrapping past the last lane, whose
+            results nothing stores)."""
+            sel = (lane + j)[:bits]
+            qa = Array(a_reg)[sel].as_signed()
+            qb = Array([byte(k) for k in range(L)])[sel].as_signed()
+            da = Signal(signed(10), name=f"elt_da{j}")
+            db = Signal(signed(10), name=f"elt_db{j}")
+            m.d.comb += [da.eq(qa - i8(e["a_zero_point"])), db.eq(qb - i8(e["b_zero_point"]))]
+            ls = e["left_shift"][:5]
+            va = Signal(signed(72), name=f"elt_va{j}")
+            vb = Signal(signed(72), name=f"elt_vb{j}")
+            m.d.comb += [va.eq(rescale(da << ls, e["a_multiplier"], e["a_shift"])),
+                         vb.eq(rescale(db << ls, e["b_multiplier"], e["b_shift"]))]
+            r = Signal(signed(74), name=f"elt_r{j}")
+            with m.Switch(task.elt):
+                with m.Case(ELT_OPS["add"]):
+                    m.d.comb += r.eq(va + vb)
+                with m.Case(ELT_OPS["sub"]):
+                    m.d.comb += r.eq(va - vb)
+                with m.Case(ELT_OPS["mul"]):
+                    m.d.comb += r.eq(da * db)
+                with m.Case(ELT_OPS["min"]):
+                    m.d.comb += r.eq(Mux(va < vb, va, vb))
+                with m.Case(ELT_OPS["max"]):
+                    m.d.comb += r.eq(Mux(va > vb, va, vb))
+            y = Signal(signed(108), name=f"elt_q{j}")
+            m.d.comb += y.eq(rescale(r, e["y_multiplier"], e["y_shift"])
+                             + i8(e["y_zero_point"]))
+            lo, hi = i8(e["lo"]), i8(e["hi"])
+            low = Signal(signed(108), name=f"elt_low{j}")
+            m.d.comb += low.eq(Mux(y < lo, lo, y))
+            res = Signal(8, name=f"elt_res{j}")
+            m.d.comb += res.eq(Mux(low > hi, hi, low)[:8])
+            return res
 
-        valid = Signal()
-        ready = Signal()
-        elt_b = (task.elt != 0) & is_b
-        # lanes 0 .. n-1 one a cycle, then the vector leaves (ready: the reader moves on)
-        m.d.comb += [valid.eq(elt_b & vec_valid & (lane == n)), ready.eq(lane == n)]
-        with m.If(elt_b & vec_valid & (lane != n)):
-            m.d.sync += lane.eq(lane + 1)
+        results = [alu(j) for j in range(P)]
+        # the output register: a vector's results and where they go, until the store
+        # takes them; the next vector of b is computed into it only once it is free
+        o_valid = Signal(name="elt_o_valid")
+        o_addr = Signal.like(tag.yaddr, name="elt_o_addr")
+        o_count = Signal.like(n, name="elt_o_count")
+        free = Signal()
+        step = Signal()
+        take = Signal()
+        m.d.comb += [free.eq(~o_valid | store_ready),
+                     step.eq((task.elt != 0) & is_b & vec_valid & free),
+                     take.eq(step & (lane + P >= n))]
+        with m.If(o_valid & store_ready):
+            m.d.sync += o_valid.eq(0)
+        with m.If(step):
+            m.d.sync += lane.eq(lane + P)
             for k in range(L):
-                with m.If(lane == k):
-                    m.d.sync += y_reg[k].eq(res)
-        with m.If(valid & store_ready):
-            m.d.sync += lane.eq(0)
+                with m.If(lane == k - k % P):
+                    m.d.sync += y_reg[k].eq(results[k % P])
+        with m.If(take):  # lanes 0 .. n-1 done: the vector leaves (the reader moves on)
+            m.d.sync += [lane.eq(0), o_valid.eq(1), o_addr.eq(tag.yaddr), o_count.eq(n)]
         with m.If(take_a & vec_valid):
             m.d.sync += [a_reg[k].eq(byte(k)) for k in range(L)]
 
@@ -490,7 +517,8 @@ class Cstl(wiring.Component):
             if field in MUL_UNUSED:
                 out_of = out_of & (task.elt != ELT_OPS["mul"])
             bad = bad | out_of
-        return Cat(*y_reg), valid, ready, bad
+        return SimpleNamespace(data=Cat(*y_reg), valid=o_valid, addr=o_addr, count=o_count,
+                               take=take, bad=bad)
 
 
 class CstlUnit(wiring.Component):
@@ -504,10 +532,10 @@ class CstlUnit(wiring.Component):
     :class:`Cstl`.
     """
 
-    def __init__(self, *, lanes, depth):
-        self.core = Cstl(lanes=lanes, depth=depth)
+    def __init__(self, *, lanes, depth, elt_lanes=1):
+        self.core = Cstl(lanes=lanes, depth=depth, elt_lanes=elt_lanes)
         self.regs = CstlRegisters()
-        self.lanes, self.depth = lanes, depth
+        self.lanes, self.depth, self.elt_lanes = lanes, depth, elt_lanes
         super().__init__({
             "clear": In(1),
             "write": In(stream.Signature(write_layout())),

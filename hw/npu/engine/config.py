@@ -86,6 +86,7 @@ class EngineConfig:
     addr_width: int = DDR_ADDRESS_BITS  # AXI (DDR) byte address (nem.taskformat)
     nmu: NmuGeometry | None = None  # the engine's NMU, if the device has one
     n_cstl: int = 0  # CSTL instances
+    cstl_elt_lanes: int = 1  # lanes of each CSTL's binary eltwise ALU (CSTL eltwise_lanes)
 
     @property
     def n_nmu(self) -> int:
@@ -153,6 +154,10 @@ class EngineConfig:
         if n_cstl > MAX_CSTL:
             raise ValueError(f"device {device.name}: {n_cstl} CSTLs per engine; the engine "
                              f"generator builds at most {MAX_CSTL}")
+        elt_lanes = device.characteristic("CSTL", "eltwise_lanes") or 1
+        if elt_lanes not in [1 << k for k in range(dma_bpc.bit_length())]:
+            raise ValueError(f"device {device.name}: CSTL eltwise_lanes {elt_lanes} is not a "
+                             f"power of two from 1 to the L1 word ({dma_bpc} bytes)")
         return cls(
             name=device.name,
             data_width=8 * dma_bpc,
@@ -164,6 +169,7 @@ class EngineConfig:
             device_hash=device_hash(device),
             nmu=nmu,
             n_cstl=n_cstl,
+            cstl_elt_lanes=elt_lanes,
         )
 
     @classmethod

@@ -334,7 +334,7 @@ class NemEngine(wiring.Component):
         fetcher on the AXI reader."""
         cfg = self.config
         unit = seq.cstl_index + k
-        u = CstlUnit(lanes=cfg.wbytes, depth=cfg.l1_depth)
+        u = CstlUnit(lanes=cfg.wbytes, depth=cfg.l1_depth, elt_lanes=cfg.cstl_elt_lanes)
         m.submodules[f"cstl{k}"] = u
         m.submodules[f"table{k}"] = fetch = TableFetcher(addr_width=cfg.addr_width,
                                                         data_width=cfg.data_width)
