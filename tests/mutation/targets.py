@@ -52,7 +52,8 @@ _T = Target
 _CONTAINER_TESTS = ("tests/nac_container/test_errors.py",
                     "tests/nac_container/test_container_api.py",
                     "tests/nac_container/test_golden.py",
-                    "tests/nac_container/test_roundtrip.py")
+                    "tests/nac_container/test_roundtrip.py",
+                    "tests/nac_container/test_container_edges.py")
 TARGETS = {t.module: t for t in (
     _T("nem.numerics", ("tests/nem_numerics/test_numerics.py",
                         "tests/nem_numerics/test_numerics_edges.py",

@@ -1,0 +1,1 @@
+"""placeholder: filled by the mutation work (see tests/mutation/targets.py)."""
