@@ -127,6 +127,23 @@ REASONS = {
     "tuple-constant": (
         "every kernel that takes a list constant (sizes, strides, pads, dims, ranges) "
         "accepts a tuple alike and prints it through list()"),
+    "checked-lengths": (
+        "zip's strict= dropped where the two lists' lengths were compared just before (the "
+        "entry's channel or group count against both lists), so zip never sees unequal ones"),
+    "codec-case": "Python's codec names are case-insensitive: 'UTF-8' is 'utf-8'",
+    "unit-has-map": (
+        "REGISTER_MAPS has a map for every Unit and the unit code was checked before, so "
+        "regs is never None and the other branch's value is never used"),
+    "entry-in-bounds": (
+        "decode checked that the whole buffer table lies inside the binary before it reads "
+        "the entries, so _unpack never reports a short buffer entry and its 'what' is unused"),
+    "differing-sides": (
+        "in the branch for a binary whose length disagrees with its header, data_at + ndata "
+        "!= len(data), so '>=' and '>' choose the same text"),
+    "falsy-name": "None and '' both fail 'not text', the only use of the value",
+    "zero-padding": (
+        "read_attr_words pads the ATTR words with zeros; more zero words than ATTR_WORDS "
+        "change nothing: slots index below ATTR_WORDS and a zero word is never a stray one"),
 }
 
 _GROUPS = {
@@ -217,6 +234,16 @@ _GROUPS = {
     "tuple-constant": ["nac.runtime.x_run__mutmut_104"],
     "integral-repeat": ["nac.runtime.x__sdpa__mutmut_62", "nac.runtime.x__sdpa__mutmut_76"],
     "truthy-mask": ["nac.runtime.x__sdpa__mutmut_121", "nac.runtime.x__sdpa__mutmut_123"],
+    "checked-lengths": [*(f"nem.taskformat.x_encode_group_requant__mutmut_{n}"
+                          for n in (56, 59, 60)),
+                        *(f"nem.taskformat.x_encode_requant__mutmut_{n}" for n in (42, 45, 46))],
+    "codec-case": ["nem.taskformat.x_decode__mutmut_145", "nem.taskformat.x_encode__mutmut_8"],
+    "unit-has-map": ["nem.taskformat.x_decode__mutmut_228",
+                     "nem.taskformat.x_decode__mutmut_232"],
+    "entry-in-bounds": ["nem.taskformat.x_decode__mutmut_119"],
+    "differing-sides": ["nem.taskformat.x_decode__mutmut_107"],
+    "falsy-name": ["nem.taskformat.x_decode__mutmut_146"],
+    "zero-padding": ["nem.taskformat.x_read_attr_words__mutmut_12"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
