@@ -4,9 +4,12 @@
 token graph their slot conflicts need (``sim.engine_programs.random_copies``), a tiled int8
 gemm (``gemm_tiles``), a conv2d with random pads / strides / dilations (``conv_tiles``),
 quantised activations through CSTL lookup tables (``table_tiles``, a random mix of relu,
-sigmoid and tanh) or CSTL casts (``cast_tiles``) -- with random sizes that bind on the
-device. :func:`run_random` runs one through the ``npu nem sim`` runner
-(:mod:`sim.program_run`) and returns the first difference from the executor, or None.
+sigmoid and tanh), CSTL casts (``cast_tiles``), max / average pools with random kernels,
+strides and pads (``pool_tiles``), binary eltwise ops with a broadcast row
+(``eltwise_tiles``, a random mix of add, sub, mul, min and max) or last-axis reductions
+(``reduction_tiles``) -- with random sizes that bind on the device. :func:`run_random`
+runs one through the ``npu nem sim`` runner (:mod:`sim.program_run`) and returns the
+first difference from the executor, or None.
 Used by ``tests/e2e/test_random_rtl.py`` (a few seeds) and ``npu sim`` (more).
 """
 
@@ -17,14 +20,22 @@ import tempfile
 from pathlib import Path
 
 from nem.binder import BindError
-from sim.engine_cstl_programs import Y_QUANT, cast_tiles, table_tiles
+from sim.engine_cstl_programs import (
+    ELT_OUT,
+    Y_QUANT,
+    cast_tiles,
+    eltwise_tiles,
+    pool_tiles,
+    reduction_tiles,
+    table_tiles,
+)
 from sim.engine_nmu_programs import conv_tiles, gemm_tiles
 from sim.engine_programs import random_copies
 from sim.program_run import SimError, compare, expected, prepare, simulate
 
 __all__ = ["KINDS", "random_program", "run_random"]
 
-KINDS = ("copies", "gemm", "conv", "table", "cast")
+KINDS = ("copies", "gemm", "conv", "table", "cast", "pool", "eltwise", "reduction")
 
 
 def _draw(kind, rng, seed):
@@ -49,6 +60,25 @@ def _draw(kind, rng, seed):
         rows = r(1, 12)
         ops = rng.sample(sorted(Y_QUANT), r(1, len(Y_QUANT)))
         return table_tiles(rows, r(1, 24), r(1, rows), ops=tuple(ops))
+    if kind == "pool":
+        while True:
+            kh, kw = r(1, 3), r(1, 3)
+            h, w = r(kh, 7), r(kw, 7)
+            pads = (r(0, kh - 1), r(0, kw - 1), r(0, kh - 1), r(0, kw - 1))
+            strides = (r(1, 2), r(1, 2))
+            oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
+            if oh < 1:
+                continue
+            return pool_tiles(rng.choice(["maxpool", "avgpool"]), r(1, 2), h, w, r(1, 12),
+                              (kh, kw), strides, pads, r(1, oh),
+                              requant=tuple(rng.random() < 0.5 for _ in range(2)))
+    if kind == "eltwise":
+        rows = r(1, 10)
+        ops = rng.sample(sorted(ELT_OUT), r(1, len(ELT_OUT)))
+        return eltwise_tiles(rows, r(1, 24), r(1, rows), ops=tuple(ops))
+    if kind == "reduction":
+        rows = r(1, 10)
+        return reduction_tiles(rows, r(1, 24), r(1, rows), seed=seed)
     rows = r(1, 10)
     return cast_tiles(rows, r(1, 16), r(1, rows))
 

@@ -2,9 +2,10 @@
 
 ``sim.random_programs`` draws a program from a seed (random copies with the token graph
 their slot conflicts need, a tiled gemm, a conv2d with random pads / strides / dilations,
-CSTL lookup-table activations, CSTL casts; random sizes that bind on the device) and runs
+CSTL lookup-table activations, casts, pools, binary eltwise ops and last-axis reductions;
+random sizes that bind on the device) and runs
 it through the ``npu nem sim`` runner: the RTL must end done with every buffer equal to the
-executor's run of the same binary, byte for byte. Five seeds here, one of each kind (one
+executor's run of the same binary, byte for byte. Eight seeds here, one of each kind (one
 cocotb run each on the cached ``small`` engine, seed 1 with random AXI pauses); ``npu sim``
 runs more of them on the ``sim`` engine (``--random N``).
 """
@@ -19,7 +20,7 @@ from sim.random_programs import KINDS, random_program, run_random
 
 @pytest.mark.cocotb
 @pytest.mark.xdist_group(engine_design("small").key)
-@pytest.mark.parametrize("seed", range(5))  # copies + token graph, gemm, conv, tables, casts
+@pytest.mark.parametrize("seed", range(len(KINDS)))  # one of each kind
 def test_random_program_on_the_rtl_equals_the_executor(seed):
     what, prep, rtl, problem = run_random(seed, "small", stalls=seed == 1)
     assert problem is None, f"{what}: {problem}"
@@ -28,7 +29,8 @@ def test_random_program_on_the_rtl_equals_the_executor(seed):
     # the program did the kind of work it was drawn for
     kind = KINDS[seed % len(KINDS)]
     prefix = {"copies": "BUSY_DMA", "gemm": "BUSY_NMU", "conv": "BUSY_NMU",
-              "table": "BUSY_CSTL", "cast": "BUSY_CSTL"}[kind]
+              "table": "BUSY_CSTL", "cast": "BUSY_CSTL", "pool": "BUSY_CSTL",
+              "eltwise": "BUSY_CSTL", "reduction": "BUSY_CSTL"}[kind]
     assert sum(v for k, v in c.items() if k.startswith(prefix)) > 0, what
 
 
