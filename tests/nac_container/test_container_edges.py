@@ -121,6 +121,23 @@ def test_cursor_unpack_little_endian_scalar_and_tuple():
     assert cur.unpack("BH", "f") == (9, 0x0708)
 
 
+def test_cursor_unpack_of_a_format_not_seen_before(monkeypatch):
+    # Formats are compiled on first use: an empty cache must still read little-endian.
+    monkeypatch.setattr(_Cursor, "_structs", {})
+    cur = _Cursor(bytes([1, 2, 3, 4, 5]), 0, 5, "TEST")
+    assert cur.unpack("BI", "f") == (1, 0x05040302)
+    assert set(_Cursor._structs) == {"BI"}
+
+
+def test_counts_are_unsigned_and_located():
+    # 0xFFFFFFFF is a count of 4294967295 records (uint32), not -1.
+    check(failure(nac_bytes(("CMAP", u32(0xFFFFFFFF)))), "CMAP", "entry count", BODY,
+          4294967295, "count 4294967295 of records of at least 3 bytes does not fit in the "
+          "0 bytes that remain")
+    check(failure(nac_bytes(("CMAP", b"\0\0"))), "CMAP", "entry count", BODY, 4,
+          "needs 4 bytes, 2 remain in the section")
+
+
 def test_cursor_record_with_one_and_two_fields():
     one = Record("one", [("v", "u16", "a value")])
     cur = _Cursor(bytes([0x34, 0x12, 7, 0, 3]), 0, 5, "TEST")
@@ -302,3 +319,249 @@ def test_rsrc():
     body = u32(2) + bytes(11)
     check(failure(nac_bytes(("RSRC", body))), "RSRC", "file count", BODY, 2,
           "count 2 of records of at least 6 bytes does not fit in the 11 bytes that remain")
+
+
+# -------------------------------------------------------------------------------- read_data
+
+
+def names(entries):
+    """A DATA name block: uint32 count, then per entry uint16 id, uint16 length, UTF-8."""
+    return u32(len(entries)) + b"".join(u16(i, len(n.encode())) + n.encode() for i, n in entries)
+
+
+def tensor(pid, meta, data, *, meta_len=None, data_len=None):
+    """One DATA block-3 record: uint16 id, uint32 metadata length, uint64 data length."""
+    return (u16(pid) + u32(len(meta) if meta_len is None else meta_len)
+            + struct.pack("<Q", len(data) if data_len is None else data_len) + meta + data)
+
+
+def data_file(params, tensors, qbyte=0x80):
+    body = names(params) + names(()) + u32(len(tensors)) + b"".join(tensors)
+    return nac_bytes(("DATA", body), qbyte=qbyte)
+
+
+# Where tensor 0 starts when block 1 holds the one name "w": count 4 + entry 5, block 2
+# count 4, block 3 count 4.
+T0 = BODY + 17
+
+
+def test_data_names_without_block_3():
+    body = u32(2) + u16(1, 0) + u16(2, 0) + names(((0, "x"),))  # 4-byte entries fit exactly
+    nac = loads(nac_bytes(("DATA", body), qbyte=0))
+    assert nac.data == DataSection(((1, ""), (2, "")), ((0, "x"),), None)
+    assert nac.data.tensors is None and not nac.internal_weights
+    # With internal weights the same bytes lack block 3.
+    check(failure(nac_bytes(("DATA", body))), "DATA", "tensor count", BODY + len(body), 4,
+          "needs 4 bytes, 0 remain in the section")
+    body = u32(2) + u16(1, 0) + u16(1, 0)
+    check(failure(nac_bytes(("DATA", body + u32(0)), qbyte=0)), "DATA", "params[1].id",
+          BODY + 8, 1, "duplicate parameter id 1")
+    body = u32(0) + u32(2) + u16(1, 0) + u16(1, 0)
+    check(failure(nac_bytes(("DATA", body), qbyte=0)), "DATA", "inputs[1].id", BODY + 12, 1,
+          "duplicate input index 1")
+
+
+def test_data_tensors_of_every_quantisation_by_hand():
+    f32 = struct.Struct("<f")
+    records = [
+        # int8 [4], INT8_TENSOR: scale 0.25.
+        tensor(1, u8(7, 1) + u32(4) + u8(2) + f32.pack(0.25), b"\x01\x02\x03\x04"),
+        # int8 [2, 1], INT8_CHANNEL: axis 1, 2 scales.
+        tensor(2, u8(7, 2) + u32(2, 1) + u8(3) + u8(1) + u32(2) + struct.pack("<2f", 1, 2),
+               b"\x05\x06"),
+        # uint8 [3], BLOCK_FP8: block 32, original shape [2, 3], one scale.
+        tensor(3, u8(8, 1) + u32(3) + u8(4) + u16(32) + u8(2) + u32(2, 3) + u32(1)
+               + f32.pack(0.5), b"\x07\x08\x09"),
+        # float16 scalar (rank 0: one element), FP16: no parameters.
+        tensor(4, u8(2, 0) + u8(1), b"\x00\x3c"),
+        # float32 [0], no quantisation, no data: ends exactly at the end of the section.
+        tensor(5, u8(0, 1) + u32(0) + u8(0), b""),
+    ]
+    params = tuple((i, f"p{i}") for i in range(1, 6))
+    nac = loads(data_file(params, records))
+    assert nac.data.tensors == (
+        (1, Tensor(DType.INT8, (4,), QuantMethod.INT8_TENSOR, QuantParams(scales=(0.25,)),
+                   b"\x01\x02\x03\x04")),
+        (2, Tensor(DType.INT8, (2, 1), QuantMethod.INT8_CHANNEL,
+                   QuantParams(scales=(1.0, 2.0), axis=1), b"\x05\x06")),
+        (3, Tensor(DType.UINT8, (3,), QuantMethod.BLOCK_FP8,
+                   QuantParams(scales=(0.5,), block_size=32, orig_shape=(2, 3)), b"\x07\x08\x09")),
+        (4, Tensor(DType.FLOAT16, (), QuantMethod.FP16, None, b"\x00\x3c")),
+        (5, Tensor(DType.FLOAT32, (0,), QuantMethod.NONE, None, b"")),
+    )
+    # The writer gives back the same bytes (canonical layout).
+    assert dumps(nac) == data_file(params, records)
+
+
+def test_tensor_count_of_14_byte_records():
+    # Two tensors need at least 2 * 14 bytes: 28 remain, so the count passes and the
+    # second tensor's 14-byte header is what does not fit (21 + 7 bytes).
+    body = names(((0, "w"),)) + names(()) + u32(2) + tensor(0, u8(0, 1) + u32(0) + u8(0),
+                                                              b"") + bytes(7)
+    check(failure(nac_bytes(("DATA", body))), "DATA", "tensor[1] header", T0 + 21, 14,
+          "needs 14 bytes, 7 remain in the section")
+    body = names(((0, "w"),)) + names(()) + u32(2) + bytes(27)
+    check(failure(nac_bytes(("DATA", body))), "DATA", "tensor count", T0 - 4, 2,
+          "count 2 of records of at least 14 bytes does not fit in the 27 bytes that remain")
+
+
+@pytest.mark.parametrize(("record", "field", "offset", "value", "message"), [
+    (tensor(0, u8(0, 0, 0), b"\0" * 4, meta_len=100), "tensor[0].metadata_length", T0 + 2, 100,
+     "metadata length exceeds the section"),
+    (tensor(0, u8(0, 0, 0), b"\0" * 4, meta_len=8), "tensor[0].metadata_length", T0 + 2, 8,
+     "metadata length exceeds the section"),
+    (tensor(0, u8(10, 0, 0), b"\0" * 4), "tensor[0].dtype", T0 + 14, 10, "unknown dtype code 10"),
+    (tensor(0, u8(0, 0, 5), b"\0" * 4), "tensor[0].quant", T0 + 16, 5,
+     "unknown quantisation code 5"),
+    (tensor(0, u8(0, 0, 0, 9), b"\0" * 4), "end", T0 + 17, None,
+     "1 trailing bytes after the section's content"),
+    (tensor(0, u8(6, 2) + u32(2, 3) + u8(0), b"\0" * 5), "tensor[0].data_length", T0 + 6, 5,
+     "data length 5 does not match dtype int16 and shape [2, 3] (12 bytes)"),
+    (tensor(0, u8(0, 1) + u32(2) + u8(0), b"\0" * 4, data_len=8), "tensor[0].data", T0 + 21, 8,
+     "needs 8 bytes, 4 remain in the section"),
+    (tensor(0, b"", b"\0" * 4), "tensor[0].dtype", T0 + 14, 1,
+     "needs 1 bytes, 0 remain in the section"),
+    (tensor(0, u8(0), b"\0" * 4), "tensor[0].rank", T0 + 15, 1,
+     "needs 1 bytes, 0 remain in the section"),
+    (tensor(0, u8(0, 2) + u32(1), b"\0" * 4), "tensor[0].shape", T0 + 16, 8,
+     "needs 8 bytes, 4 remain in the section"),
+    (tensor(0, u8(0, 0), b"\0" * 4), "tensor[0].quant", T0 + 16, 1,
+     "needs 1 bytes, 0 remain in the section"),
+    (tensor(0, u8(7, 0, 2) + b"\0\0", b"\0"), "tensor[0].quant.scale", T0 + 17, 4,
+     "needs 4 bytes, 2 remain in the section"),
+    (tensor(0, u8(7, 0, 3), b"\0"), "tensor[0].quant.axis", T0 + 17, 1,
+     "needs 1 bytes, 0 remain in the section"),
+    (tensor(0, u8(7, 0, 3, 1) + b"\0\0", b"\0"), "tensor[0].quant.count", T0 + 18, 4,
+     "needs 4 bytes, 2 remain in the section"),
+    (tensor(0, u8(7, 0, 3, 1) + u32(2) + bytes(4), b"\0"), "tensor[0].quant.scales", T0 + 22, 8,
+     "needs 8 bytes, 4 remain in the section"),
+    (tensor(0, u8(7, 0, 4, 1), b"\0"), "tensor[0].quant.block_size", T0 + 17, 2,
+     "needs 2 bytes, 1 remain in the section"),
+    (tensor(0, u8(7, 0, 4) + u16(32), b"\0"), "tensor[0].quant.orig_rank", T0 + 19, 1,
+     "needs 1 bytes, 0 remain in the section"),
+    (tensor(0, u8(7, 0, 4) + u16(32) + u8(2) + u32(2), b"\0"), "tensor[0].quant.orig_shape",
+     T0 + 20, 8, "needs 8 bytes, 4 remain in the section"),
+    (tensor(0, u8(7, 0, 4) + u16(32) + u8(1) + u32(2), b"\0"), "tensor[0].quant.count",
+     T0 + 24, 4, "needs 4 bytes, 0 remain in the section"),
+    (tensor(0, u8(7, 0, 4) + u16(32) + u8(1) + u32(2) + u32(1), b"\0"),
+     "tensor[0].quant.scales", T0 + 28, 4, "needs 4 bytes, 0 remain in the section"),
+])
+def test_tensor_rejections(record, field, offset, value, message):
+    check(failure(data_file(((0, "w"),), [record])), "DATA", field, offset, value, message)
+
+
+def test_tensor_without_a_parameter_name():
+    records = [tensor(0, u8(7, 0, 0), b"\0"), tensor(7, u8(7, 0, 0), b"\0")]
+    raw = data_file(((0, "w"),), records)
+    check(failure(raw), "DATA", "tensor[1].param_id", len(raw), 7,
+          "tensor 1: parameter id 7 has no name in block 1")
+
+
+# --------------------------------------------------------------------------------- read_ops
+
+
+def ops_file(*instructions, perm=(), cnst=None, mmap=None, **fields):
+    """OPS (and PERM, CNST, MMAP bodies when given) built by hand; OPS body at BODY."""
+    sections = [("OPS ", u32(len(instructions)) + b"".join(instructions))]
+    if mmap is not None:
+        sections.insert(0, ("MMAP", mmap))
+    if cnst is not None:
+        sections.append(("CNST", cnst))
+    if perm:
+        sections.append(("PERM", u32(len(perm)) + b"".join(
+            u16(i) + u8(len(s)) + s.encode() for i, s in perm)))
+    return nac_bytes(*sections, **fields)
+
+
+INPUT = u8(2, 0)
+I1 = BODY + 4 + 2  # instruction 1 after a 2-byte <INPUT B=0>
+CNST5 = u32(1) + u16(5) + u8(2) + u16(8) + struct.pack("<q", 3)
+
+
+def test_ops_by_hand():
+    nac = loads(ops_file(INPUT, u8(10, 0), u8(11, 1) + i16(1, 5) + i16(-1, 0),
+                         u8(12, 2) + i16(-1, -2), u8(13, 3) + i16(0) + i16(-3, -1),
+                         u8(6, 4) + i16(1, 2, 3) + i16(-1), u8(2, 3) + i16(1, 5),
+                         u8(2, 2) + i16(2, 0), u8(2, 2) + i16(1, 9),
+                         perm=((1, "Ti"), (2, "TT"), (3, "AT")), cnst=CNST5,
+                         **{"qbyte": 0x80}))
+    assert nac.ops[1:] == (
+        Instruction(10, 0), Instruction(11, 1, (1, 5), (-1, 0)),
+        Instruction(12, 2, None, (-1, -2)), Instruction(13, 3, (0,), (-3, -1)),
+        Instruction(6, 4, (1, 2, 3), (-1,)), Instruction(2, 3, (1, 5)),
+        Instruction(2, 2, (2, 0)), Instruction(2, 2, (1, 9)))
+    assert nac.ops[0] == Instruction(2, 0) and len(nac.ops) == 9
+
+
+def test_ops_count_of_2_byte_records():
+    assert loads(ops_file(INPUT, INPUT)).ops == (Instruction(2, 0), Instruction(2, 0))
+    raw = nac_bytes(("OPS ", u32(3) + INPUT * 2 + b"\0"))
+    check(failure(raw), "OPS ", "instruction count", BODY, 3,
+          "count 3 of records of at least 2 bytes does not fit in the 5 bytes that remain")
+    raw = nac_bytes(("OPS ", u32(2) + u8(11, 1) + i16(-1) + b"\0"), )
+    raw = ops_file(u8(11, 1) + i16(-1), b"\x02", perm=((1, "T"),))
+    check(failure(raw), "OPS ", "instruction[1].A/B", BODY + 8, 2,
+          "needs 2 bytes, 1 remain in the section")
+
+
+@pytest.mark.parametrize("n", [63, 64, 65])
+def test_output_with_many_entries(n):
+    # <OUTPUT B=1> with n entries: C = [n, 0, 1, ...], D = [-1] * n (int16 runs of 63 to 65).
+    raw = ops_file(INPUT, u8(3, 1) + i16(n, *range(n)) + i16(*[-1] * n))
+    assert loads(raw).ops[1] == Instruction(3, 1, (n, *range(n)), (-1,) * n)
+
+
+@pytest.mark.parametrize(("ins", "field", "offset", "value", "message"), [
+    (u8(11, 5), "instruction[1].B", I1 + 1, 5, "instruction 1: signature id 5 is not in PERM"),
+    (u8(11, 1) + i16(-1, 0), "instruction[1].C", I1 + 2, -1, "instruction 1: negative C count"),
+    (u8(11, 1) + i16(3) + b"\0\0\0", "instruction[1].C", I1 + 4, 3,
+     "instruction 1: C needs 3 int16, 1 remain"),
+    (u8(11, 1) + i16(1, 5) + b"\0", "instruction[1].D", I1 + 6, 2,
+     "instruction 1: D needs 2 int16, 0 remain"),
+    (u8(2, 4) + i16(1, 0), "instruction[1].B", I1 + 1, 4,
+     "instruction 1: <INPUT> variant B=4 does not exist"),
+    (u8(2, 1) + i16(3, 0), "instruction[1].C", I1 + 2, 3,
+     "instruction 1: <INPUT> C prefix must be 1 or 2"),
+    (u8(2, 1) + i16(0, 0), "instruction[1].C", I1 + 2, 0,
+     "instruction 1: <INPUT> C prefix must be 1 or 2"),
+    (u8(3, 2) + i16(0), "instruction[1].B", I1 + 1, 2,
+     "instruction 1: <OUTPUT> variant B=2 does not exist"),
+    (u8(3, 1) + i16(-1), "instruction[1].C", I1 + 2, -1, "instruction 1: <OUTPUT B=1> count -1"),
+    (u8(3, 0) + i16(2, 0, 0, -1, -1), "instruction[1].C", I1 + 2, 2,
+     "instruction 1: <OUTPUT B=0> count 2 differs from the header's 1 outputs"),
+    (u8(7, 0), "instruction[1].A", I1, 7,
+     "instruction 1: <CONVERGENCE> (A=7) is experimental in the spec and not supported"),
+    (u8(9, 0), "instruction[1].A", I1, 9,
+     "instruction 1: A=9 is neither a system op nor >= 10"),
+    (u8(0, 0), "instruction[1].A", I1, 0,
+     "instruction 1: A=0 is neither a system op nor >= 10"),
+])
+def test_ops_rejections(ins, field, offset, value, message):
+    raw = ops_file(INPUT, ins, perm=((1, "Ti"),), num_outputs=1)
+    check(failure(raw), "OPS ", field, offset, value, message)
+
+
+def test_ops_trailing_bytes():
+    check(failure(nac_bytes(("OPS ", u32(1) + INPUT + b"\0"))), "OPS ", "end", BODY + 6, None,
+          "1 trailing bytes after the section's content")
+
+
+def test_mmap_parse_errors():
+    ops = u32(1) + INPUT
+    cmd = u8(10) + u16(0)
+    raw = nac_bytes(("MMAP", u32(1) + u16(0) + u8(1) + u8(11) + u16(0)), ("OPS ", ops))
+    check(failure(raw), "MMAP", "record[0].command[0].action", BODY + 7, 11,
+          "unknown action code 11")
+    raw = nac_bytes(("MMAP", u32(1) + u16(0) + u8(2) + cmd), ("OPS ", ops))
+    check(failure(raw), "MMAP", "record[0].command[1]", BODY + 10, 3,
+          "needs 3 bytes, 0 remain in the section")
+    raw = nac_bytes(("MMAP", u32(2) + u16(0) + u8(1) + cmd), ("OPS ", ops))
+    check(failure(raw), "MMAP", "record[1]", BODY + 10, 3,
+          "needs 3 bytes, 0 remain in the section")
+    # Two 3-byte records fit the count (6 bytes); the checks against OPS come after.
+    raw = nac_bytes(("MMAP", u32(2) + u16(0) + u8(0) + u16(1) + u8(0)), ("OPS ", ops))
+    check(failure(raw), "MMAP", "record[0].count", BODY + 4, 0,
+          "record 0: a record without commands")
+    raw = nac_bytes(("MMAP", u32(1) + u16(0) + u8(1) + cmd + b"\0"), ("OPS ", ops))
+    check(failure(raw), "MMAP", "end", BODY + 10, None,
+          "1 trailing bytes after the section's content")
