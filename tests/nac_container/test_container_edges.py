@@ -565,3 +565,328 @@ def test_mmap_parse_errors():
     raw = nac_bytes(("MMAP", u32(1) + u16(0) + u8(1) + cmd + b"\0"), ("OPS ", ops))
     check(failure(raw), "MMAP", "end", BODY + 10, None,
           "1 trailing bytes after the section's content")
+
+
+# --------------------------------------------------------------------------------- validate
+
+# In dumps' canonical layout without MMAP, OPS is the first section: instruction 0 starts
+# after its count at BODY + 4 and each <INPUT B=0> is 2 bytes.
+OPS0 = BODY + 4
+
+
+def located(nac):
+    return failure(dumps(nac))
+
+
+def test_regular_operation_ids():
+    ops = (Instruction(2, 0), Instruction(25, 0))
+    check(located(NacFile(ops=ops)), "OPS ", "instruction[1].A", OPS0 + 2, 25,
+          "instruction 1: operation id 25 is neither standard nor in CMAP")
+    assert loads(dumps(NacFile(ops=ops, cmap=((25, "x"),)))).ops == ops
+    # A = 10 (nac.pass, the lowest regular id) is checked like every regular op.
+    nac = NacFile(perm=((1, "T"),), ops=(Instruction(2, 0), Instruction(10, 1, None, (1,))))
+    check(located(nac), "OPS ", "instruction[1].D", OPS0 + 2, 1,
+          "instruction 1: D offset 1 names instruction 2, not an earlier one")
+    nac = NacFile(perm=((1, "Ti"),), cnst=((5, Constant(ConstType.NULL)),),
+                  ops=(Instruction(2, 0), Instruction(11, 1, (1, 5), (-1, -1))))
+    check(located(nac), "OPS ", "instruction[1].C", OPS0 + 2, None,
+          "instruction 1: C has 1 constant ids, D has 0 zeros")
+
+
+def test_constant_ids_in_cnst():
+    perm = ((1, "Ti"),)
+    ops = (Instruction(2, 0), Instruction(11, 1, (1, 6), (-1, 0)))
+    check(located(NacFile(perm=perm, cnst=((5, Constant(ConstType.NULL)),), ops=ops)), "OPS ",
+          "instruction[1].C", OPS0 + 2, 6, "instruction 1: constant id 6 is not in CNST")
+    check(located(NacFile(perm=perm, ops=ops)), "OPS ", "instruction[1].C", OPS0 + 2, 6,
+          "instruction 1: constant id 6 is not in CNST")
+    # C is int16: id 32768 is stored as -32768 and found in CNST as 32768.
+    ops = (Instruction(2, 0), Instruction(11, 1, (1, -32768), (-1, 0)))
+    nac = NacFile(perm=perm, cnst=((32768, Constant(ConstType.NULL)),), ops=ops)
+    assert loads(dumps(nac)) == nac
+    check(located(NacFile(perm=perm, cnst=((5, Constant(ConstType.NULL)),), ops=ops)), "OPS ",
+          "instruction[1].C", OPS0 + 2, 32768, "instruction 1: constant id 32768 is not in CNST")
+
+
+def test_input_references():
+    data = DataSection(params=((40000, "w"),), tensors=())
+    nac = NacFile(ops=(Instruction(2, 1, (2, 40000 - 65536)),), data=data)
+    assert loads(dumps(nac)) == nac
+    check(located(NacFile(ops=(Instruction(2, 0), Instruction(2, 1, (2, 9))))), "OPS ",
+          "instruction[1].C", OPS0 + 2, 9, "instruction 1: parameter id 9 is not in DATA")
+    check(located(NacFile(ops=(Instruction(2, 1, (2, 9)),), data=data)), "OPS ",
+          "instruction[0].C", OPS0, 9, "instruction 0: parameter id 9 is not in DATA")
+    cnst = ((4, Constant(ConstType.NULL)),)
+    nac = NacFile(ops=(Instruction(2, 3, (1, 4)),), cnst=cnst)
+    assert loads(dumps(nac)) == nac
+    check(located(NacFile(ops=(Instruction(2, 0), Instruction(2, 3, (1, 5))), cnst=cnst)),
+          "OPS ", "instruction[1].C", OPS0 + 2, 5,
+          "instruction 1: lifted constant id 5 is not in CNST")
+    # <INPUT B=2> names a graph input by index: nothing to look up.
+    nac = NacFile(ops=(Instruction(2, 2, (1, 123)),))
+    assert loads(dumps(nac)) == nac
+
+
+@pytest.mark.parametrize("a", [3, 6])
+def test_output_and_control_flow_offsets(a):
+    def ins(d):
+        return Instruction(3, 1, (1, 0), (d,)) if a == 3 else Instruction(6, 0, (0, 0, 0), (d,))
+    nac = NacFile(ops=(Instruction(2, 0), Instruction(2, 0), ins(-2)))
+    assert loads(dumps(nac)) == nac
+    for d in (0, 1, -3):
+        check(located(NacFile(ops=(Instruction(2, 0), Instruction(2, 0), ins(d)))), "OPS ",
+              "instruction[2].D", OPS0 + 4, d,
+              f"instruction 2: D offset {d} does not name an earlier instruction")
+
+
+def test_one_output_b0_at_most():
+    out0 = Instruction(3, 0, (0,), ())
+    nac = NacFile(ops=(Instruction(2, 0), out0, Instruction(3, 1, (0,), ())))
+    assert loads(dumps(nac)) == nac
+    err = located(NacFile(ops=(Instruction(2, 0), out0, out0)))
+    assert (err.section, err.field, err.offset, err.value) == ("OPS ", "A", None, None)
+    assert str(err) == "section OPS, field A: more than one <OUTPUT B=0>"
+
+
+# Three instructions; index 1 loads parameter 7 (the one PRELOAD target).
+MMAP_OPS = (Instruction(2, 0), Instruction(2, 1, (2, 7)), Instruction(2, 0))
+MMAP_DATA = DataSection(params=((7, "w"),), tensors=())
+REC0 = BODY + 4  # MMAP is the first section; record 0 follows its count
+S, FR, FW, P = MmapAction.SAVE_RESULT, MmapAction.FREE, MmapAction.FORWARD, MmapAction.PRELOAD
+
+
+def mmap_file(*records, ops=MMAP_OPS):
+    return NacFile(ops=ops, data=MMAP_DATA, mmap=records)
+
+
+def test_mmap_valid_bounds():
+    nac = mmap_file(MmapRecord(0, ((S, 0), (FW, 2))),
+                    MmapRecord(1, ((S, 1), (FR, 0), (FW, 2), (P, 1))),
+                    MmapRecord(2, ((FR, 1),)))
+    assert loads(dumps(nac)) == nac
+
+
+@pytest.mark.parametrize(("records", "offset", "field", "value", "message"), [
+    ((MmapRecord(3, ((S, 3),)),), REC0, "record[0].tick", 3,
+     "record 0: tick 3 is outside OPS (3 instructions)"),
+    ((MmapRecord(0, ((S, 0),)), MmapRecord(0, ((S, 0),))), REC0 + 6, "record[1].tick", 0,
+     "record 1: tick 0 does not follow tick 0"),
+    ((MmapRecord(2, ((S, 2),)), MmapRecord(1, ((S, 1),))), REC0 + 6, "record[1].tick", 1,
+     "record 1: tick 1 does not follow tick 2"),
+    ((MmapRecord(1, ()),), REC0, "record[0].count", 0, "record 0: a record without commands"),
+    ((MmapRecord(1, ((S, 1), (S, 2))),), REC0, "record[0].command[1].target", 2,
+     "record 0 (tick 1): SAVE_RESULT target 2 is not valid for this action"),
+    ((MmapRecord(1, ((FR, 1),)),), REC0, "record[0].command[0].target", 1,
+     "record 0 (tick 1): FREE target 1 is not valid for this action"),
+    ((MmapRecord(1, ((FW, 1),)),), REC0, "record[0].command[0].target", 1,
+     "record 0 (tick 1): FORWARD target 1 is not valid for this action"),
+    ((MmapRecord(1, ((FW, 3),)),), REC0, "record[0].command[0].target", 3,
+     "record 0 (tick 1): FORWARD target 3 is not valid for this action"),
+    ((MmapRecord(0, ((P, 2),)),), REC0, "record[0].command[0].target", 2,
+     "record 0 (tick 0): PRELOAD target 2 is not valid for this action"),
+    ((MmapRecord(2, ((P, 1),)),), REC0, "record[0].command[0].target", 1,
+     "record 0 (tick 2): PRELOAD target 1 is not valid for this action"),
+])
+def test_mmap_rejections(records, offset, field, value, message):
+    check(located(mmap_file(*records)), "MMAP", field, offset, value, message)
+
+
+def test_mmap_without_ops():
+    check(located(NacFile(mmap=(MmapRecord(0, ((S, 0),)),))), "MMAP", "record[0].tick", REC0,
+          0, "record 0: tick 0 is outside OPS (0 instructions)")
+
+
+# ----------------------------------------------------------------------------------- reader
+
+
+def test_header_fields():
+    raw = header([0] * 9, qbyte=0x83, num_inputs=0x0102, num_outputs=0x0304, d_model=0x0506)
+    assert loads(raw) == NacFile(quant_method=QuantMethod.INT8_CHANNEL, internal_weights=True,
+                                 num_inputs=0x0102, num_outputs=0x0304, d_model=0x0506)
+    nac = loads(header([0] * 9, qbyte=0x04))
+    assert (nac.quant_method, nac.internal_weights) == (QuantMethod.BLOCK_FP8, False)
+    assert loads(bytearray(raw)) == loads(memoryview(raw)) == loads(raw)
+
+
+@pytest.mark.parametrize(("raw", "field", "offset", "value", "message"), [
+    (header([0] * 9)[:87], "length", 0, 87, "file is 87 bytes, shorter than the 88-byte header"),
+    (b"NAX" + header([0] * 9)[3:], "magic", 0, b"NAX", "not a NAC file (magic is not b'NAC')"),
+    (header([0] * 9, version=2), "version", 3, 2,
+     "unsupported version (this reader reads version 1)"),
+    (header([0] * 9, version=0), "version", 3, 0,
+     "unsupported version (this reader reads version 1)"),
+    (header([0] * 9, qbyte=0x85), "quantization", 4, 5, "unknown quantisation method"),
+    (header([0] * 9, reserved=1), "reserved", 9, 1, "reserved byte must be 0"),
+    (header([0] * 9, padding=b"\0\0\0\1"), "padding", 84, b"\0\0\0\1", "padding must be zero"),
+    (header([0] * 9) + b"\0", "layout", 88, None, "trailing bytes after a header with no sections"),
+])
+def test_header_rejections(raw, field, offset, value, message):
+    check(failure(raw), "header", field, offset, value, message)
+
+
+def with_offset(raw, k, offset):
+    out = bytearray(raw)
+    struct.pack_into("<Q", out, 12 + 8 * k, offset)
+    return bytes(out)
+
+
+def test_section_extents():
+    raw = nac_bytes(("PROC", u32(0)))  # 96 bytes, PROC is entry 6 of the table (byte 60)
+    for bad in (87, 93, 10**6):
+        check(failure(with_offset(raw, 6, bad)), "header", "proc_offset", 60, bad,
+              f"section offset {bad} is outside the file (96 bytes) or inside the header")
+    # At 92 (the last 4 bytes) the offset is inside the file, but no PROC tag is there.
+    check(failure(with_offset(raw, 6, 92)), "PROC", "tag", 92, b"\0\0\0\0",
+          "expected tag 'PROC'")
+    raw = nac_bytes(("PROC", u32(0)), ("RSRC", u32(0)))  # RSRC: entry 8 (byte 76) at 96
+    check(failure(with_offset(raw, 8, 91)), "header", "rsrc_offset", 76, 91,
+          "section RSRC overlaps section PROC")
+    check(failure(with_offset(raw, 8, 92)), "RSRC", "tag", 92, b"\0\0\0\0", "expected tag 'RSRC'")
+    raw = header([0, 0, 0, 0, 0, 0, 90, 0, 0]) + b"\0\0PROC" + u32(0)
+    check(failure(raw), "header", "layout", 88, 90,
+          "2 unexplained bytes between the header and the first section")
+
+
+def test_sections_in_any_order():
+    # RSRC first in the file, then PROC: each extent ends where the next section starts.
+    raw = header([0, 0, 0, 0, 0, 0, 96, 0, 88]) + b"RSRC" + u32(0) + b"PROC" + u32(1) + b"z"
+    nac = loads(raw)
+    assert (nac.rsrc, nac.proc) == ((), b"z")
+    assert section_body(raw, "RSRC") == u32(0)
+    assert section_body(raw, "PROC") == u32(1) + b"z"
+    raw = nac_bytes(("OPS ", u32(1) + INPUT), ("CMAP", u32(0)), ("PROC", u32(0)))
+    assert section_body(raw, "CMAP") == u32(0)
+    assert section_body(raw, "OPS ") == u32(1) + INPUT
+
+
+def test_ops_without_perm():
+    raw = ops_file(INPUT, u8(11, 1) + i16(-1))
+    check(failure(raw), "OPS ", "instruction[1].B", I1 + 1, 1,
+          "instruction 1: signature id 1 is not in PERM")
+
+
+# ----------------------------------------------------------------------------------- writer
+
+
+def test_dumps_header_and_sections_by_hand():
+    nac = NacFile(quant_method=QuantMethod.INT8_CHANNEL, internal_weights=False, num_inputs=2,
+                  num_outputs=0, d_model=0x1234, cmap=((20, "x"),), proc=b"xyz",
+                  orch=Orch(b"\xaa", ((1, Constant(ConstType.NULL)),)),
+                  rsrc=(("a.bin", b"\x01\x02"),))
+    assert dumps(nac) == nac_bytes(
+        ("CMAP", u32(1) + u16(20) + u8(1) + b"x"), ("PROC", u32(3) + b"xyz"),
+        ("ORCH", u32(1, 1) + b"\xaa" + u16(1) + u8(0) + u16(0)),
+        ("RSRC", u32(1) + u16(5) + b"a.bin" + u32(2) + b"\x01\x02"),
+        qbyte=0x03, num_inputs=2, d_model=0x1234)
+    assert dumps(NacFile()) == header([0] * 9)
+    assert dumps(NacFile(version=3, num_outputs=7)) == header([0] * 9, version=3, num_outputs=7)
+
+
+def test_dumps_constants_by_hand():
+    cnst = ((1, Constant(ConstType.NULL)), (2, Constant(ConstType.BOOL, 5)),
+            (3, Constant(ConstType.BOOL, 0)), (4, Constant(ConstType.INT64, -2)),
+            (5, Constant(ConstType.FLOAT64, 1.5)), (6, Constant(ConstType.STRING, "hé")),
+            (7, Constant(ConstType.LIST_INT32, (-1, 2))),
+            (8, Constant(ConstType.LIST_FLOAT32, (0.5,))))
+    body = (u32(8) + u16(1) + u8(0) + u16(0)
+            + u16(2) + u8(1) + u16(1) + u8(1)       # any true value is stored as 1
+            + u16(3) + u8(1) + u16(1) + u8(0)
+            + u16(4) + u8(2) + u16(8) + bytes([0xFE] + [0xFF] * 7)
+            + u16(5) + u8(3) + u16(8) + bytes([0, 0, 0, 0, 0, 0, 0xF8, 0x3F])
+            + u16(6) + u8(4) + u16(3) + b"h\xc3\xa9"
+            + u16(7) + u8(5) + u16(2) + bytes([0xFF] * 4 + [2, 0, 0, 0])
+            + u16(8) + u8(6) + u16(1) + bytes([0, 0, 0, 0x3F]))
+    assert dumps(NacFile(cnst=cnst)) == nac_bytes(("CNST", body))
+
+
+def test_dumps_ops_and_data_by_hand():
+    nac = NacFile(num_outputs=1, perm=((1, "Ti"),), cnst=((5, Constant(ConstType.NULL)),),
+                  ops=(Instruction(2, 0), Instruction(11, 1, (1, 5), (-1, 0)),
+                       Instruction(3, 0, (1, 0), (-1,))))
+    assert section_body(dumps(nac), "OPS ") == (u32(3) + u8(2, 0) + u8(11, 1) + i16(1, 5, -1, 0)
+                                                + u8(3, 0) + i16(1, 0, -1))
+    t = Tensor(DType.INT8, (2,), data=b"\x01\xff")
+    data = DataSection(params=((7, "w"),), inputs=((0, "x"),), tensors=((7, t),))
+    block12 = u32(1) + u16(7, 1) + b"w" + u32(1) + u16(0, 1) + b"x"
+    meta = u8(7, 1) + u32(2) + u8(0)
+    assert section_body(dumps(NacFile(data=data)), "DATA") == (
+        block12 + u32(1) + u16(7) + u32(7) + struct.pack("<Q", 2) + meta + b"\x01\xff")
+    # External weights: no block 3, whatever the object holds.
+    assert section_body(dumps(NacFile(internal_weights=False, data=data)), "DATA") == block12
+    assert section_body(dumps(NacFile(data=DataSection())), "DATA") == u32(0, 0, 0)
+
+
+def test_tensor_metadata_by_hand():
+    assert tensor_metadata(Tensor(DType.INT8, (4,), QuantMethod.INT8_TENSOR,
+                                  QuantParams(scales=(0.25,)))) == (
+        u8(7, 1) + u32(4) + u8(2) + bytes([0, 0, 0x80, 0x3E]))
+    assert tensor_metadata(Tensor(DType.INT8, (2, 1), QuantMethod.INT8_CHANNEL,
+                                  QuantParams(scales=(1.0, 2.0), axis=1))) == (
+        u8(7, 2) + u32(2, 1) + u8(3) + u8(1) + u32(2) + bytes([0, 0, 0x80, 0x3F, 0, 0, 0, 0x40]))
+    assert tensor_metadata(Tensor(DType.UINT8, (3,), QuantMethod.BLOCK_FP8,
+                                  QuantParams(scales=(0.5,), block_size=32,
+                                              orig_shape=(2, 3)))) == (
+        u8(8, 1) + u32(3) + u8(4) + u16(32) + u8(2) + u32(2, 3) + u32(1) + bytes([0, 0, 0, 0x3F]))
+    assert tensor_metadata(Tensor(DType.FLOAT16, (), QuantMethod.FP16)) == u8(2, 0, 1)
+
+
+@pytest.mark.parametrize(("make", "what", "limit"), [
+    (lambda s: NacFile(cmap=((20, s),)), "operation name", 255),
+    (lambda s: NacFile(perm=((1, s),)), "signature", 255),
+    (lambda s: NacFile(data=DataSection(params=((1, s),))), "parameter name", 65535),
+    (lambda s: NacFile(data=DataSection(inputs=((1, s),))), "input name", 65535),
+    (lambda s: NacFile(rsrc=((s, b""),)), "resource name", 65535),
+])
+def test_names_up_to_the_length_limit(make, what, limit):
+    ok = "T" * limit
+    assert len(dumps(make(ok))) > limit
+    too_long = "é" * ((limit + 1) // 2) + "T" * ((limit + 1) % 2)  # limit + 1 UTF-8 bytes
+    with pytest.raises(NacFormatError) as info:
+        dumps(make(too_long))
+    assert str(info.value) == (f"{what} {'é' * 40!r}... is {limit + 1} bytes, "
+                               f"more than {limit}")
+
+
+def test_values_that_do_not_fit():
+    with pytest.raises(struct.error) as expected:
+        struct.pack("<H", 70000)
+    with pytest.raises(NacFormatError) as info:
+        dumps(NacFile(cmap=((70000, "x"),)))
+    assert str(info.value) == f"cannot encode (70000,) as 'H': {expected.value}"
+    with pytest.raises(RecordError) as expected:
+        MMAP_RECORD.pack({"tick": 70000, "commands": 1})
+    with pytest.raises(NacFormatError) as info:
+        dumps(NacFile(ops=(Instruction(2, 0),), mmap=(MmapRecord(70000, ((S, 0),)),)))
+    assert str(info.value) == f"cannot encode {expected.value}"
+
+
+# ------------------------------------------------------------------------------------ model
+
+
+def test_model_defaults():
+    assert NacFile() == NacFile(QuantMethod.NONE, True, 0, 0, 0, 1, None, None, None, None,
+                                None, None, None, None, None)
+    assert Instruction(11, 0) == Instruction(11, 0, None, ())
+    assert Constant(ConstType.NULL) == Constant(ConstType.NULL, None)
+    assert QuantParams() == QuantParams((), 0, 0, ())
+    assert Tensor(DType.INT8, ()) == Tensor(DType.INT8, (), QuantMethod.NONE, None, b"")
+    assert DataSection() == DataSection((), (), None)
+    assert Orch() == Orch(b"", ())
+    # Attached weights are neither compared nor shown.
+    assert NacFile(weights={"w": 1}) == NacFile()
+    assert repr(NacFile(weights={"w": 1})) == repr(NacFile())
+
+
+def test_const_ids():
+    assert Instruction(11, 1, (2, -1, 5), (0, 0)).const_ids == (65535, 5)
+    assert Instruction(11, 1, (1, -32768), (0,)).const_ids == (32768,)
+    assert Instruction(11, 1, (0,), (-1,)).const_ids == ()
+    assert Instruction(11, 1, None, (-1,)).const_ids == ()
+    assert Instruction(11, 1, (), (-1,)).const_ids == ()
+
+
+def test_op_name():
+    nac = NacFile(cmap=((20, "my.op"), (21, "other")))
+    assert [nac.op_name(a) for a in (10, 19, 20, 21, 22)] == [
+        "nac.pass", "nac.arange", "my.op", "other", None]
+    assert NacFile(cmap=((11, "shadow"),)).op_name(11) == "nac.add"
