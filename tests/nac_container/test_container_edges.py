@@ -890,3 +890,35 @@ def test_op_name():
     assert [nac.op_name(a) for a in (10, 19, 20, 21, 22)] == [
         "nac.pass", "nac.arange", "my.op", "other", None]
     assert NacFile(cmap=((11, "shadow"),)).op_name(11) == "nac.add"
+
+
+# ------------------------------------------------------------------ unsigned fields (§6.1)
+
+
+def test_data_fields_are_unsigned():
+    long = "n" * 40000  # a name length above 32767
+    body = names(((1, long),)) + names(((2, long),))
+    assert loads(nac_bytes(("DATA", body), qbyte=0)).data == DataSection(((1, long),),
+                                                                           ((2, long),))
+    # INT8_CHANNEL axis 200; BLOCK_FP8 block size 40000.
+    records = [tensor(0, u8(7, 0, 3, 200) + u32(1) + struct.pack("<f", 2.0), b"\0"),
+               tensor(1, u8(7, 0, 4) + u16(40000) + u8(0) + u32(0), b"\0")]
+    tensors = loads(data_file(((0, "a"), (1, "b")), records)).data.tensors
+    assert tensors[0][1].quant_params == QuantParams(scales=(2.0,), axis=200)
+    assert tensors[1][1].quant_params == QuantParams(block_size=40000)
+
+
+@pytest.mark.parametrize(("meta", "field", "offset", "value", "message"), [
+    (u8(200, 0, 0), "tensor[0].dtype", T0 + 14, 200, "unknown dtype code 200"),
+    (u8(0, 0, 200), "tensor[0].quant", T0 + 16, 200, "unknown quantisation code 200"),
+    (u8(0, 200), "tensor[0].shape", T0 + 16, 800, "needs 800 bytes, 0 remain in the section"),
+    (u8(7, 0, 3, 0) + u32(0xFFFFFFFF), "tensor[0].quant.scales", T0 + 22, 4 * 0xFFFFFFFF,
+     "needs 17179869180 bytes, 0 remain in the section"),
+    (u8(7, 0, 4) + u16(1) + u8(200), "tensor[0].quant.orig_shape", T0 + 20, 800,
+     "needs 800 bytes, 0 remain in the section"),
+    (u8(7, 0, 4) + u16(1) + u8(0) + u32(0xFFFFFFFF), "tensor[0].quant.scales", T0 + 24,
+     4 * 0xFFFFFFFF, "needs 17179869180 bytes, 0 remain in the section"),
+])
+def test_metadata_bytes_are_unsigned(meta, field, offset, value, message):
+    check(failure(data_file(((0, "w"),), [tensor(0, meta, b"\0")])), "DATA", field, offset,
+          value, message)
