@@ -26,6 +26,10 @@ from nem.checker.plan import Region
 from nem.ops import NotSupported, OpError, Work, run_compute
 from nem.tree import Name, Num, Quant
 
+# One thread: torch's OpenMP pool does not survive fork() (mutmut runs each mutant in a
+# forked child of the process that ran the tests first), and the tensors here are tiny.
+torch.set_num_threads(1)
+
 I8 = (-128, 127)
 
 # --- helpers -----------------------------------------------------------------------------------
