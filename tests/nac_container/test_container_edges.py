@@ -498,7 +498,6 @@ def test_ops_count_of_2_byte_records():
     raw = nac_bytes(("OPS ", u32(3) + INPUT * 2 + b"\0"))
     check(failure(raw), "OPS ", "instruction count", BODY, 3,
           "count 3 of records of at least 2 bytes does not fit in the 5 bytes that remain")
-    raw = nac_bytes(("OPS ", u32(2) + u8(11, 1) + i16(-1) + b"\0"), )
     raw = ops_file(u8(11, 1) + i16(-1), b"\x02", perm=((1, "T"),))
     check(failure(raw), "OPS ", "instruction[1].A/B", BODY + 8, 2,
           "needs 2 bytes, 1 remain in the section")
@@ -922,3 +921,66 @@ def test_data_fields_are_unsigned():
 def test_metadata_bytes_are_unsigned(meta, field, offset, value, message):
     check(failure(data_file(((0, "w"),), [tensor(0, meta, b"\0")])), "DATA", field, offset,
           value, message)
+
+
+def test_table_fields_are_unsigned():
+    name = "c" * 200  # a uint8 length above 127
+    nac = loads(nac_bytes(("CMAP", u32(1) + u16(200) + u8(200) + name.encode()),
+                          ("PERM", u32(1) + u16(200) + u8(200) + b"T" * 200)))
+    assert (nac.cmap, nac.perm) == (((200, name),), ((200, "T" * 200),))
+    text = "s" * 40000  # a uint16 length above 32767
+    cnst = loads(nac_bytes(("CNST", u32(1) + u16(1) + u8(4) + u16(40000) + text.encode()))).cnst
+    assert cnst == ((1, Constant(ConstType.STRING, text)),)
+    rsrc = loads(nac_bytes(("RSRC", u32(1) + u16(40000) + text.encode() + u32(0)))).rsrc
+    assert rsrc == ((text, b""),)
+    big = 0x80000000  # a uint32 length above 2**31 - 1
+    check(failure(nac_bytes(("PROC", u32(big)))), "PROC", "manifest", BODY + 4, big,
+          "needs 2147483648 bytes, 0 remain in the section")
+    check(failure(nac_bytes(("ORCH", u32(big, 0)))), "ORCH", "bytecode", BODY + 8, big,
+          "needs 2147483648 bytes, 0 remain in the section")
+    check(failure(nac_bytes(("ORCH", u32(0, big)))), "ORCH", "const count", BODY + 8, big,
+          "const count 2147483648 does not fit")
+    check(failure(nac_bytes(("RSRC", u32(1) + u16(0) + u32(big)))), "RSRC", "file[0].data",
+          BODY + 10, big, "needs 2147483648 bytes, 0 remain in the section")
+
+
+def test_instruction_bytes_are_unsigned():
+    # A and B are uint8: custom op 200 (CMAP), signature 200 (PERM).
+    raw = nac_bytes(("OPS ", u32(2) + INPUT + u8(200, 200) + i16(-1)),
+                    ("CMAP", u32(1) + u16(200) + u8(1) + b"x"),
+                    ("PERM", u32(1) + u16(200) + u8(1) + b"T"))
+    assert loads(raw).ops == (Instruction(2, 0), Instruction(200, 200, None, (-1,)))
+    check(failure(ops_file(INPUT, u8(2, 200))), "OPS ", "instruction[1].B", I1 + 1, 200,
+          "instruction 1: <INPUT> variant B=200 does not exist")
+    check(failure(ops_file(INPUT, u8(3, 200))), "OPS ", "instruction[1].B", I1 + 1, 200,
+          "instruction 1: <OUTPUT> variant B=200 does not exist")
+    check(failure(ops_file(INPUT, u8(11, 200))), "OPS ", "instruction[1].B", I1 + 1, 200,
+          "instruction 1: signature id 200 is not in PERM")
+
+
+@pytest.mark.parametrize(("ins", "field", "at", "value", "message"), [
+    (u8(11, 1) + b"\0", "instruction[1].C count", 2, 1,
+     "instruction 1: C count needs 1 int16, 0 remain"),
+    (u8(11, 1) + i16(4) + b"\0" * 5, "instruction[1].C", 4, 4,
+     "instruction 1: C needs 4 int16, 2 remain"),
+    (u8(2, 1) + b"\0" * 3, "instruction[1].C", 2, 2, "instruction 1: C needs 2 int16, 1 remain"),
+    (u8(3, 1) + b"\0", "instruction[1].C count", 2, 1,
+     "instruction 1: C count needs 1 int16, 0 remain"),
+    (u8(3, 1) + i16(2) + b"\0" * 3, "instruction[1].C", 4, 2,
+     "instruction 1: C needs 2 int16, 1 remain"),
+    (u8(6, 0) + i16(1, 2), "instruction[1].C", 2, 3, "instruction 1: C needs 3 int16, 2 remain"),
+    (u8(6, 0) + i16(1, 2, 3) + b"\0", "instruction[1].D", 8, 1,
+     "instruction 1: D needs 1 int16, 0 remain"),
+])
+def test_instruction_cut_short(ins, field, at, value, message):
+    # *at*: where the read that fails starts, from the start of instruction 1.
+    raw = ops_file(INPUT, ins, perm=((1, "Ti"),))
+    check(failure(raw), "OPS ", field, I1 + at, value, message)
+
+
+def test_mmap_record_count_located():
+    raw = nac_bytes(("MMAP", b"\0\0"), ("OPS ", u32(1) + INPUT))
+    check(failure(raw), "MMAP", "record count", BODY, 4, "needs 4 bytes, 2 remain in the section")
+    raw = nac_bytes(("MMAP", u32(2) + bytes(5)), ("OPS ", u32(1) + INPUT))
+    check(failure(raw), "MMAP", "record count", BODY, 2,
+          "count 2 of records of at least 3 bytes does not fit in the 5 bytes that remain")
