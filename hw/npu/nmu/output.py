@@ -11,10 +11,11 @@ granted, byte enables on the partial words; any alignment.
 
 Protocol and timing
 -------------------
-``i`` is a stream; the requantisation pipeline adds three cycles. The writer takes the
-next result in the cycle its last word is written (``busy`` stays high from an accepted
-input until its last word is written). ``stall`` is high in a cycle where the writer wants
-the write port and is not granted it.
+``i`` is a stream; the requantisation pipeline adds three cycles and a register slice
+after it (between the clamp and the writer's byte placement, for timing) one more. The
+writer takes the next result in the cycle its last word is written (``busy`` stays high
+from an accepted input until its last word is written). ``stall`` is high in a cycle where
+the writer wants the write port and is not granted it.
 """
 
 from __future__ import annotations
@@ -116,20 +117,34 @@ class NmuOutput(wiring.Component):
         down = rq.o.valid & rq.o.ready
         m.d.sync += inflight.eq(inflight + up - down)
 
+        # the register slice: a result waits here for the writer (full rate: a new one is
+        # taken in the cycle the writer takes the one held)
+        s_valid, s_ready = Signal(), Signal()
+        s_values = [Signal(signed(32), name=f"held{c}") for c in range(C)]
+        s_yaddr = Signal(ADDR)
+        s_ncols = Signal(range(C + 1))
+        m.d.comb += v_ready.eq(~s_valid | s_ready)
+        with m.If(s_valid & s_ready):
+            m.d.sync += s_valid.eq(0)
+        with m.If(v_valid & v_ready):
+            m.d.sync += [s_valid.eq(1), s_yaddr.eq(v_yaddr), s_ncols.eq(v_ncols),
+                         *(s_values[c].eq(values[c]) for c in range(C))]
+
         # the byte run of one result
         nb = 4 * C
         run = Signal(8 * nb)
         for p in range(nb):
-            b1 = values[p][0:8] if p < C else 0
-            b2 = values[p // 2].as_unsigned()[8 * (p % 2):8 * (p % 2) + 8] if p < 2 * C else 0
-            b4 = values[p // 4].as_unsigned()[8 * (p % 4):8 * (p % 4) + 8]
+            b1 = s_values[p][0:8] if p < C else 0
+            b2 = s_values[p // 2].as_unsigned()[8 * (p % 2):8 * (p % 2) + 8] \
+                if p < 2 * C else 0
+            b4 = s_values[p // 4].as_unsigned()[8 * (p % 4):8 * (p % 4) + 8]
             m.d.comb += run[8 * p:8 * p + 8].eq(
                 Mux(self.out_bytes == 1, b1, Mux(self.out_bytes == 2, b2, b4)))
         length = Signal(range(nb + 1))
-        m.d.comb += length.eq(Mux(self.out_bytes == 1, v_ncols,
-                                  Mux(self.out_bytes == 2, v_ncols << 1, v_ncols << 2)))
+        m.d.comb += length.eq(Mux(self.out_bytes == 1, s_ncols,
+                                  Mux(self.out_bytes == 2, s_ncols << 1, s_ncols << 2)))
         off = Signal(range(W))
-        m.d.comb += off.eq(v_yaddr[:lw] if lw else 0)
+        m.d.comb += off.eq(s_yaddr[:lw] if lw else 0)
         width = nb + W
         maxw = -(-width // W)
         aligned = Signal(8 * maxw * W)
@@ -154,15 +169,15 @@ class NmuOutput(wiring.Component):
             self.wr.go.eq(go),
             last.eq(k + 1 == nwords),
             self.stall.eq(busy & ~self.wr.gnt),
-            v_ready.eq(~busy | (go & last)),
+            s_ready.eq(~busy | (go & last)),
         ]
         with m.If(go):
             m.d.sync += k.eq(k + 1)
             with m.If(last):
                 m.d.sync += busy.eq(0)
-        with m.If(v_valid & v_ready):
+        with m.If(s_valid & s_ready):
             m.d.sync += [busy.eq(length != 0), wdata.eq(aligned), wen.eq(enables),
-                         word0.eq(v_yaddr[lw:]), k.eq(0),
+                         word0.eq(s_yaddr[lw:]), k.eq(0),
                          nwords.eq((off + length + (W - 1)) >> lw)]
-        m.d.comb += self.busy.eq(busy | (inflight != 0) | v_valid)
+        m.d.comb += self.busy.eq(busy | (inflight != 0) | v_valid | s_valid)
         return m
