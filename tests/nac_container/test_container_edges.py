@@ -984,3 +984,14 @@ def test_mmap_record_count_located():
     raw = nac_bytes(("MMAP", u32(2) + bytes(5)), ("OPS ", u32(1) + INPUT))
     check(failure(raw), "MMAP", "record count", BODY, 2,
           "count 2 of records of at least 3 bytes does not fit in the 5 bytes that remain")
+
+
+def test_loads_takes_any_buffer():
+    import array
+
+    # A name in the file: reading it from a memoryview (what loads makes of a bytearray
+    # or any other buffer) used to fail with AttributeError (no memoryview.decode).
+    raw = nac_bytes(("CMAP", u32(1) + u16(20) + u8(2) + b"ab"))
+    expected = NacFile(cmap=((20, "ab"),))
+    for buf in (raw, bytearray(raw), memoryview(raw), array.array("B", raw)):
+        assert loads(buf) == expected

@@ -65,7 +65,7 @@ class _Cursor:
         at = self.pos
         raw = self.take(size, field)
         try:
-            return raw.decode("utf-8")
+            return bytes(raw).decode("utf-8")  # a memoryview slice has no decode()
         except UnicodeDecodeError as exc:
             self.fail(f"not valid UTF-8 ({exc.reason} at byte {exc.start})", field=field,
                       value=bytes(raw[:32]), offset=at)
