@@ -758,8 +758,11 @@ tx = transfer.async(dst=region(X, 128, 64), src=region(S, 128, 64))
 t2 = transfer.async(dst=region(X, 192, 64), src=region(S, 192, 64), deps=[t0, t1, tx])
 t4 = transfer.async(dst=region(X, 320, 64), src=region(S, 320, 64), deps=[t0, t1])
 t3 = transfer.async(dst=region(X, 256, 64), src=region(S, 256, 64), deps=[t0])
+t5 = transfer.async(dst=region(X, 384, 64), src=region(S, 384, 64), deps=[t0, tx])
 """
-    t0, t1, tx, t2, t4, t3 = bind(_check(text)).tasks
+    t0, t1, tx, t2, t4, t3, t5 = bind(_check(text)).tasks
+    # t0 and tx are unordered: t5 needs both
+    assert t5.wait == t0.signal | tx.signal
     assert len({t0.signal, t1.signal, tx.signal}) == 3 and 0 not in (t0.signal, t1.signal,
                                                                     tx.signal)
     assert t1.wait == t0.signal and t3.wait == t0.signal
@@ -851,13 +854,14 @@ def test_a_run_of_max_count_squared_folds():
 def test_zero_sized_operands_and_rank_six_extents():
     result, program = _bound(RELU)
     head, (x, y) = _split(_named(program.tasks[0]))
-    # a [0, 3] operand reaches no bytes: BYTES 0 at the first byte of Y (address 64, where
-    # X ends) lies in Y, not at the end of X
-    empty = {"DIM0": 0, "BYTES": 0}
+    # a [2, 0] operand reaches no bytes (whatever its strides [3, 1] would give for a
+    # non-empty shape): BYTES 0 at the first byte of Y (address 64, where X ends) lies in Y,
+    # not at the end of X
+    empty = {"DIM1": 0, "BYTES": 0}
     task = _record(program.tasks[0], Unit.CSTL,
                    _join(head, [{**x, **empty, "ADDR_LO": 64}, {**y, **empty}]))
     (got,) = plan_from_binary(_with_task(program, 0, task), result.device).tasks
-    assert (got.ins[0].buffer, got.ins[0].offset, got.ins[0].shape) == ("Y", 0, (0, 3))
+    assert (got.ins[0].buffer, got.ins[0].offset, got.ins[0].shape) == ("Y", 0, (2, 0))
     six = {"RANK": 6, **{f"DIM{d}": 1 for d in range(4)}, "DIM4": 2, "DIM5": 3,
            **{f"STRIDE{d}": 6 for d in range(4)}, "STRIDE4": 3, "STRIDE5": 1}
     _refused(result, program, _join(head, [{**x, **six, "BYTES": 5}, {**y, **six}]),
@@ -931,6 +935,20 @@ t = transfer.async(dst=region(B, 0, 65535), src=region(A, 0, 65535))
     regs = _named(bind(_check(strided)).tasks[0])
     assert [regs[n] for n in ("COUNT0", "COUNT1", "SRC_STRIDE1", "DST_STRIDE1")] == \
         [64, 2, 64, 100000]
+    # and read 100000 apart too
+    both = strided.replace("src=region(B, 0, 128) elem=u8, shape=[2, 64], layout=MN",
+                           "src=region(B, 0, 100064) elem=u8, shape=[2, 64], "
+                           "strides=[100000, 1]")
+    regs = _named(bind(_check(both)).tasks[0])
+    assert [regs[n] for n in ("COUNT0", "COUNT1", "SRC_STRIDE1", "DST_STRIDE1")] == \
+        [64, 2, 100000, 100000]
+    # 65537 is prime: no rows of at most 65535 bytes make it up
+    prime = text.replace("65535", "65537")
+    with pytest.raises(BindError) as err:
+        bind(_check(prime))
+    assert str(err.value) == (
+        "t (line 4): a copy dimension of 65537 (the copy units count at most 65535 per "
+        "dimension, and 65537 bytes per run do not fold into rows); split the transfer")
 
 
 def test_a_copy_between_different_shapes_is_refused():
@@ -962,3 +980,72 @@ def test_an_eltwise_record_reads_back():
     assert [r.quant for r in (*task.ins, *task.outs)] == [
         Quant("per_tensor", _num(0.5), _num(3)), Quant("per_tensor", _num(0.25), _num(-2)),
         Quant("per_tensor", _num(1.0), _num(0))]
+
+
+def test_descriptors_may_name_constants():
+    # zero points given as consts bind to the same records and data as the literals
+    for text in (RELU, GEMM):
+        named = text.replace("buffer X", "const ZX = 3\nconst ZY = -2\nbuffer X").replace(
+            "buffer A", "const ZA = -1\nconst ZY = 3\nbuffer A")
+        named = named.replace("zero_point=3)\nlet y", "zero_point=ZX)\nlet y").replace(
+            "zero_point=-2)", "zero_point=ZY)").replace("zero_point=-1)", "zero_point=ZA)")
+        named = named.replace("scale=1.0, zero_point=3)", "scale=1.0, zero_point=ZY)")
+        result = _check(named)
+        assert result.plan.consts and "Name" in repr(result.plan.tasks[0].ins[0].quant)
+        got, want = bind(result), bind(_check(text))
+        assert got.tasks == want.tasks and got.data == want.data
+
+
+def test_buffers_beyond_the_device_memory_are_refused():
+    result = _check(RELU)
+    # X and Y take 64 bytes each at 64-byte alignment: 128 bytes of L1
+    small = dataclasses.replace(result.device, l1_size_bytes=100)
+    with pytest.raises(BindError, match=r"^buffers in L1\[0\] need 128 bytes \(with "
+                                        r"alignment\); device 'exec_npu' has 100$"):
+        bind(dataclasses.replace(result, device=small))
+
+
+def test_token_errors_name_the_tasks(devdir):
+    text = (PROGRAMS / "exec_device.nem").read_text().replace(
+        "max_active_tokens = 16", "max_active_tokens = 2").replace("exec_npu", "tok2_npu")
+    (devdir / "tok2.nem").write_text(text)
+    fan = """device "tok2.nem"
+buffer S : L2 (size=256)
+buffer X : L1 (size=256)
+loop i in [0..2] @max_in_flight(3):
+    transfer.async(dst=region(X, i * 64, 64), src=region(S, i * 64, 64))
+endloop
+c = transfer.async(dst=region(S, 192, 64), src=region(X, 192, 64))
+wait(c)
+"""
+    with pytest.raises(BindError) as err:
+        bind(_check(fan, devdir))
+    # c waits for all three iterations: the third one finds both tokens held by the first two
+    assert str(err.value) == (
+        "transfer (line 5, i=2): 3 tokens would be live at once, the device has 2 "
+        "(SEQ.max_active_tokens); tokens held by: transfer (line 5, i=0), transfer (line 5, "
+        "i=1). Add a wait or a .sync to shorten their lives")
+
+
+def test_copies_between_ddr_and_l2_go_to_the_sdma_whatever_the_resource():
+    # docs/task-format.md: copies go to nem.executor.copy_unit (the sDMA between DDR and L2);
+    # @resource(DMA[i]) picks the instance of a DMA copy only
+    text = """device "exec_device.nem"
+buffer S : L2 (size=256)
+buffer D : DDR (size=64)
+t = transfer.async(dst=region(D, 0, 64), src=region(S, 0, 64)) @resource(DMA[1])
+"""
+    (task,) = bind(_check(text)).tasks
+    assert (task.unit, task.instance) == (Unit.SDMA, 0)
+
+
+def test_a_bias_of_the_wrong_shape_in_a_record_is_refused():
+    text = GEMM.replace("buffer Y", "buffer C : L1 (size=64)\nbuffer Y").replace(
+        "t = gemm.async in a, b out y",
+        "let c = region(C, 0, 16) elem=i32, shape=[4], layout=N\nt = gemm.async in a, b, c out y")
+    result, program = _bound(text)
+    assert len(plan_from_binary(program, result.device).tasks[0].ins) == 3
+    head, (a, b, c, y) = _split(_named(program.tasks[0]))
+    # the bias C must broadcast to Y's [2, 4]: [3] does not
+    _refused(result, program, _join(head, [a, b, {**c, "DIM0": 3}, y]),
+             r"^task 0: gemm: C \[3\] does not broadcast to the output shape \[2, 4\]$")
