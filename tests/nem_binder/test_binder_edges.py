@@ -1049,3 +1049,11 @@ def test_a_bias_of_the_wrong_shape_in_a_record_is_refused():
     # the bias C must broadcast to Y's [2, 4]: [3] does not
     _refused(result, program, _join(head, [a, b, {**c, "DIM0": 3}, y]),
              r"^task 0: gemm: C \[3\] does not broadcast to the output shape \[2, 4\]$")
+
+
+def test_an_attribute_without_an_encoding_is_refused():
+    task, places = _task(GEMM)
+    bad = dataclasses.replace(task, attrs={**task.attrs, "accum_type": "q9"})
+    with pytest.raises(BindError, match=r"^t \(line 11\): attribute accum_type: 'q9' has no "
+                                        r"code \(codes: "):
+        _regs(bad, places)
