@@ -995,3 +995,32 @@ def test_loads_takes_any_buffer():
     expected = NacFile(cmap=((20, "ab"),))
     for buf in (raw, bytearray(raw), memoryview(raw), array.array("B", raw)):
         assert loads(buf) == expected
+
+
+def test_table_entries_cut_short():
+    # CNST: a 9-byte string constant, then 1 byte where constant 1's uint16 id should be.
+    body = u32(2) + u16(1) + u8(4) + u16(4) + b"abcd" + b"\0"
+    check(failure(nac_bytes(("CNST", body))), "CNST", "constant[1].id", BODY + 13, 2,
+          "needs 2 bytes, 1 remain in the section")
+    # CMAP: entry 0 is 5 bytes, then 1 byte of entry 1's 3-byte id/length.
+    body = u32(2) + u16(20) + u8(2) + b"ab" + b"\0"
+    check(failure(nac_bytes(("CMAP", body))), "CMAP", "entry[1]", BODY + 9, 3,
+          "needs 3 bytes, 1 remain in the section")
+    body = u32(1) + u16(20) + u8(5)
+    check(failure(nac_bytes(("CMAP", body))), "CMAP", "entry[0].name", BODY + 7, 5,
+          "needs 5 bytes, 0 remain in the section")
+    # RSRC: file 0 is 11 bytes, then 1 byte of file 1's uint16 name length.
+    body = u32(2) + u16(5) + b"abcde" + u32(0) + b"\0"
+    check(failure(nac_bytes(("RSRC", body))), "RSRC", "file[1].name_length", BODY + 15, 2,
+          "needs 2 bytes, 1 remain in the section")
+
+
+def test_table_ids_and_bool_byte_are_unsigned():
+    body = u32(1) + u16(40000) + u8(0)
+    check(failure(nac_bytes(("CMAP", body))), "CMAP", "entry[0].id", BODY + 7, 40000,
+          "CMAP id 40000 must be a custom id (>= 10, <= 255, not standard)")
+    assert loads(nac_bytes(("PERM", u32(1) + u16(40000) + u8(1) + b"T"))).perm == (
+        (40000, "T"),)
+    body = u32(1) + u16(0) + u8(1) + u16(1) + u8(200)
+    check(failure(nac_bytes(("CNST", body))), "CNST", "constant[0].value", BODY + 10, 200,
+          "bool value must be 0 or 1")
