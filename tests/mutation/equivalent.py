@@ -144,6 +144,34 @@ REASONS = {
     "zero-padding": (
         "read_attr_words pads the ATTR words with zeros; more zero words than ATTR_WORDS "
         "change nothing: slots index below ATTR_WORDS and a zero word is never a stray one"),
+    "binder-zip-lengths": (
+        "zip's strict= cannot fire: compute_registers zips region.shape with the checker's "
+        "strides (E605 refuses strides that do not match the rank) or dense_strides(shape); "
+        "_compute_task reads DIMd and STRIDEd both for d in range(rank); _copy_task reads "
+        "COUNTd and *_STRIDEd both for d in (3, 2, 1)"),
+    "binder-literal-descriptors": (
+        "the front-end's operands get their descriptors from _quant_tree, which builds Num "
+        "literals only; quant_params evaluates literals without reading consts, so {} and "
+        "None give the same entries"),
+    "binder-spec-direction": (
+        "the (spec, region) pairs only feed nem.shapes.check_shapes, which reads a spec's "
+        "direction only; every spec of op.inputs is 'in' and of op.outputs 'out', and "
+        "min(j, len(specs) - 2) indexes the same list, so the same regions land in ins/outs "
+        "in the same order"),
+    "binder-single-ancestor": (
+        "_task_deps: a union of one task node is never pruned (an Order node is not its own "
+        "ancestor), and bit 0 of covered is never tested: node 0 of a plan is the program's "
+        "start node, never a task node"),
+    "binder-unit-known": (
+        "UNIT_CODES.get(name) is never None in bind: name is copy_unit's 'sDMA'/'DMA' or a "
+        "RESOURCE_TARGETS name, all keys of UNIT_CODES, so the 'else 0' branch is dead"),
+    "binder-fold-exact": (
+        "fold_run: c = 1 is reached only when no c in 2..65535 divides run, and then run // 1 "
+        "> 65535 returns what the loop's end returns; run / c after run % c == 0 is the exact "
+        "quotient (run is far below 2**53), so '>' compares the same number"),
+    "binder-lowest-bit": (
+        "for beyond > 0, beyond | -beyond == -(beyond & -beyond) and int.bit_length ignores "
+        "the sign, so the token named is the same"),
 }
 
 _GROUPS = {
@@ -237,13 +265,26 @@ _GROUPS = {
     "checked-lengths": [*(f"nem.taskformat.x_encode_group_requant__mutmut_{n}"
                           for n in (56, 59, 60)),
                         *(f"nem.taskformat.x_encode_requant__mutmut_{n}" for n in (42, 45, 46))],
-    "codec-case": ["nem.taskformat.x_decode__mutmut_145", "nem.taskformat.x_encode__mutmut_8"],
+    "codec-case": ["nem.taskformat.x_decode__mutmut_145", "nem.taskformat.x_encode__mutmut_8",
+                   "nem.binder.x_device_hash__mutmut_19"],
     "unit-has-map": ["nem.taskformat.x_decode__mutmut_228",
                      "nem.taskformat.x_decode__mutmut_232"],
     "entry-in-bounds": ["nem.taskformat.x_decode__mutmut_119"],
     "differing-sides": ["nem.taskformat.x_decode__mutmut_107"],
     "falsy-name": ["nem.taskformat.x_decode__mutmut_146"],
     "zero-padding": ["nem.taskformat.x_read_attr_words__mutmut_12"],
+    "binder-zip-lengths": [
+        *(f"nem.binder.x_compute_registers__mutmut_{n}" for n in (64, 67, 68)),
+        *(f"nem.binder.x__compute_task__mutmut_{n}" for n in (75, 78, 79)),
+        *(f"nem.binder.x__copy_task__mutmut_{n}" for n in (25, 28, 29))],
+    "binder-literal-descriptors": ["nem.binder.x__check_cstl_entries__mutmut_3",
+                                   "nem.binder.x__compute_task__mutmut_241"],
+    "binder-spec-direction": ["nem.binder.x__compute_task__mutmut_188"],
+    "binder-single-ancestor": ["nem.binder.x__task_deps__mutmut_10",
+                               "nem.binder.x__task_deps__mutmut_13"],
+    "binder-unit-known": ["nem.binder.x_bind__mutmut_76", "nem.binder.x_bind__mutmut_79"],
+    "binder-fold-exact": ["nem.binder.x_fold_run__mutmut_11", "nem.binder.x_fold_run__mutmut_17"],
+    "binder-lowest-bit": ["nem.binder.x_plan_from_binary__mutmut_44"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
