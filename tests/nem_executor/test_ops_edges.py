@@ -1248,9 +1248,9 @@ def test_nmu_bias_type_decides_nothing_but_must_be_i32_on_the_integer_path():
     out, _ = run("conv2d", [inp("x", "f32", x.astype(float)), inp("w", "i8", w, pt(0.5, 1))],
                  [reg("y", "f32", (1, 1, 1, 3))])
     assert out[0].reshape(-1).tolist() == [0.0, 0.0, 0.0]  # 0.5 * (1 - 1) = 0
-    out, _ = run("gemm", [inp("a", "f32", a.astype(float)), inp("b", "i8", b, pt(0.5, -1))],
+    out, _ = run("gemm", [inp("a", "f32", a.astype(float)), inp("b", "i8", b, pt(0.25, -1))],
                  [reg("y", "f32", (1, 3))])
-    assert out[0].tolist() == [[2.0, 2.0, 2.0]]  # 2 * 0.5 * (1 + 1)
+    assert out[0].tolist() == [[1.0, 1.0, 1.0]]  # 2 * 0.25 * (1 + 1), B dequantised
 
 
 # --- one rounding: the real path evaluates in float64 -----------------------------------------
@@ -1332,3 +1332,58 @@ def test_work_counts_are_integers():
     for _, work in cases:
         assert type(work.elems) is int and type(work.macs) is int, work
     assert [w.elems for _, w in cases] == [12, 3, 4, 4, 2, 0]
+
+
+def test_float_conv2d_into_a_quantised_integer_output():
+    # 1 * 1 + 2 * 1 = 3 (+ 0.5 bias) -> rne(3.5 / 0.5) + 3 = 10, rne(3 / 0.5) + 3 = 9
+    x, w = inp("x", "f32", [[[[1.0, 2.0]]]]), inp("w", "f32", np.ones((1, 1, 2, 1)))
+    out, _ = run("conv2d", [x, w], [reg("y", "i8", (1, 1, 1, 1), pt(0.5, 3))])
+    assert out[0].reshape(-1).tolist() == [9]
+    out, _ = run("conv2d", [x, w, inp("b", "f32", [0.5])], [reg("y", "i8", (1, 1, 1, 1),
+                                                                pt(0.5, 3))])
+    assert out[0].reshape(-1).tolist() == [10]
+
+
+def test_conv2d_int4_per_group_accumulator_overflow_names_the_opcode():
+    one = np.ones((1, 1, 1, 1), int)
+    msg = raises(OpError, "conv2d", [inp("x", "i8", one, pt(1.0, 0)),
+                                     inp("w", "i4", one, pg(2, 1, [1.0], [0])),
+                                     inp("b", "i32", [2**31 - 1])],
+                 [reg("y", "i8", (1, 1, 1, 1), pt(1.0, 0))])
+    assert msg == "conv2d: int32 accumulator overflow"
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_conv2d_int4_per_group_along_the_kernel_height_or_width(axis):
+    """H and W of HWIO are reduction axes too: groups of kernel rows (or columns)."""
+    rng = np.random.default_rng(17 + axis)
+    x = rng.integers(-128, 128, (1, 5, 5, 2))
+    w = rng.integers(-8, 8, (3, 3, 2, 2))
+    scales, zps = [0.04, 0.02], [-1, 3]  # groups [0, 2) and [2, 3) along the axis
+    sx, zx, sy, zy = 0.1, 4, 0.5, 2
+    parts = []
+    for g, zg in enumerate(zps):
+        part = np.zeros_like(w)
+        sel = [slice(None)] * 4
+        sel[axis] = slice(2 * g, 2 * g + 2)
+        part[tuple(sel)] = w[tuple(sel)] - zg
+        parts.append(part)
+    accs = [np.rint(_torch_conv(x - zx, p, (1, 1, 1, 1), (1, 1), (1, 1), 1)).astype(np.int64)
+            for p in parts]
+    want = _group_ref(accs, None, sx, scales, sy, zy)
+    out, _ = run("conv2d", [inp("x", "i8", x, pt(sx, zx)),
+                            inp("w", "i4", w, pg(axis, 2, scales, zps))],
+                 [reg("y", "i8", accs[0].shape, pt(sy, zy))], {"pads": [1, 1, 1, 1]})
+    np.testing.assert_array_equal(out[0], want)
+
+
+def test_descriptors_naming_constants():
+    """Scales, zero points, the axis and the group size may name program constants."""
+    q = np.array([[-3, 0, 5, 9], [127, -128, 1, 2]])
+    quant = Quant("per_group", axis=Name("AX"), group_size=Name("G"),
+                  scales=(Name("S"), num(0.5)), zero_points=(Name("Z"), num(1)))
+    out, _ = run("dequantize", [inp("q", "i8", q, quant)], [reg("y", "f32", (2, 4))],
+                 consts={"AX": 1, "G": 2, "S": 2, "Z": -1})
+    s = np.array([2.0, 2.0, 0.5, 0.5])
+    z = np.array([-1.0, -1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(out[0], s * (q - z))
