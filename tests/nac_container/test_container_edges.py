@@ -1024,3 +1024,25 @@ def test_table_ids_and_bool_byte_are_unsigned():
     body = u32(1) + u16(0) + u8(1) + u16(1) + u8(200)
     check(failure(nac_bytes(("CNST", body))), "CNST", "constant[0].value", BODY + 10, 200,
           "bool value must be 0 or 1")
+
+
+def test_writer_fields_are_unsigned():
+    # Lengths, ids and sizes above the signed range of their field are written as unsigned.
+    text, ints = "s" * 40000, tuple(range(40000))
+    body = section_body(dumps(NacFile(cnst=((1, Constant(ConstType.STRING, text)),
+                                            (2, Constant(ConstType.LIST_INT32, ints))))), "CNST")
+    assert body == (u32(2) + u16(1) + u8(4) + u16(40000) + text.encode()
+                    + u16(2) + u8(5) + u16(40000) + struct.pack("<40000i", *ints))
+    assert section_body(dumps(NacFile(perm=((40000, "T"),))), "PERM") == (
+        u32(1) + u16(40000) + u8(1) + b"T")
+    t = Tensor(DType.INT8, (1,) * 200, QuantMethod.INT8_CHANNEL,
+               QuantParams(scales=(1.0,), axis=200), b"\x05")
+    meta = u8(7, 200) + u32(*(1,) * 200) + u8(3, 200) + u32(1) + struct.pack("<f", 1.0)
+    assert tensor_metadata(t) == meta
+    data = DataSection(params=((40000, "w"),), tensors=((40000, t),))
+    assert section_body(dumps(NacFile(data=data)), "DATA") == (
+        names(((40000, "w"),)) + names(()) + u32(1) + tensor(40000, meta, b"\x05"))
+    t = Tensor(DType.UINT8, (), QuantMethod.BLOCK_FP8,
+               QuantParams(scales=(), block_size=40000, orig_shape=(1,) * 200), b"\0")
+    assert tensor_metadata(t) == (u8(8, 0, 4) + u16(40000) + u8(200) + u32(*(1,) * 200)
+                                  + u32(0))
