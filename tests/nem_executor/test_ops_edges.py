@@ -1387,3 +1387,15 @@ def test_descriptors_naming_constants():
     s = np.array([2.0, 2.0, 0.5, 0.5])
     z = np.array([-1.0, -1.0, 1.0, 1.0])
     np.testing.assert_array_equal(out[0], s * (q - z))
+
+
+def test_gather_with_a_float_index_tensor_holding_whole_numbers():
+    """The checker accepts an f16 / f32 index tensor (view<f16> on a device listing it):
+    its whole-number values index like integers, negatives from the end."""
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    out, _ = run("gather", [inp("x", "f32", x), inp("i", "f32", [2.0, -1.0, 0.0])],
+                 [reg("y", "f32", (3, 4))], {"axis": 0})
+    np.testing.assert_array_equal(out[0], x[[2, -1, 0]])
+    msg = raises(OpError, "gather", [inp("x", "f32", x), inp("i", "f32", [3.0])],
+                 [reg("y", "f32", (1, 4))], {"axis": 0})
+    assert msg == "gather: index outside [-3, 3) on axis 0"
