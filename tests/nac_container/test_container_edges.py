@@ -986,14 +986,14 @@ def test_mmap_record_count_located():
           "count 2 of records of at least 3 bytes does not fit in the 5 bytes that remain")
 
 
-def test_loads_takes_any_buffer():
+def test_loads_takes_whatever_bytes_takes():
     import array
 
     # A name in the file: reading it from a memoryview (what loads makes of a bytearray
     # or any other buffer) used to fail with AttributeError (no memoryview.decode).
     raw = nac_bytes(("CMAP", u32(1) + u16(20) + u8(2) + b"ab"))
     expected = NacFile(cmap=((20, "ab"),))
-    for buf in (raw, bytearray(raw), memoryview(raw), array.array("B", raw)):
+    for buf in (raw, bytearray(raw), memoryview(raw), array.array("B", raw), list(raw)):
         assert loads(buf) == expected
 
 
@@ -1046,3 +1046,15 @@ def test_writer_fields_are_unsigned():
                QuantParams(scales=(), block_size=40000, orig_shape=(1,) * 200), b"\0")
     assert tensor_metadata(t) == (u8(8, 0, 4) + u16(40000) + u8(200) + u32(*(1,) * 200)
                                   + u32(0))
+
+
+def test_section_body_offsets_are_unsigned_and_absence_message():
+    # Nine tag-only sections (124 bytes); RSRC's entry (byte 76) set to 2**64 - 50, an
+    # offset past the end of any file: the body is empty (as int64 it would be -50 and
+    # slice the header's last bytes).
+    raw = with_offset(nac_bytes(*((tag, b"") for tag in TAGS)), 8, 2**64 - 50)
+    assert len(raw) == 124 and section_body(raw, "RSRC") == b""
+    assert section_body(raw, "PROC") == b""  # up to ORCH's tag
+    err = raises(section_body, header([0] * 9), "PROC")
+    assert str(err) == "section header, field proc_offset, offset 60 (0x3c), value 0: " \
+        "section is absent"
