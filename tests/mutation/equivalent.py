@@ -172,7 +172,74 @@ REASONS = {
     "binder-lowest-bit": (
         "for beyond > 0, beyond | -beyond == -(beyond & -beyond) and int.bit_length ignores "
         "the sign, so the token named is the same"),
+    "ops-absent-bias": (
+        "gemm/conv2d: vals holds the inputs then one None per output, so with two inputs "
+        "and one output vals[2] is the output's None: taking vals[2] when len(vals) >= 3 (or "
+        "always) gives the same bias None; both front-ends refuse other operand counts"),
+    "ops-get-default-or": (
+        "attrs.get(key, D) or D: an absent key gives None (or the mutated default) and "
+        "'or D' replaces it by D, so the default of get() is never the result"),
+    "ops-guarded-default": (
+        "attrs.get(key, D) is read only when attrs.get(key) is not None, i.e. when the key is "
+        "present, so get()'s default D (epsilon 1e-5, keepdims True) is never returned"),
+    "ops-int64-promotion": (
+        "an explicit int64 cast dropped (or float zeros for an absent bias) where the value "
+        "is cast or promoted to int64 anyway: fold_input_zero_point casts the bias to int64, "
+        "int8 inputs are stored into an int64 padded array, int8 @ int64 and int64 + int32 "
+        "give int64, and int4 weights minus their zero point stay in [-15, 15] in int8 "
+        "before meeting the int64 activations"),
+    "ops-default-int": (
+        "np.array / np.full of Python ints is int64 without a dtype (the zero points, the "
+        "conv2d padding value zx)"),
+    "ops-default-float": (
+        "np.array of Python floats is float64 without a dtype, and astype(None) is "
+        "astype(float64)"),
+    "ops-float-accumulator": (
+        "_conv_real's output array float64 instead of the input's dtype: on the float path "
+        "the input is float64 already; on the integer path every partial sum of int8/int4 "
+        "products is far below 2**53, hence exact, and the result is checked against int32 "
+        "and cast by requantize / requantize_groups or Memory.write: same values and bytes"),
+    "ops-int8-already": (
+        "maxpool_int8 / avgpool_int8 return int8 arrays and reduce_max_int8 the max of an "
+        "int8 array; lookup_table returns quantize_real(..., 'i8'), int8: the dropped int8 "
+        "conversion was a no-op"),
+    "ops-pool-kernel-required": (
+        "_cstl_work's kernel default (1, 1) is never used: kernel_shape is a required "
+        "pool attribute, and _cstl_run (called first) needs it for the pool itself"),
+    "ops-one-in-one-out": (
+        "regions[+1] / qps[+1] in place of [-1] where the task has exactly one input and "
+        "one output (a CSTL int8 pool; argmax: X and Y, enforced by both front-ends), so "
+        "index 1 is the last"),
+    "ops-unused-argument": (
+        "the argument is never read there: _gemm ignores attrs; _cstl_work reads opcode and "
+        "attrs only for maxpool/avgpool; lookup_table reads attrs only when opcode is not "
+        "None"),
+    "ops-equal-lengths": (
+        "zip's strict= only matters for lists of different lengths, which cannot occur: "
+        "regions and qps are built from the same list; the real path slices vals, regions "
+        "and qps to ins_n entries; run_compute checks len(reals) == len(outs) first; "
+        "slice's starts/ends/axes/steps have one length (nem.shapes)"),
+    "ops-output-channels": (
+        "_int_path reads channels only for the zero bias when there is none; then "
+        "regions[2] is the output, whose last axis is the weight's last (N or F) by the "
+        "shape rules, so regions[1].shape[-1] == regions[2].shape[-1]"),
+    "ops-same-default": (
+        "the dropped keyword equals the callee's default: requantize's channel_axis=-1, "
+        "group_requant_params' w_range=(-8, 7) (= ELEM_RANGES['i4']), np.pad's "
+        "mode='constant'"),
+    "ops-pads-wrap": (
+        "pad: pads has exactly 2 * rank entries (nem.shapes), so pads[k - rank] for k in "
+        "range(rank) is pads[k + rank]"),
+    "ops-regions-nonempty": (
+        "elems is computed after _real_op read reals[0], so there is an input region and "
+        "the 'or [0]' fallback is never taken"),
 }
+
+
+def _ops(short):
+    """nem.ops mutant names from ``function__N``."""
+    return [f"nem.ops.x_{n.rsplit('__', 1)[0]}__mutmut_{n.rsplit('__', 1)[1]}" for n in short]
+
 
 _GROUPS = {
     "int64-promotion": [
@@ -285,6 +352,37 @@ _GROUPS = {
     "binder-unit-known": ["nem.binder.x_bind__mutmut_76", "nem.binder.x_bind__mutmut_79"],
     "binder-fold-exact": ["nem.binder.x_fold_run__mutmut_11", "nem.binder.x_fold_run__mutmut_17"],
     "binder-lowest-bit": ["nem.binder.x_plan_from_binary__mutmut_44"],
+    #: nem.ops: names as "function__N" for nem.ops.x_function__mutmut_N
+    "ops-absent-bias": _ops(["_gemm__9", "_gemm__11", "_conv2d__9", "_conv2d__11"]),
+    "ops-get-default-or": _ops([
+        "_conv2d__43", "_conv2d__45", "_real_op__87", "_real_op__89", "_real_op__100",
+        "_real_op__102", "_real_op__150", "_real_op__152", "_reduce__25", "_reduce__27",
+        "run_compute__87", "run_compute__89"]),
+    "ops-guarded-default": _ops([
+        "_norm__17", "_norm__19", "_norm__22", "_reduce__6", "_reduce__8", "_reduce__11"]),
+    "ops-int64-promotion": _ops([
+        "_conv2d__70", "_conv2d__72", "_conv2d__75", "_conv2d__77", "_conv2d__108", "_conv2d__110",
+        "_conv2d__118", "_conv2d__120", "_gemm__33", "_gemm__35", "_group_path__3",
+        "_group_path__5", "_matmul_acc__8", "_matmul_acc__10", "_matmul_acc__12", "_matmul_acc__14",
+        "_matmul_acc__16", "_matmul_acc__18", "_int_path__16", "_int_path__18"]),
+    "ops-default-int": _ops(["_conv2d__83", "_conv2d__86", "quant_params__69", "quant_params__71"]),
+    "ops-default-float": _ops(["quant_params__65", "quant_params__67", "_erf__1"]),
+    "ops-float-accumulator": _ops(["_conv_real__48", "_conv_real__50"]),
+    "ops-int8-already": _ops([
+        "_cstl_run__79", "_cstl_run__81", "run_compute__166", "run_compute__168"]),
+    "ops-pool-kernel-required": _ops(["_cstl_work__17", "_cstl_work__18"]),
+    "ops-one-in-one-out": _ops(["_cstl_work__27", "run_compute__81"]),
+    "ops-unused-argument": _ops([
+        "run_compute__23", "run_compute__57", "run_compute__59", "run_compute__113",
+        "run_compute__115", "cstl_int8__52"]),
+    "ops-equal-lengths": _ops([
+        "_real_op__11", "_real_op__15", "_real_op__16", "_slice__33", "_slice__38", "_slice__39",
+        "nmu_requant__30", "nmu_requant__33", "nmu_requant__34", "run_compute__189",
+        "run_compute__193", "run_compute__194"]),
+    "ops-output-channels": _ops(["_int_path__2"]),
+    "ops-same-default": _ops(["_int_path__49", "nmu_group_requant__61", "_pad__27"]),
+    "ops-pads-wrap": _ops(["_pad__9"]),
+    "ops-regions-nonempty": _ops(["run_compute__214"]),
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()

@@ -104,6 +104,10 @@ def _not_killed(work: Path, target: Target) -> list[str]:
 def _mutmut(work: Path, args: list[str], deadline: float | None) -> bool:
     """Run ``mutmut run ARGS`` in *work*; False if the deadline stopped it."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # mutmut forks a child per mutant from a process that has run the tests: a torch (or
+    # BLAS) thread pool started there does not survive the fork, and a child that reaches
+    # it hangs until mutmut's timeout, which the report would count as a kill
+    env |= {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "mutmut", "run", *args], cwd=work, env=env,
                             start_new_session=True)
     try:
