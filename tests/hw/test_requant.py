@@ -130,7 +130,7 @@ def test_one_transfer_per_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert cycles["outs"] == 40 - 3  # three pipeline stages, then one result per cycle
+    assert cycles["outs"] == 40 - 4  # four pipeline stages, then one result per cycle
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

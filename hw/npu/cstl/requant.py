@@ -13,8 +13,8 @@ are per tensor (ports, held by the caller).
 
 Protocol and timing
 -------------------
-``i`` and ``o`` are streams. The pipeline has three register stages (table read,
-64-bit product, round/shift/clamp): a result leaves three transfers' worth of cycles
+``i`` and ``o`` are streams. The pipeline has four register stages (table read,
+64-bit product, round and shift, zero point and clamp): a result leaves four cycles
 after it entered when nothing stalls, and the pipeline accepts one transfer per cycle.
 The whole pipeline advances when its output register is empty or being read
 (``i.ready = ~o.valid | o.ready``), so back-pressure stalls every stage at once.
@@ -121,25 +121,29 @@ class RequantStage(wiring.Component):
         prod2 = [Signal(signed(64), name=f"prod2_{k}") for k in range(lanes)]
         shift2 = [Signal(6, name=f"shift2_{k}") for k in range(lanes)]
         with m.If(advance):
+            v3 = Signal()
             m.d.sync += [v1.eq(self.i.valid), acc1.eq(self.i.payload.acc), v2.eq(v1),
-                         self.o.valid.eq(v2)]
+                         v3.eq(v2), self.o.valid.eq(v3)]
             if self.tag_width:
-                tag1, tag2 = Signal(self.tag_width), Signal(self.tag_width)
-                m.d.sync += [tag1.eq(self.i.payload.tag), tag2.eq(tag1), self.o_tag.eq(tag2)]
+                tag1, tag2, tag3 = (Signal(self.tag_width, name=f"tag{n}") for n in (1, 2, 3))
+                m.d.sync += [tag1.eq(self.i.payload.tag), tag2.eq(tag1), tag3.eq(tag2),
+                             self.o_tag.eq(tag3)]
             for k in range(lanes):
                 entry = r.data[k]
                 m.d.sync += [prod2[k].eq(acc1[k] * entry.multiplier.as_unsigned()),
                              shift2[k].eq(entry.shift)]
-            # Stage 3: round, shift, zero point, clamp.
+            # Stage 3: round and shift (registered: the 64-bit add and the barrel shift are
+            # one cycle's path, the zero point and the clamp the next's).
             for k in range(lanes):
                 rounded = Signal(signed(64), name=f"rounded_{k}")
                 shifted = Signal(signed(64), name=f"shifted_{k}")
                 with_zp = Signal(signed(65), name=f"with_zp_{k}")
                 m.d.comb += [
                     rounded.eq(prod2[k] + (Const(1, 64) << (shift2[k] - 1)[:6])),
-                    shifted.eq(rounded >> shift2[k]),
                     with_zp.eq(shifted + self.zero_point),
                 ]
+                m.d.sync += shifted.eq(rounded >> shift2[k])
+                # Stage 4: zero point and clamp.
                 with m.If(with_zp < self.lo):
                     m.d.sync += self.o.payload[k].eq(self.lo)
                 with m.Elif(with_zp > self.hi):

@@ -11,7 +11,7 @@ granted, byte enables on the partial words; any alignment.
 
 Protocol and timing
 -------------------
-``i`` is a stream; the requantisation pipeline adds three cycles and a register slice
+``i`` is a stream; the requantisation pipeline adds four cycles and a register slice
 after it (between the clamp and the writer's byte placement, for timing) one more. The
 writer takes the next result in the cycle its last word is written (``busy`` stays high
 from an accepted input until its last word is written). ``stall`` is high in a cycle where
