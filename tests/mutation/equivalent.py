@@ -290,12 +290,12 @@ _GROUPS = {
     "last-use-default": [f"nem.hazards.x_peak_live_tokens__mutmut_{n}" for n in (37, 39, 41)],
     "unreachable-freed": [f"nac.schedule.x_replay__mutmut_{n}" for n in (40, 74, 76, 77)],
     "signal-name": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (46, 48, 54, 56, 84, 86, 91, 93, 98, 100)],
+                    for n in (46, 48, 54, 56, 70, 72, 73, 74, 75, 92, 94, 99, 101, 106, 108)],
     "wider-signal": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                     for n in (50, 57, 88, 95, 102, 113, 116)],
+                     for n in (50, 57, 96, 103, 110, 124)],
     "const-width": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (109, 111)],
-    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (122, 127)],
+                    for n in (117, 119, 121)],
+    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (132, 137)],
     "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15"],
     "unused-argument": [
         "nac.runtime.x__clamp__mutmut_7", "nac.runtime.x__clamp__mutmut_17",
