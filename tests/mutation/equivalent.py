@@ -233,6 +233,29 @@ REASONS = {
     "ops-regions-nonempty": (
         "elems is computed after _real_op read reals[0], so there is an input region and "
         "the 'or [0]' fallback is never taken"),
+    "struct-cache": (
+        "_Cursor.unpack without its struct cache compiles struct.Struct('<' + fmt) afresh on "
+        "every call and unpacks the same values; only slower"),
+    "record-zip-strict": (
+        "_Cursor.record zips record.names with the values record.struct unpacks, both built "
+        "from the same Record fields, so the lengths are equal and strict= never raises"),
+    "int16-fallback": (
+        "read_ops: struct.unpack_from(f'<{n}h') instead of the precompiled _INT16S[n] is "
+        "the same format and gives the same values; only slower"),
+    "first-tick": (
+        "_validate_mmap starting with previous = -2 instead of -1: a tick was checked to be "
+        ">= 0 before, so 'rec.tick <= previous' is false for the first record either way"),
+    "standard-low-ids": (
+        "read_cmap 'ident <= 10' instead of '< 10': id 10 is a standard op and is refused "
+        "by the test before with the same message"),
+    "header-slice": "head is bytes(buf[:88]), 88 bytes long, so head[84:89] is head[84:88]",
+    "buffer-copy": (
+        "loads converting bytes and memoryview inputs too: memoryview(bytes(buf)) holds the "
+        "same bytes, only a copy is added"),
+    "small-signed-fields": (
+        "signed instead of unsigned struct codes for fields whose values always fit the "
+        "signed range (ConstType codes 0-6, the fixed constant lengths 0, 1 and 8, the "
+        "QuantMethod code 0-4): struct packs the same bytes"),
 }
 
 
@@ -296,7 +319,8 @@ _GROUPS = {
     "const-width": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
                     for n in (117, 119, 121)],
     "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (132, 137)],
-    "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15"],
+    "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15",
+                       "nac.container.validate.x__validate_ops__mutmut_94"],
     "unused-argument": [
         "nac.runtime.x__clamp__mutmut_7", "nac.runtime.x__clamp__mutmut_17",
         "nac.runtime.x__elu__mutmut_6", "nac.runtime.x__elu__mutmut_17",
@@ -333,7 +357,10 @@ _GROUPS = {
                           for n in (56, 59, 60)),
                         *(f"nem.taskformat.x_encode_requant__mutmut_{n}" for n in (42, 45, 46))],
     "codec-case": ["nem.taskformat.x_decode__mutmut_145", "nem.taskformat.x_encode__mutmut_8",
-                   "nem.binder.x_device_hash__mutmut_19"],
+                   "nem.binder.x_device_hash__mutmut_19",
+                   "nac.container.cursor.xǁ_Cursorǁtext__mutmut_10",
+                   "nac.container.writer.x__text__mutmut_4",
+                   "nac.container.writer.x__constant_bytes__mutmut_58"],
     "unit-has-map": ["nem.taskformat.x_decode__mutmut_228",
                      "nem.taskformat.x_decode__mutmut_232"],
     "entry-in-bounds": ["nem.taskformat.x_decode__mutmut_119"],
@@ -352,6 +379,19 @@ _GROUPS = {
     "binder-unit-known": ["nem.binder.x_bind__mutmut_76", "nem.binder.x_bind__mutmut_79"],
     "binder-fold-exact": ["nem.binder.x_fold_run__mutmut_11", "nem.binder.x_fold_run__mutmut_17"],
     "binder-lowest-bit": ["nem.binder.x_plan_from_binary__mutmut_44"],
+    "struct-cache": ["nac.container.cursor.xǁ_Cursorǁunpack__mutmut_1",
+                     "nac.container.cursor.xǁ_Cursorǁunpack__mutmut_2"],
+    "record-zip-strict": [f"nac.container.cursor.xǁ_Cursorǁrecord__mutmut_{n}"
+                          for n in (10, 13, 18)],
+    "int16-fallback": ["nac.container.read_ops.x__parse_instruction__mutmut_30"],
+    "first-tick": ["nac.container.validate.x__validate_mmap__mutmut_11"],
+    "standard-low-ids": ["nac.container.read_tables.x_read_cmap__mutmut_24"],
+    "header-slice": ["nac.container.reader.x__read_header__mutmut_121",
+                     "nac.container.reader.x__read_header__mutmut_142"],
+    "buffer-copy": ["nac.container.reader.x_loads__mutmut_3"],
+    "small-signed-fields": [*(f"nac.container.writer.x__constant_bytes__mutmut_{n}"
+                              for n in (12, 24, 38, 51)),
+                            "nac.container.writer.x_tensor_metadata__mutmut_21"],
     #: nem.ops: names as "function__N" for nem.ops.x_function__mutmut_N
     "ops-absent-bias": _ops(["_gemm__9", "_gemm__11", "_conv2d__9", "_conv2d__11"]),
     "ops-get-default-or": _ops([
