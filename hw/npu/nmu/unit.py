@@ -198,6 +198,16 @@ class Nmu(wiring.Component):
 
         s.q = q = Signal(16)
         m.d.comb += q.eq((task.cin + (L - 1)) >> lw)
+        # the size check in registers (two multipliers in a row are too long a path into
+        # the state machine): taps, then taps * q against the weight rows; both follow the
+        # task register, which is loaded with start, and ``settled`` says when they do
+        g = self.geometry
+        taps = Signal(32)
+        s.too_big = Signal()
+        s.settled = Signal(2)
+        m.d.sync += [taps.eq(task.kh * task.kw),
+                     s.too_big.eq((taps * q > g.wrows) | (task.cout > g.channels)),
+                     s.settled.eq(Cat(1, s.settled[0]))]
         s.counting = Signal()
         s.counters = counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
@@ -207,7 +217,7 @@ class Nmu(wiring.Component):
         def on_start():
             """Statements of the cycle that takes ``start``."""
             m.d.sync += [task.eq(self.start.payload), widx.eq(0), s.cause.eq(0),
-                         s.reading.eq(1), s.rows_done.eq(0)]
+                         s.reading.eq(1), s.rows_done.eq(0), s.settled.eq(0)]
             m.d.sync += [c.eq(0) for c in counters.values()]
 
         s.on_start = on_start
@@ -307,7 +317,8 @@ class Nmu(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += s.counting.eq(1)
-                self._check(m, s, ok, first)
+                with m.If(s.settled[1]):  # the size check has seen this task
+                    self._check(m, s, ok, first)
             tiles()
             with m.State("DRAIN"):
                 m.d.comb += s.counting.eq(1)
@@ -333,11 +344,11 @@ class Nmu(wiring.Component):
     def _check(self, m, s, ok, first):
         """CHECK state body: refusals go to DONE, else the comb statements ``ok`` and
         state ``first``."""
-        g, task = self.geometry, s.task
+        task = s.task
         with m.If(task.cause != 0):
             m.d.sync += s.cause.eq(task.cause)
             m.next = "DONE"
-        with m.Elif((task.kh * task.kw * s.q > g.wrows) | (task.cout > g.channels)):
+        with m.Elif(s.too_big):
             m.d.sync += s.cause.eq(Cause.SIZE)
             m.next = "DONE"
         with m.Elif(Mux(task.raw, s.nch != 0, s.nch != task.cout)):
