@@ -61,17 +61,14 @@ def _draw(kind, rng, seed):
         ops = rng.sample(sorted(Y_QUANT), r(1, len(Y_QUANT)))
         return table_tiles(rows, r(1, 24), r(1, rows), ops=tuple(ops))
     if kind == "pool":
-        while True:
-            kh, kw = r(1, 3), r(1, 3)
-            h, w = r(kh, 7), r(kw, 7)
-            pads = (r(0, kh - 1), r(0, kw - 1), r(0, kh - 1), r(0, kw - 1))
-            strides = (r(1, 2), r(1, 2))
-            oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
-            if oh < 1:
-                continue
-            return pool_tiles(rng.choice(["maxpool", "avgpool"]), r(1, 2), h, w, r(1, 12),
-                              (kh, kw), strides, pads, r(1, oh),
-                              requant=tuple(rng.random() < 0.5 for _ in range(2)))
+        kh, kw = r(1, 3), r(1, 3)
+        h, w = r(kh, 7), r(kw, 7)  # at least the kernel: one output row or more
+        pads = (r(0, kh - 1), r(0, kw - 1), r(0, kh - 1), r(0, kw - 1))
+        strides = (r(1, 2), r(1, 2))
+        oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
+        return pool_tiles(rng.choice(["maxpool", "avgpool"]), r(1, 2), h, w, r(1, 12),
+                          (kh, kw), strides, pads, r(1, oh),
+                          requant=tuple(rng.random() < 0.5 for _ in range(2)))
     if kind == "eltwise":
         rows = r(1, 10)
         ops = rng.sample(sorted(ELT_OUT), r(1, len(ELT_OUT)))

@@ -440,6 +440,7 @@ class Cstl(wiring.Component):
 
         P = self.elt_lanes
         bits = max(1, (L - 1).bit_length())
+        a_lanes, b_lanes = Array(a_reg), Array([byte(k) for k in range(L)])
 
         def i8(word):
             return word[:8].as_signed()
@@ -454,8 +455,7 @@ class Cstl(wiring.Component):
             """The result byte of lane ``lane + j`` (wrapping past the last lane, whose
             results nothing stores)."""
             sel = (lane + j)[:bits]
-            qa = Array(a_reg)[sel].as_signed()
-            qb = Array([byte(k) for k in range(L)])[sel].as_signed()
+            qa, qb = a_lanes[sel].as_signed(), b_lanes[sel].as_signed()
             da = Signal(signed(10), name=f"elt_da{j}")
             db = Signal(signed(10), name=f"elt_db{j}")
             m.d.comb += [da.eq(qa - i8(e["a_zero_point"])), db.eq(qb - i8(e["b_zero_point"]))]
