@@ -1,0 +1,1 @@
+"""MMAP coprocessor: directed cases for mutants of ``npu.nac.mmap`` the other tests missed."""
