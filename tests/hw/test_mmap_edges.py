@@ -1,1 +1,252 @@
-"""MMAP coprocessor: directed cases for mutants of ``npu.nac.mmap`` the other tests missed."""
+"""MMAP coprocessor: directed cases for mutants of ``npu.nac.mmap`` the other tests missed.
+
+Each case is a short hand-made schedule with a scripted order of ticks and preload
+completions. The RTL runs in the Amaranth simulator (with idle cycles on the byte stream
+and back-pressure on the preload requests) and is compared with ``MmapModel`` after every
+event, the whole result table included (state and slot of every entry; the model's
+``result_state`` gives slot 0 unless SAVED). Where the case has a point, the expected
+outcome is derived by hand from the rules in the module docstring (spec §4) and checked on
+the model as well, so that a wrong model cannot agree with a wrong RTL. The constructor's
+checks and the interface widths are tested against the documented ranges.
+"""
+
+import random
+
+import pytest
+from amaranth.sim import Simulator
+
+from npu.nac.mmap import (
+    MmapAction,
+    MmapCoprocessor,
+    MmapError,
+    MmapModel,
+    ResultState,
+    encode_mmap,
+)
+from sim.streams import stream_send
+
+F, S, W, P = MmapAction.FREE, MmapAction.SAVE_RESULT, MmapAction.FORWARD, MmapAction.PRELOAD
+
+
+def _bits(ids):
+    return sum(1 << k for k in ids)
+
+
+def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_params=16,
+        depth=32, seed=0, idle=0.3, backpressure=0.4):
+    """Run RTL and model through *script*; compare their whole state after every event.
+
+    *section* is MMAP bytes or a list of records for ``encode_mmap``. *script* is a list
+    of ``("tick", t)`` (present tick t until accepted) and ``("done", p)`` (one completion
+    of parameter p). *map_writes*, ``(index, param, valid)`` transfers on ``param_map``,
+    default to one valid write per entry of *param_map*; the model gets the map they leave.
+    Returns the model and the preload requests the RTL handed over.
+    """
+    if not isinstance(section, bytes):
+        section = encode_mmap(section)
+    if map_writes is None:
+        map_writes = [(i, p, 1) for i, p in (param_map or {}).items()]
+    model_map = {}
+    for index, param, valid in map_writes:
+        if valid:
+            model_map[index] = param
+        else:
+            model_map.pop(index, None)
+    dut = MmapCoprocessor(n_slots=n_slots, max_params=max_params, max_instructions=depth)
+    model = MmapModel(model_map, section, n_slots=n_slots, max_params=max_params,
+                      max_instructions=depth)
+    requests = []
+
+    async def feed_bytes(ctx):
+        payloads = [{"data": b, "last": int(k == len(section) - 1)}
+                    for k, b in enumerate(section)]
+        await stream_send(ctx, dut.mmap, payloads, rng=random.Random(seed + 1), idle=idle,
+                          timeout=100_000)
+
+    async def take_requests(ctx):
+        rng = random.Random(seed + 2)
+        while True:
+            ready = rng.random() >= backpressure
+            ctx.set(dut.preload_req.ready, ready)
+            *_, valid, payload = await ctx.tick().sample(dut.preload_req.valid,
+                                                        dut.preload_req.payload)
+            if valid and ready:
+                requests.append(payload)
+
+    async def compare(ctx, where):
+        for _ in range(200):  # a read-ahead error shows in the RTL once the bytes are in
+            if model.error == MmapError.NONE or ctx.get(dut.error):
+                break
+            await ctx.tick()
+        assert MmapError(ctx.get(dut.error_cause)) == model.error, where
+        assert ctx.get(dut.error) == (model.error != MmapError.NONE), where
+        if model.error != MmapError.NONE:
+            assert ctx.get(dut.error_tick) == model.error_tick, f"{where}: error tick"
+            return
+        assert ctx.get(dut.resident) == _bits(model.resident), f"{where}: resident"
+        assert ctx.get(dut.pending) == _bits(model.pending), f"{where}: pending"
+        free = _bits(k for k, f in enumerate(model.free_slots) if f)
+        assert ctx.get(dut.free_slots) == free, f"{where}: free slots"
+        assert ctx.get(dut.live) == n_slots - sum(model.free_slots), f"{where}: live"
+        assert ctx.get(dut.commands) == model.commands, f"{where}: commands"
+        assert requests == model.requests, f"{where}: preload requests"
+        for index in range(depth):
+            ctx.set(dut.query_index, index)
+            await ctx.tick()
+            await ctx.tick()
+            entry = ctx.get(dut.query)
+            assert (ResultState(entry.state), entry.slot) == model.result_state(index), (
+                f"{where}: result {index}")
+
+    async def bench(ctx):
+        for index, param, valid in map_writes:
+            ctx.set(dut.param_map.payload, {"index": index, "param": param, "valid": valid})
+            ctx.set(dut.param_map.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.param_map.valid, 0)
+        for event, value in script:
+            if event == "tick":
+                ctx.set(dut.tick.payload, value)
+                ctx.set(dut.tick.valid, 1)
+                for _ in range(2000):
+                    *_, ready = await ctx.tick().sample(dut.tick.ready)
+                    if ready:
+                        break
+                else:
+                    raise AssertionError(f"tick {value} not accepted in 2000 cycles")
+                ctx.set(dut.tick.valid, 0)
+                model.tick(value)
+            else:
+                ctx.set(dut.preload_done.payload, value)
+                ctx.set(dut.preload_done.valid, 1)
+                await ctx.tick()
+                ctx.set(dut.preload_done.valid, 0)
+                model.complete(value)
+            await ctx.tick()
+            await compare(ctx, f"after {event} {value}")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(feed_bytes, background=True)
+    sim.add_testbench(take_requests, background=True)
+    sim.run()
+    return model, requests
+
+
+def ticks(*values):
+    return [("tick", t) for t in values]
+
+
+# --- result table ----------------------------------------------------------------------
+
+
+def test_forwarded_and_untouched_entries_have_slot_zero():
+    # FORWARD at tick 2 (to 3) marks result 2 FORWARDED; only SAVED entries carry a slot,
+    # so every entry reads slot 0, also the ones never written.
+    model, _ = run([(2, [(W, 3)])], ticks(0, 1, 2, 3))
+    assert model.error == MmapError.NONE
+    assert model.result_state(2) == (ResultState.FORWARDED, 0)
+    assert model.result_state(5) == (ResultState.NONE, 0)
+
+
+# --- parameters -------------------------------------------------------------------------
+
+
+def test_free_of_a_parameter_never_preloaded_is_unknown():
+    # Instruction 1 is mapped to parameter 5 but nothing preloaded it: FREE 1 at tick 2
+    # frees nothing -> FREE_UNKNOWN at tick 2.
+    model, _ = run([(2, [(F, 1)])], ticks(0, 1, 2), param_map={1: 5})
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 2)
+
+
+def test_free_of_a_parameter_already_freed_is_unknown():
+    # PRELOAD 1 at 0, completion, FREE 1 at 2 releases parameter 5; FREE 1 again at 3
+    # finds nothing.
+    model, requests = run([(0, [(P, 1)]), (2, [(F, 1)]), (3, [(F, 1)])],
+                          [*ticks(0), ("done", 5), *ticks(1, 2, 3)], param_map={1: 5})
+    assert requests == [5]
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 3)
+
+
+def test_preload_of_an_earlier_instruction_is_a_bad_target():
+    # PRELOAD's target must not be earlier than the current tick: 1 < 2.
+    model, requests = run([(2, [(P, 1)])], ticks(0, 1, 2), param_map={1: 5})
+    assert requests == []
+    assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 2)
+
+
+def test_preload_of_the_current_tick_is_allowed():
+    # Target == tick is "not earlier": a request for parameter 5 goes out.
+    model, requests = run([(1, [(P, 1)])], ticks(0, 1, 2), param_map={1: 5})
+    assert model.error == MmapError.NONE and requests == [5] and model.pending == {5}
+
+
+@pytest.mark.parametrize("param", [16, 21])
+def test_preload_of_a_parameter_id_out_of_range(param):
+    # max_params = 16: ids 16 (one past the last) and 21 (= 5 + 16, whose low bits name
+    # parameter 5) are not tracked, so PRELOAD of their instruction is a BAD_TARGET.
+    model, requests = run([(0, [(P, 1)])], ticks(0, 1), param_map={1: param})
+    assert requests == []
+    assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 0)
+
+
+def test_free_of_an_out_of_range_parameter_is_unknown_even_if_its_low_bits_are_held():
+    # Parameter 5 is resident (PRELOAD 1); instruction 2 maps to id 21 (21 mod 16 = 5),
+    # which is not tracked: FREE 2 holds nothing -> FREE_UNKNOWN; parameter 5 stays.
+    model, _ = run([(0, [(P, 1)]), (3, [(F, 2)])],
+                   [*ticks(0), ("done", 5), *ticks(1, 2, 3)], param_map={1: 5, 2: 21})
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 3)
+    assert model.resident == {5}
+
+
+@pytest.mark.parametrize("complete_first", [False, True])
+def test_second_preload_of_a_held_parameter_issues_nothing(complete_first):
+    # PRELOAD 2 at ticks 0 and 1: the second finds parameter 7 pending (or, after its
+    # completion, resident) and issues no second request.
+    script = [*ticks(0), *([("done", 7)] if complete_first else []), *ticks(1, 2)]
+    model, requests = run([(0, [(P, 2)]), (1, [(P, 2)])], script, param_map={2: 7})
+    assert model.error == MmapError.NONE and requests == [7]
+    assert (model.resident, model.pending) == (({7}, set()) if complete_first
+                                                 else (set(), {7}))
+
+
+# --- constructor and interface ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "limit"), [("n_slots", 64), ("max_params", 1024),
+                                             ("max_instructions", 65536)])
+def test_parameter_ranges(name, limit):
+    # Documented ranges: n_slots 1..64, max_params 1..1024, max_instructions 1..65536;
+    # both ends are accepted, anything else (bools and floats too) is a ValueError.
+    for value in (1, limit):
+        assert getattr(MmapCoprocessor(**{name: value}), name) == value
+    for value in (0, -1, limit + 1, True, 2.0, "4"):
+        with pytest.raises(ValueError, match=rf"^{name} must be an integer in 1\.\.{limit}, "
+                                             rf"not {value!r}$"):
+            MmapCoprocessor(**{name: value})
+
+
+def test_defaults_and_interface_widths():
+    # Defaults n_slots=16, max_params=64, max_instructions=1024 (class docstring).
+    dut = MmapCoprocessor()
+    assert (dut.n_slots, dut.max_params, dut.max_instructions) == (16, 64, 1024)
+    assert dut.free_slots.shape().width == 16 and dut.free_slots.init == 0xFFFF
+    assert dut.resident.shape().width == dut.pending.shape().width == 64
+    assert dut.live.shape().width == 5            # 0..16
+    assert dut.commands.shape().width == 32
+    assert dut.error_tick.shape().width == 16 and dut.query_index.shape().width == 16
+    # A result-table entry: state (2 bits) and a slot number 0..15 (4 bits).
+    assert dut.entry_layout.size == 6
+
+
+@pytest.mark.parametrize(("n_slots", "slot_bits", "live_bits"), [(1, 1, 1), (2, 1, 2),
+                                                                 (5, 3, 3), (64, 6, 7)])
+def test_slot_widths(n_slots, slot_bits, live_bits):
+    # Every slot starts free (all n_slots bits set); a slot number needs at least one bit
+    # (also for a single slot); live counts 0..n_slots.
+    dut = MmapCoprocessor(n_slots=n_slots, max_params=4, max_instructions=8)
+    assert dut.free_slots.shape().width == n_slots
+    assert dut.free_slots.init == (1 << n_slots) - 1
+    assert dut.entry_layout.size == 2 + slot_bits
+    assert dut.live.shape().width == live_bits
