@@ -13,6 +13,7 @@ checks and the interface widths are tested against the documented ranges.
 import random
 
 import pytest
+from amaranth import Shape
 from amaranth.sim import Simulator
 
 from npu.nac.mmap import (
@@ -250,3 +251,19 @@ def test_slot_widths(n_slots, slot_bits, live_bits):
     assert dut.free_slots.init == (1 << n_slots) - 1
     assert dut.entry_layout.size == 2 + slot_bits
     assert dut.live.shape().width == live_bits
+
+
+def test_stream_payload_widths():
+    # Ticks, parameter ids and instruction indexes are uint16 (MMAP records); the byte
+    # stream is the decoder's IN_LAYOUT; a param_map transfer is index, param and valid.
+    from npu.nac.decoder import IN_LAYOUT
+
+    dut = MmapCoprocessor(n_slots=4, max_params=8, max_instructions=16)
+    assert dut.mmap.payload.shape() == IN_LAYOUT
+    for port in (dut.tick, dut.preload_req, dut.preload_done):
+        assert port.payload.shape().width == 16
+    layout = dut.param_map.payload.shape()
+    assert {name: Shape.cast(field.shape).width for name, field in layout} == {
+        "index": 16, "param": 16, "valid": 1}
+    assert dut.error.shape().width == 1 and dut.error_cause.shape() == MmapError
+    assert dut.entry_layout["state"].shape == ResultState
