@@ -51,8 +51,9 @@ accepted, also after an error). Any check failing ends in status ERROR with a ca
 (:class:`Cause`) and the index of the failing task (the one being decoded, the one in
 the issue slot, or the one the failing unit runs; for ``AXI_ERROR`` the one being
 decoded). The cause is visible at once;
-the status stays BUSY until the units have finished the tasks already issued and the
-fetches in flight have arrived, so that ERROR (like DONE) means quiescent. A watchdog ends
+the status stays BUSY until the units have finished the tasks already issued, the
+fetches in flight have arrived and the fetched words not decoded are dropped, so that
+ERROR (like DONE) means quiescent. A watchdog ends
 a run that makes no progress (no byte decoded, no task issued or completed, no unit moving data) for
 ``watchdog`` cycles in status ERROR, cause ``WATCHDOG``.
 """
@@ -312,9 +313,10 @@ class Sequencer(wiring.Component):
                     m.next = "IDLE"
                 self._errors(m, s)
             with m.State("ERROR"):
-                # still draining: units finishing their tasks, fetches in flight
+                # still draining: units finishing their tasks, fetches in flight, and the
+                # words fetched but not decoded (else a run started at once would read them)
                 m.d.comb += [s.running.eq(0), self.status.eq(Status.BUSY)]
-                with m.If((s.inflight == 0) & (s.unit_busy == 0)):
+                with m.If((s.inflight == 0) & (s.unit_busy == 0) & (s.fifo.level == 0)):
                     m.next = "IDLE"
 
         self._region_check(m, s)
