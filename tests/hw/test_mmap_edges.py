@@ -13,7 +13,7 @@ checks and the interface widths are tested against the documented ranges.
 import random
 
 import pytest
-from amaranth import Shape
+from amaranth import ClockDomain, Module, Shape
 from amaranth.sim import Simulator
 
 from npu.nac.mmap import (
@@ -83,7 +83,8 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
         assert ctx.get(dut.error) == (model.error != MmapError.NONE), where
         if model.error != MmapError.NONE:
             assert ctx.get(dut.error_tick) == model.error_tick, f"{where}: error tick"
-            return
+        # The model stops at an error with its state as it was (every check comes before
+        # any update), and so must the RTL: the state is compared after an error too.
         assert ctx.get(dut.resident) == _bits(model.resident), f"{where}: resident"
         assert ctx.get(dut.pending) == _bits(model.pending), f"{where}: pending"
         free = _bits(k for k, f in enumerate(model.free_slots) if f)
@@ -210,6 +211,181 @@ def test_second_preload_of_a_held_parameter_issues_nothing(complete_first):
     assert model.error == MmapError.NONE and requests == [7]
     assert (model.resident, model.pending) == (({7}, set()) if complete_first
                                                  else (set(), {7}))
+
+
+# --- parameter map and completions ----------------------------------------------------
+
+
+def test_param_map_write_with_valid_low_unmaps():
+    # Instruction 1 is mapped to parameter 5, then written again with valid = 0: it is no
+    # <INPUT B=1> any more, so PRELOAD 1 is a BAD_TARGET. Instruction 2 stays mapped.
+    model, requests = run([(0, [(P, 2), (P, 1)])], ticks(0, 1),
+                          map_writes=[(1, 5, 1), (2, 7, 1), (1, 5, 0)])
+    assert requests == [7] and model.pending == {7}
+    assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 0)
+
+
+@pytest.mark.parametrize("bad_id", [16, 21])
+def test_completion_of_an_untracked_id_is_unexpected(bad_id):
+    # Parameter 5 is pending; a completion for 16 or 21 (ids >= max_params 16; 21's low
+    # bits are 5) is not one for 5: UNEXPECTED_DONE at the last tick (0), and 5 stays
+    # pending.
+    model, requests = run([(0, [(P, 1)])], [*ticks(0), ("done", bad_id), *ticks(1)],
+                          param_map={1: 5})
+    assert requests == [5] and model.pending == {5} and model.resident == set()
+    assert (model.error, model.error_tick) == (MmapError.UNEXPECTED_DONE, 0)
+
+
+def test_completion_after_an_error_is_ignored():
+    # PRELOAD 1 at 0 leaves parameter 5 pending; the record of tick 1 has action 7
+    # (BAD_ACTION at 1). A completion for 5 afterwards changes nothing: the error and
+    # its cause stay and 5 stays pending.
+    model, _ = run([(0, [(P, 1)]), (1, [(7, 1)])],
+                   [*ticks(0, 1), ("done", 5), ("done", 9), *ticks(2)], param_map={1: 5})
+    assert (model.error, model.error_tick) == (MmapError.BAD_ACTION, 1)
+    assert model.pending == {5} and model.resident == set()
+
+
+# --- records and ticks --------------------------------------------------------------------
+
+
+def test_empty_schedule_accepts_every_tick():
+    # Record count 0 and nothing else: every tick is accepted with nothing to do.
+    model, _ = run([], ticks(0, 1, 2, 5))
+    assert model.error == MmapError.NONE and model.commands == 0
+
+
+def test_bytes_after_an_empty_schedule_are_trailing():
+    # Record count 0 followed by a byte: TRAILING, before any tick (error tick 0xFFFF).
+    model, _ = run(encode_mmap([]) + b"\x00", ticks(0, 1))
+    assert (model.error, model.error_tick) == (MmapError.TRAILING, 0xFFFF)
+
+
+def test_records_without_commands():
+    # Records may carry no command: tick 1 (empty), 3 (SAVE 3), 4 (empty, the last).
+    model, _ = run([(1, []), (3, [(S, 3)]), (4, [])], ticks(0, 1, 2, 3, 4, 5))
+    assert model.error == MmapError.NONE and model.commands == 1
+    assert model.result_state(3) == (ResultState.SAVED, 0)
+
+
+def test_equal_record_ticks_are_out_of_order():
+    # Record ticks must increase: a second record for tick 2 is TICK_ORDER, found when
+    # its header is read after tick 2 has run (error tick 2).
+    model, _ = run([(2, [(S, 2)]), (2, [(W, 3)])], ticks(0, 1, 2, 3))
+    assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 2)
+    assert model.result_state(2) == (ResultState.SAVED, 0)
+
+
+def test_tick_presented_twice_is_out_of_order():
+    model, _ = run([(3, [(S, 3)])], ticks(0, 1, 1))
+    assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 1)
+
+
+def test_tick_presented_twice_after_the_last_record_is_out_of_order():
+    model, _ = run([(1, [(S, 1)])], ticks(0, 1, 2, 2))
+    assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 2)
+
+
+def test_skipping_a_scheduled_tick_is_missed():
+    # Record at tick 2, ticks 0, 1, 3 presented: 3 passes 2 -> TICK_MISSED at 3.
+    model, _ = run([(2, [(S, 2)])], ticks(0, 1, 3))
+    assert (model.error, model.error_tick) == (MmapError.TICK_MISSED, 3)
+
+
+def test_ticks_may_start_late_and_jump():
+    # Ticks need only increase: 2, then 5 (its record), then 9.
+    model, _ = run([(5, [(S, 5)])], ticks(2, 5, 9))
+    assert model.error == MmapError.NONE and model.result_state(5) == (ResultState.SAVED, 0)
+
+
+def test_last_tick_of_the_16_bit_range():
+    # Ticks are uint16: a record at 0xFFFF runs when 0xFFFF is presented.
+    model, _ = run([(0xFFFF, [(F, 2)])], ticks(2, 0xFFFF), param_map={2: 3})
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 0xFFFF)
+
+
+# --- reset ---------------------------------------------------------------------------------
+
+
+def test_reset_clears_the_result_table():
+    # The result table is memory, which a reset does not clear; the coprocessor clears it
+    # entry by entry after reset. Run 1 leaves entries 0 (SAVED in slot 0), 1 (FORWARDED)
+    # and 7, the last (SAVED in slot 1); after a reset, run 2 (SAVE 3 at tick 3) must find
+    # every other entry NONE and all the registers back at their reset values.
+    depth = 8
+    first = encode_mmap([(0, [(S, 0)]), (1, [(W, 5)]), (7, [(S, 7)])])
+    second = encode_mmap([(3, [(S, 3)])])
+    dut = MmapCoprocessor(n_slots=4, max_params=4, max_instructions=depth)
+    top = Module()
+    top.domains.sync = domain = ClockDomain("sync")
+    top.submodules.dut = dut
+    phase = {"reset": False}
+    seen = {}
+
+    async def feed_bytes(ctx):
+        rng = random.Random(7)
+        for section, gate in ((first, None), (second, "reset")):
+            while gate and not phase[gate]:
+                await ctx.tick()
+            payloads = [{"data": b, "last": int(k == len(section) - 1)}
+                        for k, b in enumerate(section)]
+            await stream_send(ctx, dut.mmap, payloads, rng=rng, idle=0.3)
+
+    async def present(ctx, values):
+        for t in values:
+            ctx.set(dut.tick.payload, t)
+            ctx.set(dut.tick.valid, 1)
+            for _ in range(200):
+                *_, ready = await ctx.tick().sample(dut.tick.ready)
+                if ready:
+                    break
+            else:
+                raise AssertionError(f"tick {t} not accepted")
+            ctx.set(dut.tick.valid, 0)
+
+    async def table(ctx):
+        entries = []
+        for index in range(depth):
+            ctx.set(dut.query_index, index)
+            await ctx.tick()
+            await ctx.tick()
+            entry = ctx.get(dut.query)
+            entries.append((ResultState(entry.state), entry.slot))
+        return entries
+
+    async def bench(ctx):
+        await present(ctx, range(depth))
+        seen["before"] = await table(ctx)
+        seen["free_before"] = ctx.get(dut.free_slots)
+        ctx.set(domain.rst, 1)
+        await ctx.tick()
+        ctx.set(domain.rst, 0)
+        phase["reset"] = True
+        await present(ctx, range(5))
+        await ctx.tick()
+        seen["after"] = await table(ctx)
+        seen["state"] = (ctx.get(dut.error), ctx.get(dut.free_slots), ctx.get(dut.live),
+                         ctx.get(dut.commands))
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(feed_bytes, background=True)
+    sim.run()
+    models = []
+    for section in (first, second):
+        model = MmapModel({}, section, n_slots=4, max_params=4, max_instructions=depth)
+        for t in range(depth if section is first else 5):
+            model.tick(t)
+        assert model.error == MmapError.NONE
+        models.append([model.result_state(i) for i in range(depth)])
+    NONE = (ResultState.NONE, 0)
+    assert models[0] == [(ResultState.SAVED, 0), (ResultState.FORWARDED, 0), NONE, NONE,
+                         NONE, NONE, NONE, (ResultState.SAVED, 1)]
+    assert seen["before"] == models[0] and seen["free_before"] == 0b1100
+    assert models[1] == [NONE, NONE, NONE, (ResultState.SAVED, 0), NONE, NONE, NONE, NONE]
+    assert seen["after"] == models[1]
+    assert seen["state"] == (0, 0b1110, 1, 1)
 
 
 # --- constructor and interface ------------------------------------------------------------
