@@ -91,6 +91,8 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
         assert ctx.get(dut.free_slots) == free, f"{where}: free slots"
         assert ctx.get(dut.live) == n_slots - sum(model.free_slots), f"{where}: live"
         assert ctx.get(dut.commands) == model.commands, f"{where}: commands"
+        # param_map and preload_done are always ready (class docstring).
+        assert ctx.get(dut.param_map.ready) == 1 and ctx.get(dut.preload_done.ready) == 1
         assert requests == model.requests, f"{where}: preload requests"
         for index in range(depth):
             ctx.set(dut.query_index, index)
