@@ -1,2 +1,208 @@
-"""NMU AGUs: directed cases for mutants of ``npu.nmu.agu`` and ``npu.nmu.agu_step``
-the other tests missed."""
+"""NMU AGUs: directed cases for mutants of ``npu.nmu.agu`` and ``npu.nmu.agu_step`` the other
+tests missed.
+
+``SteppedAgu`` and ``NmuAgu`` run in lock-step on the same inputs under the same random
+back-pressure (every cycle ``valid``, ``busy`` and, while valid, the whole run command equal),
+and the runs each phase hands over are checked against the model's loop nests
+(``npu.nmu.model.weight_runs`` / ``bias_runs`` / ``act_runs``), with addresses taken modulo
+2**32 as the RTL's 32-bit arithmetic does. The cases the random tests in
+``test_nmu_agu.py`` / ``test_nmu_agu_step.py`` do not reach: one reduction lane and tiles
+narrower than the L1 word, a per-pixel bias over several images, rows and columns,
+addresses and strides that wrap past 2**32 (negative strides, negative pads), a tile whose
+first channel lies past ``cout`` (the 16-bit channel count wraps), and the ports of the
+two AGUs (the unit takes one for the other).
+"""
+
+from __future__ import annotations
+
+import random
+
+from amaranth import Module
+from amaranth.sim import Simulator
+
+from npu.nmu.agu import NmuAgu, task_fields
+from npu.nmu.agu_step import SteppedAgu
+from npu.nmu.model import NmuGeometry, NmuTask, act_runs, bias_runs, weight_runs
+from tests.hw.test_nmu_agu_step import _fields
+
+M32 = (1 << 32) - 1
+MODES = (NmuAgu.MODE_W, NmuAgu.MODE_B, NmuAgu.MODE_A)
+
+
+def _task(**kw):
+    """A small convolution (2x3 input, 2x2 kernel, stride 1, no pad) with fields from kw."""
+    base = dict(batch=1, h=2, w=3, cin=3, kh=2, kw=2, cout=5, oh=1, ow=2, x_addr=100,
+                xs=(18, 9, 3), w_addr=200, ws=(30, 15, 5), has_bias=True, b_addr=300,
+                b_stride=1, y_addr=400, ys=(10, 5, 5), out_elem="i8", pads=(0, 0),
+                strides=(1, 1), dils=(1, 1))
+    return NmuTask(**(base | kw))
+
+
+def _lockstep(phases, lanes, cols, seed):
+    """Run (task, n0, mode) phases on both AGUs in lock-step; the runs taken per phase."""
+    rng = random.Random(seed)
+    old, new = NmuAgu(lanes=lanes, cols=cols), SteppedAgu(lanes=lanes, cols=cols)
+    top = Module()
+    top.submodules.old = old
+    top.submodules.new = new
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    out = []
+
+    async def bench(ctx):
+        for task, n0, mode in phases:
+            bank = rng.randrange(2)
+            for dut in (old, new):
+                ctx.set(dut.task, task_fields(task))
+                ctx.set(dut.n0, n0)
+                ctx.set(dut.tile, (n0 // cols) & 0xFF)
+                ctx.set(dut.mode, mode)
+                ctx.set(dut.bank, bank)
+                ctx.set(dut.start, 1)
+            await ctx.tick()
+            for dut in (old, new):
+                ctx.set(dut.start, 0)
+            got = []
+            for _cycle in range(5000):
+                ready = rng.random() < 0.7
+                for dut in (old, new):
+                    ctx.set(dut.cmd.ready, ready)
+                valid = ctx.get(new.cmd.valid)
+                assert valid == ctx.get(old.cmd.valid), (mode, task)
+                assert ctx.get(new.busy) == ctx.get(old.busy), (mode, task)
+                if valid:
+                    run = _fields(ctx.get(new.cmd.payload))
+                    assert run == _fields(ctx.get(old.cmd.payload)), (mode, len(got), task)
+                    if ready:
+                        got.append(run)
+                if not ctx.get(new.busy):
+                    break
+                await ctx.tick()
+            assert not ctx.get(new.busy), (mode, task)
+            assert all(r[10] == bank for r in got)
+            out.append(got)
+
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+def _expected(task, geom, n0, mode):
+    """The model's runs as run-command fields (addresses mod 2**32; a pad run's address is
+    not compared, None)."""
+    ncols = min(geom.cols, task.cout - n0)
+    want = []
+    if mode == NmuAgu.MODE_W:
+        for r in weight_runs(task, geom, n0):
+            want.append((r.addr & M32, r.length, 0, mode, r.tag[0], r.tag[1]))
+    elif mode == NmuAgu.MODE_B:
+        for r in bias_runs(task, geom, n0):
+            want.append((r.addr & M32, 4, 0, mode, None, r.tag[0]))
+    else:
+        for r in act_runs(task, geom, n0):
+            if r.tag[0] == "bias":  # a per-pixel bias word
+                want.append((r.addr & M32, 4, 0, NmuAgu.MODE_B, None, r.tag[1]))
+                continue
+            row, first, last, yaddr = r.tag
+            want.append((None if r.pad else r.addr & M32, r.length, int(r.pad), mode, row,
+                         ncols, int(first), int(last), (n0 // geom.cols) & 0xFF, yaddr & M32))
+    return want
+
+
+def _check(got, want):
+    assert len(got) == len(want), (len(got), len(want))
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        addr, length, pad, kind, row, lane, first, last, tile, yaddr, _bank = g
+        mine = (None if w[0] is None else addr, length, pad, kind,
+                None if w[4] is None else row, lane)
+        if len(w) > 6:
+            mine += (first, last, tile, yaddr)
+        assert mine == w, (i, g, w)
+
+
+def _tiles(tasks, geom):
+    return [(task, n0, mode) for task in tasks for n0 in range(0, task.cout, geom.cols)
+            for mode in MODES]
+
+
+def test_ports_are_those_of_nmu_agu():
+    """The unit drives SteppedAgu where NmuAgu was: same members, directions and shapes."""
+    for lanes, cols in ((8, 8), (4, 2)):
+        new = SteppedAgu(lanes=lanes, cols=cols).signature
+        old = NmuAgu(lanes=lanes, cols=cols).signature
+        assert list(new.members) == list(old.members)
+        for name, member in old.members.items():
+            assert new.members[name] == member, name
+
+
+def test_one_lane_and_tiles_narrower_than_the_word():
+    """lanes = 1 (every input channel is a weight row of its own, lane 0) and cols < lanes
+    (several tiles, the last one partial), against the model and NmuAgu."""
+    for lanes, cols, seed in ((1, 1, 5), (4, 2, 6), (8, 3, 7)):
+        geom = NmuGeometry(lanes=lanes, cols=cols, channels=8 * cols)
+        tasks = [
+            _task(cin=3, cout=4 if lanes == 1 else 5),
+            _task(batch=2, h=3, w=3, cin=5, kh=3, kw=2, cout=cols + 1, oh=2, ow=2,
+                  xs=(45, 15, 5), ys=(8, 4, 2), pads=(1, 0), strides=(2, 2), dils=(1, 2)),
+            # a gemm with a per-pixel bias
+            _task(h=3, w=1, cin=6, kh=1, kw=1, cout=cols + 2, oh=3, ow=1, xs=(0, 7, 0),
+                  ws=(0, 0, 9), ys=(0, 9, 0), pix_bias=True, b_stride=2, b_mstride=11),
+        ]
+        phases = _tiles(tasks, geom)
+        for (task, n0, mode), got in zip(phases, _lockstep(phases, lanes, cols, seed),
+                                         strict=True):
+            _check(got, _expected(task, geom, n0, mode))
+
+
+def test_per_pixel_bias_over_images_rows_and_columns():
+    """A per-pixel bias word list before every pixel, addressed by the pixel's output row
+    (``b + 4*(oh*b_mstride + c*b_stride)``): from the first row again in the second image."""
+    geom = NmuGeometry(lanes=8, cols=8)
+    task = _task(batch=2, h=3, w=3, cin=4, kh=2, kw=2, cout=3, oh=3, ow=2,
+                 xs=(36, 12, 4), ys=(18, 6, 3), pads=(1, 1), strides=(1, 2),
+                 pix_bias=True, b_addr=40, b_stride=1, b_mstride=5)
+    (got,) = _lockstep([(task, 0, NmuAgu.MODE_A)], 8, 8, seed=8)
+    want = _expected(task, geom, 0, NmuAgu.MODE_A)
+    _check(got, want)
+    # hand-derived: pixel (b, oh, ow) starts with 3 words at 40 + 4*(5*oh + c)
+    bias_addrs = [g[0] for g in got if g[3] == NmuAgu.MODE_B]
+    assert bias_addrs == [40 + 4 * (5 * oh + c) for _b in range(2) for oh in range(3)
+                          for _ow in range(2) for c in range(3)]
+
+
+def test_addresses_wrap_modulo_2_to_the_32():
+    """Base addresses just below 2**32, negative strides (2**32 - s), negative pads and
+    products of 16-bit strides with 32-bit element strides that pass 2**32: every address
+    is the model's modulo 2**32."""
+    geom = NmuGeometry(lanes=8, cols=4)
+    neg = (1 << 32) - 7  # a stride of -7
+    tasks = [
+        _task(x_addr=M32 - 20, w_addr=M32 - 3, b_addr=M32 - 9, y_addr=M32 - 5, b_stride=3,
+              out_elem="i16"),
+        _task(batch=2, h=4, w=4, cin=2, kh=2, kw=2, cout=6, oh=3, ow=3, x_addr=5000,
+              xs=(neg * 16, neg * 4, neg), ws=(neg * 20, neg * 5, neg), w_addr=9000,
+              ys=((1 << 32) - 54, (1 << 32) - 18, (1 << 32) - 6), y_addr=7000,
+              b_stride=(1 << 32) - 1, pads=(-1, 1), out_elem="i32"),
+        _task(batch=1, h=60000, w=60000, cin=1, kh=2, kw=2, cout=2, oh=2, ow=2,
+              xs=(0, 70001, 1 << 20), ws=(1 << 31, 3, 1), strides=(50000, 40000),
+              dils=(30000, 20000), pads=(0, 0), ys=(0, 1 << 31, 1 << 30),
+              pix_bias=True, b_mstride=1 << 30),
+    ]
+    phases = _tiles(tasks, geom)
+    for (task, n0, mode), got in zip(phases, _lockstep(phases, 8, 4, seed=9), strict=True):
+        _check(got, _expected(task, geom, n0, mode))
+
+
+def test_tile_past_the_last_channel():
+    """n0 > cout: the 16-bit channel count cout - n0 wraps (2**16 + cout - n0) and is then
+    clipped to cols like any count; runs are as long as that, as in NmuAgu."""
+    for cout, n0 in ((2, 65535), (3, 65533), (0, 65531)):
+        task = _task(cout=cout)
+        ncols = min(8, (cout - n0) % (1 << 16))
+        weights, bias, acts = _lockstep([(task, n0, mode) for mode in MODES], 8, 8,
+                                        seed=n0)
+        assert {r[1] for r in weights} == {ncols}, (cout, n0)
+        assert [r[5] for r in bias] == list(range(ncols)), (cout, n0)
+        assert {r[5] for r in acts} == {ncols}, (cout, n0)
+        assert len(weights) == task.kh * task.kw * task.cin
+        assert len(acts) == task.oh * task.ow * task.kh * task.kw
