@@ -57,12 +57,17 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
     model = MmapModel(model_map, section, n_slots=n_slots, max_params=max_params,
                       max_instructions=depth)
     requests = []
+    taken = {"bytes": 0}
 
     async def feed_bytes(ctx):
         payloads = [{"data": b, "last": int(k == len(section) - 1)}
                     for k, b in enumerate(section)]
         await stream_send(ctx, dut.mmap, payloads, rng=random.Random(seed + 1), idle=idle,
                           timeout=100_000)
+
+    async def count_bytes(ctx):
+        async for *_, valid, ready in ctx.tick().sample(dut.mmap.valid, dut.mmap.ready):
+            taken["bytes"] += valid and ready
 
     async def take_requests(ctx):
         rng = random.Random(seed + 2)
@@ -81,6 +86,15 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
             await ctx.tick()
         assert MmapError(ctx.get(dut.error_cause)) == model.error, where
         assert ctx.get(dut.error) == (model.error != MmapError.NONE), where
+        # Bytes taken: as far as the model has read (up to the next record header), or
+        # all of them after an error (they are accepted and dropped).
+        want = len(section) if model.error != MmapError.NONE else model._pos
+        for _ in range(200):
+            if taken["bytes"] >= want:
+                break
+            await ctx.tick()
+        await ctx.tick().repeat(3)
+        assert taken["bytes"] == want, f"{where}: bytes taken"
         if model.error != MmapError.NONE:
             assert ctx.get(dut.error_tick) == model.error_tick, f"{where}: error tick"
         # The model stops at an error with its state as it was (every check comes before
@@ -134,6 +148,7 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
     sim.add_testbench(bench)
     sim.add_testbench(feed_bytes, background=True)
     sim.add_testbench(take_requests, background=True)
+    sim.add_testbench(count_bytes, background=True)
     sim.run()
     return model, requests
 
@@ -195,13 +210,17 @@ def test_preload_of_a_parameter_id_out_of_range(param):
     assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 0)
 
 
-def test_free_of_an_out_of_range_parameter_is_unknown_even_if_its_low_bits_are_held():
-    # Parameter 5 is resident (PRELOAD 1); instruction 2 maps to id 21 (21 mod 16 = 5),
-    # which is not tracked: FREE 2 holds nothing -> FREE_UNKNOWN; parameter 5 stays.
+@pytest.mark.parametrize(("param", "alias"), [(0, 16), (5, 21)])
+def test_free_of_an_out_of_range_parameter_is_unknown_even_if_its_low_bits_are_held(
+        param, alias):
+    # Parameter 0 (or 5) is resident (PRELOAD 1); instruction 2 maps to id 16 (or 21),
+    # >= max_params 16 with the same low bits, which is not tracked: FREE 2 holds
+    # nothing -> FREE_UNKNOWN; the resident parameter stays.
     model, _ = run([(0, [(P, 1)]), (3, [(F, 2)])],
-                   [*ticks(0), ("done", 5), *ticks(1, 2, 3)], param_map={1: 5, 2: 21})
+                   [*ticks(0), ("done", param), *ticks(1, 2, 3)],
+                   param_map={1: param, 2: alias})
     assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 3)
-    assert model.resident == {5}
+    assert model.resident == {param}
 
 
 @pytest.mark.parametrize("complete_first", [False, True])
@@ -227,14 +246,14 @@ def test_param_map_write_with_valid_low_unmaps():
     assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 0)
 
 
-@pytest.mark.parametrize("bad_id", [16, 21])
-def test_completion_of_an_untracked_id_is_unexpected(bad_id):
-    # Parameter 5 is pending; a completion for 16 or 21 (ids >= max_params 16; 21's low
-    # bits are 5) is not one for 5: UNEXPECTED_DONE at the last tick (0), and 5 stays
-    # pending.
+@pytest.mark.parametrize(("param", "bad_id"), [(0, 16), (5, 21)])
+def test_completion_of_an_untracked_id_is_unexpected(param, bad_id):
+    # Parameter 0 (or 5) is pending; a completion for 16 (or 21), an id >= max_params 16
+    # whose low bits name the pending one, is not one for it: UNEXPECTED_DONE at the last
+    # tick (0), and the parameter stays pending.
     model, requests = run([(0, [(P, 1)])], [*ticks(0), ("done", bad_id), *ticks(1)],
-                          param_map={1: 5})
-    assert requests == [5] and model.pending == {5} and model.resident == set()
+                          param_map={1: param})
+    assert requests == [param] and model.pending == {param} and model.resident == set()
     assert (model.error, model.error_tick) == (MmapError.UNEXPECTED_DONE, 0)
 
 
@@ -304,6 +323,48 @@ def test_last_tick_of_the_16_bit_range():
     # Ticks are uint16: a record at 0xFFFF runs when 0xFFFF is presented.
     model, _ = run([(0xFFFF, [(F, 2)])], ticks(2, 0xFFFF), param_map={2: 3})
     assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 0xFFFF)
+
+
+def test_bytes_after_the_section_are_trailing():
+    # The byte marked last ends the section; after the last record the coprocessor is in
+    # END, where it accepts ticks and rejects bytes: a further byte (a second stream) is
+    # TRAILING, at the last tick (1, no tick is presented meanwhile). Everything after
+    # it is accepted and dropped, ticks included.
+    section = encode_mmap([(1, [(S, 1)])])
+    extra = bytes([7, 7, 7])
+    dut = MmapCoprocessor(n_slots=2, max_params=2, max_instructions=4)
+    seen = {}
+
+    async def feed_bytes(ctx):
+        payloads = [{"data": b, "last": int(k == len(section) - 1)}
+                    for k, b in enumerate(section)]
+        payloads += [{"data": b, "last": int(k == len(extra) - 1)} for k, b in enumerate(extra)]
+        await stream_send(ctx, dut.mmap, payloads, rng=random.Random(3), idle=0.3)
+        seen["all bytes"] = True
+
+    async def bench(ctx):
+        for t in (0, 1, 2, 3):
+            if t == 2:
+                await ctx.tick().repeat(40)
+                seen["error"] = (ctx.get(dut.error), MmapError(ctx.get(dut.error_cause)),
+                                 ctx.get(dut.error_tick))
+            ctx.set(dut.tick.payload, t)
+            ctx.set(dut.tick.valid, 1)
+            for _ in range(100):
+                *_, ready = await ctx.tick().sample(dut.tick.ready)
+                if ready:
+                    break
+            else:
+                raise AssertionError(f"tick {t} not accepted")
+            ctx.set(dut.tick.valid, 0)
+        await ctx.tick().repeat(5)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(feed_bytes, background=True)
+    sim.run()
+    assert seen == {"error": (1, MmapError.TRAILING, 1), "all bytes": True}
 
 
 # --- reset ---------------------------------------------------------------------------------
