@@ -351,9 +351,9 @@ def expected_issues(cfg, binary, base):
 class Job:
     """One run of the SEQ: a binary at ``base`` and what the outside does.
 
-    ``hold``: task index whose unit does not finish until the error cause shows (or for
-    ``hold_cycles`` cycles after its issue); ``unit_error``: task whose done reports an
-    error; ``axi_error``: ``"first"`` (on the first data beat) or ``"stalled"`` (once the
+    ``hold``: task index (or indices) whose unit does not finish until the error cause
+    shows (or for ``hold_cycles`` cycles after its issue); ``unit_error``: task whose done
+    reports an error; ``axi_error``: ``"first"`` (on the first data beat) or ``"stalled"`` (once the
     SEQ has issued and been quiet for 40 cycles); ``entry_error``: NMU task index during
     whose run the entry fetcher reports an error; ``progress_until``: drive ``progress``
     high for that many cycles after the start.
@@ -361,8 +361,8 @@ class Job:
 
     binary: bytes
     base: int = 0
-    watchdog: int = 0
-    hold: int | None = None
+    watchdog: int = 300   # a hang ends in WATCHDOG, not at max_cycles
+    hold: int | tuple | None = None
     hold_cycles: int | None = None
     unit_error: int | None = None
     axi_error: str | None = None
@@ -578,7 +578,9 @@ def run_jobs(cfg, jobs, seed=0):
                 res.issues.append((k, payload, extra))
                 running[k], signals[k] = index, signal
                 issue_cycle[k] = cycle
-                left[k] = None if job.hold == index else rng.choice((1, 1, 2, 3, 5, 8))
+                held = job.hold == index if isinstance(job.hold, int) else \
+                    index in (job.hold or ())
+                left[k] = None if held else rng.choice((1, 1, 2, 3, 5, 8))
                 visible &= ~signal
             tokens = visible
             for k in done_units:
@@ -783,7 +785,7 @@ def _base_program(rng, cfg=CFG):
     tasks = (dma(rng, signal=1), dma(rng, inst=1, wait=1, src=8, dst=0),
              Task(Unit.SDMA, 0, 0, 0, 2, copy_writes(rng, src=1 << 20, dst=0, counts=(16, 1, 1, 1),
                                                       levels=(DDR, L2))),
-             Task(Unit.NMU, 0, 0, 2, 0, ((COMPUTE.index("REQUANT"), 16),)),
+             Task(Unit.NMU, 0, 0, 2, 0, ((5, 1), (COMPUTE.index("REQUANT"), 16))),
              Task(Unit.CSTL, 1, 0, 0, 0, ((CSTL_REGS.index("OPCODE"), TABLE_OPS[0]),
                                           (CSTL_REGS.index("TABLE"), 8))))
     return Program(cfg.device_hash, (BufferEntry("buf", "L1", 0, 4, 0, 16),), tasks,
@@ -869,7 +871,13 @@ def _task_cases(rng):
         ("reg_copy", patch_write(good, 2, 3, "index", len(COPY)), Cause.BAD_REGISTER, 2),
         ("reg_copy255", patch_write(good, 0, 0, "index", 255), Cause.BAD_REGISTER, 0),
         ("reg_nmu", patch_write(good, 3, 0, "index", len(COMPUTE)), Cause.BAD_REGISTER, 3),
+        ("reg_nmu_last", patch_write(good, 3, 1, "index", 255), Cause.BAD_REGISTER, 3),
         ("reg_cstl", patch_write(good, 4, 1, "index", len(CSTL_REGS)), Cause.BAD_REGISTER, 4),
+        ("reg_cstl_first", patch_write(good, 4, 0, "index", 200), Cause.BAD_REGISTER, 4),
+        ("reg_copy_1", patch_write(good, 2, 1, "index", len(COPY)), Cause.BAD_REGISTER, 2),
+        ("reg_copy_0", patch_write(good, 1, 0, "index", len(COPY) + 1), Cause.BAD_REGISTER, 1),
+        ("reg_copy_last", patch_write(good, 1, len(t[1].writes) - 1, "index", 128),
+         Cause.BAD_REGISTER, 1),
         ("dma_ddr_src", copy_task(1, src=0, dst=0, counts=(4, 1, 1, 1), levels=(DDR, L1)),
          Cause.BAD_LEVEL, 1),
         ("dma_ddr_dst", copy_task(1, src=0, dst=0, counts=(4, 1, 1, 1), levels=(L2, DDR)),
@@ -917,10 +925,10 @@ def _task_cases(rng):
         ("region_l1_src", copy_task(1, src=mem_bytes(CFG, L1) - 4, dst=0,
                                     counts=(2, 1, 1, 2), src_strides=(0, 0, 3),
                                     levels=(L1, L2)), Cause.BAD_REGION, 1),
-        ("requant_align", patch_write(good, 3, 0, "value", 20), Cause.BAD_ENTRY, 3),
-        ("requant_end", patch_write(good, 3, 0, "value", 320 - REQUANT_ENTRY.size + 8),
+        ("requant_align", patch_write(good, 3, 1, "value", 20), Cause.BAD_ENTRY, 3),
+        ("requant_end", patch_write(good, 3, 1, "value", 320 - REQUANT_ENTRY.size + 8),
          Cause.BAD_ENTRY, 3),
-        ("requant_far", patch_write(good, 3, 0, "value", 0xFFFFFFF8), Cause.BAD_ENTRY, 3),
+        ("requant_far", patch_write(good, 3, 1, "value", 0xFFFFFFF8), Cause.BAD_ENTRY, 3),
         ("table_align", patch_write(good, 4, 1, "value", 12), Cause.BAD_ENTRY, 4),
         ("table_end", patch_write(good, 4, 1, "value", 320 - TABLE_BYTES + 8),
          Cause.BAD_ENTRY, 4),
@@ -1064,3 +1072,110 @@ def test_restart_right_after_errors():
     for n in (1, 3, 5, 6):
         assert (results[n].status, results[n].cause) == (Status.DONE, Cause.NONE), n
         check_issues(CFG, results[n], want)
+
+
+def _compute(unit, inst, wait=0, signal=0, *, op=None, table=NO_TABLE, entry=0, extra=()):
+    """An NMU task (REQUANT ``entry``) or a CSTL task (``op``, ``TABLE``, ``REQUANT``)."""
+    if unit == Unit.NMU:
+        writes = (*extra, (COMPUTE.index("REQUANT"), entry))
+    else:
+        writes = ((CSTL_REGS.index("OPCODE"), op), *extra, (CSTL_REGS.index("TABLE"), table),
+                  (CSTL_REGS.index("REQUANT"), entry))
+    return Task(unit, inst, 0, wait, signal, writes)
+
+
+def test_hand_over_while_the_slot_issues():
+    """Each kind of task reaches the issue slot in the cycle the task before it leaves (that
+    task waited for a token of a long task); a compute unit's next task waits until the
+    slot no longer holds one for the same unit (its shadow registers are in use)."""
+    rng = random.Random(18)
+    sdma = Task(Unit.SDMA, 0, 0, 0, 0, copy_writes(rng, src=4, dst=0, counts=(8, 1, 1, 1),
+                                                    levels=(DDR, L2)))
+    t = [dma(rng, signal=1),                                         # 0 held
+         dma(rng, inst=1, wait=1, signal=2),
+         _compute(Unit.CSTL, 0, op=ELT_OPS[0], entry=16),
+         replace(sdma, signal=4),                                    # 3 held
+         dma(rng, inst=1, wait=4),
+         _compute(Unit.NMU, 0, entry=8, extra=((5, 7),)),
+         dma(rng, signal=8),                                         # 6 held
+         dma(rng, inst=1, wait=8),
+         sdma,
+         _compute(Unit.CSTL, 1, signal=1, op=TABLE_OPS[1], table=0),  # 9 held
+         dma(rng, inst=1, wait=1),
+         dma(rng),
+         replace(sdma, signal=2),                                    # 12 held
+         _compute(Unit.NMU, 0, wait=2, entry=0, extra=((9, 1), (10, 2))),
+         _compute(Unit.NMU, 0, entry=24, extra=((9, 3),)),
+         replace(sdma, signal=4),                                    # 15 held
+         _compute(Unit.CSTL, 1, wait=4, op=OTHER_OPS[0], extra=((7, 1),)),
+         _compute(Unit.CSTL, 0, op=TABLE_OPS[2], table=TABLE_ALIGN * 3),
+         _compute(Unit.CSTL, 1, op=ELT_OPS[2], entry=32, extra=((7, 2),)),
+         dma(rng)]
+    binary = encode(Program(HASH, (), tuple(t), bytes(320)))
+    want = expected_issues(CFG, binary, 0)
+    [res] = run_jobs(CFG, [Job(binary, hold=(0, 3, 6, 9, 12, 15), hold_cycles=40)], 18)
+    assert (res.status, res.cause) == (Status.DONE, Cause.NONE)
+    check_issues(CFG, res, want)
+
+
+def _aligned(cfg, tasks, data=b""):
+    """The binary of ``tasks``, the last one padded with writes (or none) so that the task
+    stream ends on a bus word: no byte after the last record is fetched."""
+    tasks = list(tasks)
+    last = tasks[-1]
+    for pad in range(cfg.wbytes):
+        extra = ((COPY.index("SRC_HI"), 0),) * pad if last.unit in (Unit.DMA, Unit.SDMA) \
+            else ((5, pad),) * pad
+        tasks[-1] = replace(last, writes=last.writes + extra)
+        binary = encode(Program(cfg.device_hash, (), tuple(tasks), data))
+        if (HEADER.size + HEADER.unpack(binary, 0)["stream_bytes"]) % cfg.wbytes == 0:
+            return binary
+    raise AssertionError("no padding aligns the stream")
+
+
+@pytest.mark.parametrize("cfg", [CFG, WIDE], ids=["w4", "w16"])
+def test_stream_ends_on_a_word(cfg):
+    """The last record ends on the last fetched byte, for every unit type as the last task
+    (and compute tasks without writes: the task header is the last record)."""
+    rng = random.Random(19)
+    first = [dma(rng, signal=1), dma(rng, wait=1)]
+    sdma = Task(Unit.SDMA, 0, 0, 1, 0, copy_writes(rng, src=64, dst=8, counts=(4, 2, 1, 1),
+                                                    src_strides=(4, 0, 0), levels=(DDR, L2)))
+    lasts = [dma(rng, wait=1, inst=cfg.n_dma - 1), sdma]
+    if cfg.n_nmu:
+        lasts += [_compute(Unit.NMU, 0, entry=8), Task(Unit.NMU, 0, 0, 0, 0, ())]
+    if cfg.n_cstl:
+        lasts += [_compute(Unit.CSTL, 1, op=TABLE_OPS[0], table=0),
+                  Task(Unit.CSTL, 0, 0, 0, 0, ())]
+    data = bytes(256) if cfg.n_nmu else b""
+    binaries = [(_aligned(cfg, [*first, last], data), 0) for last in lasts]
+    run_valid(cfg, binaries, 19)
+
+
+def test_edges_that_pass():
+    """Values on the edge of every check, all accepted: regions ending on a memory's last
+    byte (DDR: 2**32), counts of 65535, the highest token, instance and register index,
+    entries ending on the data section's last byte."""
+    rng = random.Random(20)
+    top = 1 << (CFG.tokens - 1)
+    l1, l2, ddr = (mem_bytes(CFG, x) for x in (L1, L2, DDR))
+    t = [
+        Task(Unit.DMA, CFG.n_dma - 1, 0, 0, top, copy_writes(
+            rng, src=l2 - 4 - 2 * 16 - 2 * 64 - 2 * 100, dst=l1 - 4 - 1 * 8 - 2 * 20 - 1 * 60,
+            counts=(4, 3, 3, 3), src_strides=(16, 64, 100), dst_strides=(4, 20, 30),
+            levels=(L2, L1))),
+        Task(Unit.SDMA, CFG.n_sdma - 1, 0, top, 0, copy_writes(
+            rng, src=ddr - 8, dst=l2 - 8, counts=(8, 65535, 1, 1), levels=(DDR, L2))),
+        Task(Unit.SDMA, 0, 0, 0, top, copy_writes(rng, src=0, dst=ddr - 16, counts=(8, 1, 1, 2),
+                                                  dst_strides=(0, 0, 8), levels=(L2, DDR))),
+        Task(Unit.DMA, 0, 0, top, top, copy_writes(rng, src=l1 - 1, dst=l1 - 1,
+                                                   counts=(1, 1, 1, 1), levels=(L1, L1))),
+        _compute(Unit.NMU, 0, wait=top, entry=320 - REQUANT_ENTRY.size,
+                 extra=((len(COMPUTE) - 1, 5),)),
+        _compute(Unit.CSTL, CFG.n_cstl - 1, op=TABLE_OPS[-1], table=320 - TABLE_BYTES),
+        _compute(Unit.CSTL, 0, op=ELT_OPS[-1], entry=320 - ELTWISE_ENTRY.size),
+        _compute(Unit.CSTL, 0, op=TABLE_OPS[0], table=NO_TABLE),
+        _compute(Unit.CSTL, 1, op=OTHER_OPS[-1], table=5, entry=3),
+    ]
+    binary = encode(Program(HASH, (), tuple(t), bytes(320)))
+    run_valid(CFG, [(binary, 0)], 20)
