@@ -267,6 +267,35 @@ def test_completion_after_an_error_is_ignored():
     assert model.pending == {5} and model.resident == set()
 
 
+@pytest.mark.parametrize("max_params", [5, 9])
+def test_parameter_ids_of_a_non_power_of_two_table(max_params):
+    # max_params 5 (or 9): ids 0..4 (0..8) need 3 (4) bits; the highest id, 4 (8), is a
+    # power of two. PRELOAD 1 (-> the highest id) and 2 (-> id 0) at tick 0, both
+    # complete (id 0 first), FREE 1 at 3 releases only the highest id; id max_params is
+    # untracked.
+    top = max_params - 1
+    model, requests = run([(0, [(P, 1), (P, 2)]), (3, [(F, 1)]), (4, [(P, 5)])],
+                          [*ticks(0), ("done", 0), ("done", top), *ticks(1, 2, 3, 4)],
+                          param_map={1: top, 2: 0, 5: max_params}, max_params=max_params,
+                          depth=8)
+    assert requests == [top, 0]
+    assert (model.error, model.error_tick) == (MmapError.BAD_TARGET, 4)
+    assert model.resident == {0} and model.pending == set()
+
+
+def test_single_parameter_and_slot():
+    # max_params 1, n_slots 1: parameter 0 is preloaded, completes and is freed; the
+    # single slot is taken by SAVE 1, freed at 3, taken again by SAVE 3; SAVE 4 finds no
+    # free slot.
+    model, requests = run([(0, [(P, 2)]), (1, [(S, 1)]), (3, [(F, 1), (F, 2), (S, 3)]),
+                           (4, [(S, 4)])],
+                          [*ticks(0), ("done", 0), *ticks(1, 2, 3, 4)],
+                          param_map={2: 0}, max_params=1, n_slots=1, depth=8)
+    assert requests == [0] and model.resident == set()
+    assert model.result_state(3) == (ResultState.SAVED, 0)
+    assert (model.error, model.error_tick) == (MmapError.NO_SLOT, 4)
+
+
 # --- records and ticks --------------------------------------------------------------------
 
 
