@@ -383,6 +383,8 @@ class Result:
     issued: int = 0
     completed: int = 0
     reads: list = field(default_factory=list)       # word indices relative to base
+    issue_cycles: list = field(default_factory=list)
+    clears: list = field(default_factory=list)      # (cycle, "nmu" or "cstlK")
     cause_cycle: int | None = None   # first cycle the cause showed
     progress_last: int | None = None  # last cycle ``progress`` was high
     cycles: int = 0
@@ -530,6 +532,7 @@ def run_jobs(cfg, jobs, seed=0):
                 nmu_clear = ctx.get(dut.nmu_clear)
                 if nmu_clear:
                     shadow["nmu"] = []
+                    res.clears.append((cycle, "nmu"))
                 if ctx.get(nmu_wv):
                     assert not nmu_clear, cycle
                     shadow["nmu"].append((ctx.get(nmu_wi), ctx.get(nmu_wd)))
@@ -538,6 +541,7 @@ def run_jobs(cfg, jobs, seed=0):
                 for k in range(cfg.n_cstl):
                     if clears >> k & 1:
                         shadow[f"cstl{k}"] = []
+                        res.clears.append((cycle, f"cstl{k}"))
                 if ctx.get(cs_wv):
                     assert not clears, cycle
                     shadow[f"cstl{ctx.get(dut.cstl_sel)}"].append((ctx.get(cs_wi),
@@ -576,6 +580,7 @@ def run_jobs(cfg, jobs, seed=0):
                            "dst_strides": [p.copy.dst_stride[d] for d in range(3)],
                            "levels": (p.src_level, p.dst_level)}
                 res.issues.append((k, payload, extra))
+                res.issue_cycles.append(cycle)
                 running[k], signals[k] = index, signal
                 issue_cycle[k] = cycle
                 held = job.hold == index if isinstance(job.hold, int) else \
@@ -1062,11 +1067,18 @@ def test_restart_right_after_errors():
     bad_unit = patch_task(long, 3, "unit", Unit.VPU)
     bad_magic = patch_header(good, "magic", b"NEMX")
     want = expected_issues(CFG, good, 40)
+    # the slot's command of a failed region check, then compute tasks first
+    bad_region = encode(Program(HASH, (), (dma(rng, src=200, dst=0, counts=(400, 1, 1, 1)),)))
+    compute = encode(Program(HASH, (), (_compute(Unit.CSTL, 1, op=ELT_OPS[0]),
+                                        _compute(Unit.NMU, 0), dma(rng)), bytes(64)))
     jobs = [Job(bad_unit, hold=0, hold_cycles=100), Job(good, base=40),
             Job(bad_magic, base=40), Job(good, base=40),
             Job(long, base=4, hold=0, axi_error="stalled"), Job(good, base=40),
-            Job(good, base=40)]
+            Job(good, base=40), Job(bad_region), Job(compute)]
     results = run_jobs(CFG, jobs, 17)
+    assert (results[7].cause, results[7].error_task) == (Cause.BAD_REGION, 0)
+    assert (results[8].status, results[8].cause) == (Status.DONE, Cause.NONE)
+    check_issues(CFG, results[8], expected_issues(CFG, compute, 0))
     for n, cause in ((0, Cause.BAD_UNIT), (2, Cause.BAD_MAGIC), (4, Cause.AXI_ERROR)):
         assert (results[n].status, results[n].cause) == (Status.ERROR, cause), n
     for n in (1, 3, 5, 6):
@@ -1179,3 +1191,46 @@ def test_edges_that_pass():
     ]
     binary = encode(Program(HASH, (), tuple(t), bytes(320)))
     run_valid(CFG, [(binary, 0)], 20)
+
+
+def test_decode_ahead():
+    """While the issue slot holds a task waiting for a token, the next task is decoded: a
+    compute task for another unit gets its shadow registers (clear, writes) before the
+    waiting task issues; one for the same unit only after."""
+    rng = random.Random(21)
+    nmu = _compute(Unit.NMU, 0, entry=8, extra=((4, 4),))
+    cstl0 = _compute(Unit.CSTL, 0, op=TABLE_OPS[0], table=0, extra=((8, 1),))
+    cstl1 = replace(cstl0, instance=1)
+    cases = [  # (waiting task, next task, decoded before the waiting one issues)
+        (dma(rng, inst=1, wait=1), nmu, True),
+        (replace(nmu, wait=1), cstl0, True),
+        (replace(cstl0, wait=1), cstl1, True),
+        (replace(cstl1, wait=1), nmu, True),
+        (replace(nmu, wait=1), nmu, False),
+        (replace(cstl1, wait=1), cstl1, False),
+    ]
+    jobs = []
+    for waiting, after, _ in cases:
+        tasks = (dma(rng, signal=1), waiting, after)
+        jobs.append(Job(encode(Program(HASH, (), tasks, bytes(256))), hold=0, hold_cycles=60))
+    for n, (res, (_, after, ahead)) in enumerate(zip(run_jobs(CFG, jobs, 21), cases,
+                                                     strict=True)):
+        assert (res.status, res.cause) == (Status.DONE, Cause.NONE), n
+        name = "nmu" if after.unit == Unit.NMU else f"cstl{after.instance}"
+        last_clear = [c for c, who in res.clears if who == name][-1]
+        assert (last_clear < res.issue_cycles[1]) == ahead, (n, last_clear, res.issue_cycles)
+
+
+def test_ports():
+    """The component's ports follow the configuration: a start/done pair per unit, CSTL
+    ports only on engines with CSTLs."""
+    for cfg, cstl in ((CFG, True), (WIDE, False)):
+        dut = Sequencer(cfg)
+        n = cfg.n_dma + cfg.n_sdma + cfg.n_nmu + cfg.n_cstl
+        assert len(dut.unit_start) == len(dut.unit_done) == n
+        assert len(dut.tokens) == cfg.tokens
+        for name in ("cstl_clear", "cstl_write", "cstl_sel", "cstl_table", "cstl_has_table",
+                     "cstl_elt_entry"):
+            assert (name in dut.signature.members) == cstl, (cfg.name, name)
+        if cstl:
+            assert len(dut.cstl_clear) == cfg.n_cstl
