@@ -111,18 +111,25 @@ def model_decode(perm, stream_bytes, instructions, error=DecodeError.NONE, index
     return (int(error != DecodeError.NONE), error, index, int(error == DecodeError.NONE))
 
 
-def expect(perm, stream_bytes, instructions, error=DecodeError.NONE, index=0, *,
-           max_args=4, max_consts=4, num_outputs=1, widths=(1, 2), seed=0):
-    """Model and RTL (both widths) must decode *stream_bytes* as derived by hand."""
-    status = model_decode(perm, stream_bytes, instructions, error, index, max_args=max_args,
-                          max_consts=max_consts, num_outputs=num_outputs)
+def expect(perm, cases, *, max_args=4, max_consts=4, num_outputs=1, seed=0):
+    """Model and RTL (both widths) must decode each stream as derived by hand.
+
+    *cases*: ``(stream_bytes, instructions, error, error_index)``; the RTL decodes them
+    one after the other with a reset in between.
+    """
+    statuses = [model_decode(perm, stream_bytes, instructions, error, index,
+                             max_args=max_args, max_consts=max_consts,
+                             num_outputs=num_outputs)
+                for stream_bytes, instructions, error, index in cases]
     writes = [(b, length, mask, 1) for b, (length, mask) in perm.items()]
-    for width in widths:
+    for width in (1, 2):
         dut = InstructionDecoder(max_args=max_args, max_consts=max_consts, width=width)
-        [(got, rtl_status)] = simulate(dut, writes, [stream_bytes], num_outputs,
-                                       [len(instructions)], seed=seed + width)
-        assert tuple(got) == tuple(instructions), f"width {width}"
-        assert rtl_status == status, f"width {width}: {rtl_status}"
+        results = simulate(dut, writes, [c[0] for c in cases], num_outputs,
+                           [len(c[1]) for c in cases], reset=True, seed=seed + width)
+        for k, ((got, status), case, want) in enumerate(zip(results, cases, statuses,
+                                                            strict=True)):
+            assert tuple(got) == tuple(case[1]), f"width {width}, case {k}"
+            assert status == want, f"width {width}, case {k}: {status}"
 
 
 #: Signature table of the cases: B -> (length, const_mask).
@@ -278,3 +285,31 @@ def test_perm_entry():
     with pytest.raises(ValueError, match=r"^signature 'TTT' has 3 arguments, more than "
                                          r"max_args 2$"):
         perm_entry("TTT", 2)
+
+
+@pytest.mark.parametrize(("max_args", "max_consts"), [(2, 5), (5, 2)])
+def test_output_count_limited_by_both_capacities(max_args, max_consts):
+    # <OUTPUT> puts n reserved ids in the constants and n offsets in the arguments, so n
+    # may not exceed either capacity: 2 outputs fit, 3 are CAPACITY (before the header's
+    # count is compared: B=0 with 3 outputs and num_outputs 2 is CAPACITY too).
+    two = bytes([3, 1]) + i16(2, 5, 6, -1, -2)
+    three = bytes([3, 1]) + i16(3, 5, 6, 7, -1, -2, -3)
+    three_b0 = bytes([3, 0]) + i16(3, 5, 6, 7, -1, -2, -3)
+    expect({100: (1, 0)}, [
+        (PRE + two, (*PRE_OUT, ins(3, 1, [5, 6], [(T, 2), (T, 1)])), E.NONE, 0),
+        (PRE + three, PRE_OUT, E.CAPACITY, 3),
+        (PRE + three_b0, PRE_OUT, E.CAPACITY, 3),
+    ], max_args=max_args, max_consts=max_consts, num_outputs=2)
+
+
+@pytest.mark.parametrize(("num_outputs", "count", "error"), [
+    (0x102, 2, E.OUTPUT_COUNT),   # the header's count is 16 bits: 0x102 is not 2
+    (0x100, 0, E.OUTPUT_COUNT),
+    (0, 0, E.NONE),               # no outputs at all: <OUTPUT B=0> with an empty C
+    (3, 3, E.NONE),
+])
+def test_output_count_against_a_16_bit_header(num_outputs, count, error):
+    body = bytes([3, 0]) + i16(count, *range(count), *(-1 for _ in range(count)))
+    tail = (ins(3, 0, range(count), [(T, 2)] * count),) if error == E.NONE else ()
+    expect(PERM, [(PRE + body, PRE_OUT + tail, error, 3 if error != E.NONE else 0)],
+           num_outputs=num_outputs)
