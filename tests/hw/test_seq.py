@@ -676,6 +676,7 @@ def test_random_programs(seed):
     for j in range(3):
         program = random_program(CFG, 100 * seed + j, ntasks=rng.randint(6, 12))
         binaries.append((encode(program), CFG.wbytes * rng.randrange(0, 64)))
+    binaries[seed] = (binaries[seed][0], (1 << 32) - 4096 - 4 * seed)   # the top of DDR
     run_valid(CFG, binaries, seed)
 
 
@@ -685,6 +686,7 @@ def test_random_programs_wide_word():
     for j in range(3):
         program = random_program(WIDE, 300 + j, ntasks=rng.randint(5, 10), nbufs=j)
         binaries.append((encode(program), WIDE.wbytes * rng.randrange(1, 32)))
+    binaries[1] = (binaries[1][0], (1 << 32) - 4096)   # the top of the address space
     run_valid(WIDE, binaries, 7)
 
 
@@ -1232,5 +1234,14 @@ def test_ports():
         for name in ("cstl_clear", "cstl_write", "cstl_sel", "cstl_table", "cstl_has_table",
                      "cstl_elt_entry"):
             assert (name in dut.signature.members) == cstl, (cfg.name, name)
+        widths = {"start": 1, "base": cfg.addr_width, "watchdog": 32, "progress": 1,
+                  "fetch_error": 1, "status": 2, "cause": 8, "error_task": 32, "issued": 32,
+                  "completed": 32, "tokens": cfg.tokens, "issue": 1,
+                  "issue_unit": max(1, (n - 1).bit_length()), "issue_wait": 32,
+                  "issue_signal": 32, "waiting": 1, "nmu_clear": 1, "entry_error": 1}
         if cstl:
-            assert len(dut.cstl_clear) == cfg.n_cstl
+            widths |= {"cstl_clear": cfg.n_cstl, "cstl_table": cfg.addr_width,
+                       "cstl_sel": max(1, (cfg.n_cstl - 1).bit_length()),
+                       "cstl_has_table": 1, "cstl_elt_entry": 1}
+        for name, width in widths.items():
+            assert len(getattr(dut, name)) == width, (cfg.name, name)
