@@ -313,3 +313,88 @@ def test_output_count_against_a_16_bit_header(num_outputs, count, error):
     tail = (ins(3, 0, range(count), [(T, 2)] * count),) if error == E.NONE else ()
     expect(PERM, [(PRE + body, PRE_OUT + tail, error, 3 if error != E.NONE else 0)],
            num_outputs=num_outputs)
+
+
+@pytest.mark.parametrize(("max_args", "max_consts"), [(8, 4), (7, 3)])
+def test_zeros_beyond_the_constants(max_args, max_consts):
+    # A signature of max_args constant codes, C with max_consts ids (the capacity) and a
+    # zero in every D entry: the zero after the last constant has nothing to take ->
+    # CONST_MISMATCH at 3, however many zeros follow. With as many zeros as constants and
+    # ancestors for the rest, the instruction decodes.
+    perm = {110: (max_args, (1 << max_args) - 1)}
+    ids = list(range(101, 101 + max_consts))
+    zeros = bytes([20, 110]) + i16(max_consts, *ids, *[0] * max_args)
+    rest = max_args - max_consts
+    fits = bytes([20, 110]) + i16(max_consts, *ids, *[0] * max_consts, *[-1] * rest)
+    decoded = ins(20, 110, ids, [(C, k) for k in ids] + [(T, 2)] * rest)
+    expect(perm, [(PRE + zeros, PRE_OUT, E.CONST_MISMATCH, 3),
+                  (PRE + fits, (*PRE_OUT, decoded), E.NONE, 0)],
+           max_args=max_args, max_consts=max_consts)
+
+
+def test_single_constant_code_signature():
+    # PERM[104] = one argument that is a constant code (mask 0b1): C = [1, 900], D = [0].
+    perm = {104: (1, 0b1)}
+    expect(perm, [(PRE + bytes([40, 104]) + i16(1, 900, 0),
+                   (*PRE_OUT, ins(40, 104, [900], [(C, 900)])), E.NONE, 0)])
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_signature_written_in_the_cycle_it_is_read(width):
+    # The table is read when the A/B word enters `cur` and is transparent for a write in
+    # the same cycle (module docstring): PERM[50] = (1, 0) written exactly in the cycle
+    # the word [20, 50] is loaded is what the decoder uses (without it the entry would
+    # read as unloaded: UNKNOWN_SIGNATURE).
+    stream_bytes = bytes([2, 0, 20, 50]) + i16(-1)
+    want = (I(0, 2, 0, (), ()), I(1, 20, 50, (), ((T, 0),)))
+    assert DecoderModel({50: (1, 0)}, max_args=4, max_consts=4).decode(
+        stream_bytes).instructions == want
+    dut = InstructionDecoder(max_args=4, max_consts=4, width=width)
+    payloads = to_payloads(stream_bytes, width)
+    # The transfer that completes the word [20, 50]: byte 3, or the second word.
+    loading = 3 if width == 1 else 1
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(dut.num_outputs, 1)
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.perm.payload, {"b": 50, "entry": {"valid": 1, "length": 1,
+                                                      "const_mask": 0}})
+        got = []
+        for k, payload in enumerate(payloads):
+            ctx.set(dut.i.payload, payload)
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.perm.valid, k == loading)
+            *_, ready, valid, out = await ctx.tick().sample(dut.i.ready, dut.o.valid,
+                                                            dut.o.payload)
+            assert ready
+            if valid:
+                got.append(to_instruction(out))
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.perm.valid, 0)
+        for _ in range(6):
+            *_, valid, out = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            if valid:
+                got.append(to_instruction(out))
+        seen["got"] = tuple(got)
+        seen["status"] = (ctx.get(dut.error), ctx.get(dut.done))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == {"got": want, "status": (0, 1)}
+
+
+def test_defaults_and_layout_widths():
+    # Defaults: width 1 (IN_LAYOUT), 8 arguments, 8 constants. Counts 0..n need
+    # ceil(log2(n + 1)) bits: 7 -> 3 bits, 1 -> 1 bit.
+    from npu.nac.decoder import IN_LAYOUT, decoded_layout, perm_entry_layout
+
+    dut = InstructionDecoder()
+    assert dut.width == 1 and dut.i.payload.shape() == IN_LAYOUT
+    assert decoded_layout(7, 7).size == 16 + 8 + 8 + 3 + 7 * 16 + 3 + 7 * 17
+    assert decoded_layout(1, 1).size == 16 + 8 + 8 + 1 + 16 + 1 + 17
+    assert decoded_layout(3, 5).size == 16 + 8 + 8 + 3 + 5 * 16 + 2 + 3 * 17
+    assert perm_entry_layout(1).size == 1 + 1 + 1
+    assert perm_entry_layout(3).size == 1 + 2 + 3
