@@ -38,10 +38,12 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
     """Run RTL and model through *script*; compare their whole state after every event.
 
     *section* is MMAP bytes or a list of records for ``encode_mmap``. *script* is a list
-    of ``("tick", t)`` (present tick t until accepted) and ``("done", p)`` (one completion
-    of parameter p). *map_writes*, ``(index, param, valid)`` transfers on ``param_map``,
-    default to one valid write per entry of *param_map*; the model gets the map they leave.
-    Returns the model and the preload requests the RTL handed over.
+    of ``("tick", t)`` (present tick t until accepted), ``("burst", [t, ...])`` (ticks
+    back to back, the next presented in the cycle after the previous was accepted) and
+    ``("done", p)`` (one completion of parameter p). *map_writes*, ``(index, param,
+    valid)`` transfers on ``param_map``, default to one valid write per entry of
+    *param_map*; the model gets the map they leave. Returns the model and the preload
+    requests the RTL handed over.
     """
     if not isinstance(section, bytes):
         section = encode_mmap(section)
@@ -123,7 +125,19 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
             await ctx.tick()
         ctx.set(dut.param_map.valid, 0)
         for event, value in script:
-            if event == "tick":
+            if event == "burst":  # ticks back to back, no comparison in between
+                for t in value:
+                    ctx.set(dut.tick.payload, t)
+                    ctx.set(dut.tick.valid, 1)
+                    for _ in range(2000):
+                        *_, ready = await ctx.tick().sample(dut.tick.ready)
+                        if ready:
+                            break
+                    else:
+                        raise AssertionError(f"tick {t} not accepted in 2000 cycles")
+                    model.tick(t)
+                ctx.set(dut.tick.valid, 0)
+            elif event == "tick":
                 ctx.set(dut.tick.payload, value)
                 ctx.set(dut.tick.valid, 1)
                 for _ in range(2000):
@@ -296,6 +310,28 @@ def test_single_parameter_and_slot():
     assert (model.error, model.error_tick) == (MmapError.NO_SLOT, 4)
 
 
+@pytest.mark.parametrize("complete_1", [False, True])
+def test_neighbouring_parameter_ids(complete_1):
+    # Instructions 1, 2 map to parameters 1, 0. PRELOAD 1 then 2 at tick 0: id 0 is
+    # requested although its neighbour 1 is pending. Completions: 1 (optionally) then 0.
+    # FREE 2 at tick 4 releases id 0 only; id 1 stays pending or resident.
+    script = [*ticks(0), *([("done", 1)] if complete_1 else []), ("done", 0),
+              *ticks(1, 2, 3, 4)]
+    model, requests = run([(0, [(P, 1), (P, 2)]), (4, [(F, 2)])], script,
+                          param_map={1: 1, 2: 0})
+    assert model.error == MmapError.NONE and requests == [1, 0]
+    assert (model.resident, model.pending) == (({1}, set()) if complete_1 else (set(), {1}))
+
+
+def test_free_of_an_unmapped_instruction_is_unknown():
+    # Parameter 0 is resident (instruction 1); instruction 2 was never mapped (its map
+    # entry reads as parameter 0, not valid): FREE 2 holds nothing -> FREE_UNKNOWN.
+    model, _ = run([(0, [(P, 1)]), (3, [(F, 2)])], [*ticks(0), ("done", 0), *ticks(1, 2, 3)],
+                   param_map={1: 0})
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 3)
+    assert model.resident == {0}
+
+
 # --- records and ticks --------------------------------------------------------------------
 
 
@@ -331,9 +367,35 @@ def test_tick_presented_twice_is_out_of_order():
     assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 1)
 
 
-def test_tick_presented_twice_after_the_last_record_is_out_of_order():
-    model, _ = run([(1, [(S, 1)])], ticks(0, 1, 2, 2))
+@pytest.mark.parametrize("again", [2, 1])
+def test_tick_presented_again_after_the_last_record_is_out_of_order(again):
+    # After the last record (END), a tick not above the last one (2) is TICK_ORDER, and
+    # the error tick is the tick presented.
+    model, _ = run([(1, [(S, 1)])], ticks(0, 1, 2, again))
+    assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, again)
+
+
+def test_read_ahead_error_while_the_next_tick_waits():
+    # After tick 2 runs its record, the next header (tick 1) is out of order. Tick 3 is
+    # presented at once and waits while the header comes in: the error belongs to the
+    # last tick that ran (2), not to the waiting one.
+    model, _ = run([(2, [(S, 2)]), (1, [(S, 1)])], [*ticks(0, 1), ("burst", [2, 3])],
+                   idle=0.6)
     assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 2)
+
+
+@pytest.mark.parametrize(("section", "error_tick"), [
+    (b"\x01\x00", 0xFFFF),                                   # inside the record count
+    (encode_mmap([(1, [(S, 1)])])[:4], 0xFFFF),              # count 1, then nothing
+    (encode_mmap([(1, [(S, 1)])])[:6], 0xFFFF),              # inside the record header
+    (encode_mmap([(1, [(S, 1)])])[:9], 1),                   # inside the command
+    (encode_mmap([(1, [(S, 1), (W, 3)])])[:10], 1),          # after the first command
+])
+def test_truncated_sections(section, error_tick):
+    # The byte marked last comes before the section is complete: TRUNCATED, at the tick
+    # that was reading (0xFFFF before any tick).
+    model, _ = run(section, ticks(0, 1, 2))
+    assert (model.error, model.error_tick) == (MmapError.TRUNCATED, error_tick)
 
 
 def test_skipping_a_scheduled_tick_is_missed():
