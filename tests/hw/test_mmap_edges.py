@@ -34,7 +34,7 @@ def _bits(ids):
 
 
 def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_params=16,
-        depth=32, seed=0, idle=0.3, backpressure=0.4):
+        depth=16, seed=0, idle=0.3, backpressure=0.4):
     """Run RTL and model through *script*; compare their whole state after every event.
 
     *section* is MMAP bytes or a list of records for ``encode_mmap``. *script* is a list
@@ -384,18 +384,25 @@ def test_read_ahead_error_while_the_next_tick_waits():
     assert (model.error, model.error_tick) == (MmapError.TICK_ORDER, 2)
 
 
-@pytest.mark.parametrize(("section", "error_tick"), [
-    (b"\x01\x00", 0xFFFF),                                   # inside the record count
-    (encode_mmap([(1, [(S, 1)])])[:4], 0xFFFF),              # count 1, then nothing
-    (encode_mmap([(1, [(S, 1)])])[:6], 0xFFFF),              # inside the record header
-    (encode_mmap([(1, [(S, 1)])])[:9], 1),                   # inside the command
-    (encode_mmap([(1, [(S, 1), (W, 3)])])[:10], 1),          # after the first command
-])
-def test_truncated_sections(section, error_tick):
+ONE = encode_mmap([(1, [(S, 1)])])
+
+
+@pytest.mark.parametrize(("section", "cause", "error_tick"), [
     # The byte marked last comes before the section is complete: TRUNCATED, at the tick
     # that was reading (0xFFFF before any tick).
+    (b"\x01\x00", MmapError.TRUNCATED, 0xFFFF),                # inside the record count
+    (ONE[:4], MmapError.TRUNCATED, 0xFFFF),                   # count 1, then nothing
+    (ONE[:6], MmapError.TRUNCATED, 0xFFFF),                   # inside the record header
+    (ONE[:7], MmapError.TRUNCATED, 0xFFFF),                   # header, not its command
+    (ONE[:9], MmapError.TRUNCATED, 1),                        # inside the command
+    (encode_mmap([(1, [(S, 1), (W, 3)])])[:10], MmapError.TRUNCATED, 1),  # 1 command of 2
+    # Bytes after the last record (the byte marked last comes later): TRAILING.
+    (encode_mmap([(1, [])]) + b"\x00", MmapError.TRAILING, 0xFFFF),  # after a header
+    (ONE + b"\x00", MmapError.TRAILING, 1),                     # after the last command
+])
+def test_sections_ending_early_or_late(section, cause, error_tick):
     model, _ = run(section, ticks(0, 1, 2))
-    assert (model.error, model.error_tick) == (MmapError.TRUNCATED, error_tick)
+    assert (model.error, model.error_tick) == (cause, error_tick)
 
 
 def test_skipping_a_scheduled_tick_is_missed():
