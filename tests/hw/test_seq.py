@@ -1245,3 +1245,44 @@ def test_ports():
                        "cstl_has_table": 1, "cstl_elt_entry": 1}
         for name, width in widths.items():
             assert len(getattr(dut, name)) == width, (cfg.name, name)
+
+
+def test_stream_ending_at_the_top_of_the_address_space():
+    """A task stream that ends on the last byte of the 32-bit DDR space: nothing past it is
+    fetched (the word counter must not wrap to address 0)."""
+    rng = random.Random(22)
+    binary = _aligned(CFG, [dma(rng, signal=1), dma(rng, wait=1)])
+    assert len(binary) % CFG.wbytes == 0
+    run_valid(CFG, [(binary, (1 << 32) - len(binary))], 22)
+
+
+def test_connects_like_the_engine():
+    """The SEQ's streams fit the blocks the engine connects them to (``npu.engine.top``):
+    the AXI read mux's client, the copy units' start/done, the NMU's register writes and
+    the entry fetcher's request."""
+    from amaranth import Module
+    from amaranth.lib import wiring
+
+    from npu.bus.ports import AxiReadMux
+    from npu.engine.copy_units import DmaUnit, SdmaUnit
+    from npu.engine.entry_fetch import EntryFetcher
+    from npu.nmu.regs import NmuRegisters
+
+    for cfg in (CFG, WIDE):
+        m = Module()
+        seq = Sequencer(cfg)
+        rmux = AxiReadMux(addr_width=cfg.addr_width, data_width=cfg.data_width, clients=2)
+        wiring.connect(m, seq.fetch_cmd, rmux.cmd[0])
+        wiring.connect(m, rmux.data[0], seq.fetch_data)
+        units = [DmaUnit(data_width=cfg.data_width, l1_depth=cfg.l1_depth,
+                         l2_depth=cfg.l2_depth, addr_width=cfg.addr_width)] * cfg.n_dma
+        units += [SdmaUnit(data_width=cfg.data_width, l2_depth=cfg.l2_depth,
+                           addr_width=cfg.addr_width)] * cfg.n_sdma
+        for k, u in enumerate(units):
+            wiring.connect(m, seq.unit_start[k], u.start)
+            wiring.connect(m, u.done, seq.unit_done[k])
+        wiring.connect(m, seq.nmu_write, NmuRegisters().write)
+        entry = EntryFetcher(addr_width=cfg.addr_width, data_width=cfg.data_width)
+        assert seq.nmu_entry.shape() == entry.start.payload.shape()
+        if cfg.n_cstl:
+            assert seq.cstl_write.payload.shape() == NmuRegisters().write.payload.shape()

@@ -330,7 +330,7 @@ class Sequencer(wiring.Component):
         aw, lw = s.aw, s.lw
         m.submodules.fifo = s.fifo = SyncFIFOBuffered(width=s.cfg.data_width,
                                                       depth=FETCH_DEPTH)
-        s.fetch_word = Signal(aw - lw)               # next word to request
+        s.fetch_word = Signal(aw - lw + 1)           # next word to request (no wrap at 2**aw)
         s.end_word = Signal(aw - lw + 1)             # words before this one are wanted
         s.header_end = Signal(aw - lw + 1)           # first word after the program header
         s.jump_pending = Signal()                    # skip to jump_to after the header
