@@ -370,6 +370,8 @@ class Job:
     progress_until: int = 0
     start_again: int | None = None
     max_cycles: int = 4000
+    #: probabilities of a fetch command taken, a data beat offered, a unit start taken
+    pace: tuple = (0.6, 0.7, 0.7)
 
 
 @dataclass
@@ -476,9 +478,9 @@ def run_jobs(cfg, jobs, seed=0):
                 assert ctx.get(dut.completed) == ndone, cycle
             # --- inputs of this cycle
             put(dut.start, job.start_again is not None and cycle == job.start_again)
-            take_cmd = not beats and rng.random() < 0.6
+            take_cmd = not beats and rng.random() < job.pace[0]
             put(cmd_ready, take_cmd)
-            give = bool(beats) and rng.random() < 0.7
+            give = bool(beats) and rng.random() < job.pace[1]
             put(rd_valid, give)
             if give:
                 word = beats[0]
@@ -505,7 +507,7 @@ def run_jobs(cfg, jobs, seed=0):
                 if d:
                     done_mask |= signals[k]
                     done_units.append(k)
-                ready.append(k not in running and rng.random() < 0.7)
+                ready.append(k not in running and rng.random() < job.pace[2])
                 put(st_ready[k], ready[k])
             # --- outputs
             status, cause = ctx.get(dut.status), ctx.get(dut.cause)
@@ -1286,3 +1288,39 @@ def test_connects_like_the_engine():
         assert seq.nmu_entry.shape() == entry.start.payload.shape()
         if cfg.n_cstl:
             assert seq.cstl_write.payload.shape() == NmuRegisters().write.payload.shape()
+
+
+def _header_check_steps():
+    """The cycle (step) in which each header field is checked, by the docstring's rule: up
+    to 8 bytes a cycle, whole fields in order, the device hash in 8-byte pieces."""
+    steps, step, used = {}, 0, 0
+    for f in HEADER.fields:
+        for piece, at in enumerate(range(0, f.size, 8)):
+            size = min(8, f.size - at)
+            if used and used + size > 8:
+                step, used = step + 1, 0
+            steps[f.name, piece] = step
+            used += size
+    return steps
+
+
+def test_header_check_timing():
+    """With the fetch never stalling (16-byte words: the header checks, not the fetch, set
+    the pace), a failing header check shows as many cycles after a bad magic as its step
+    comes after the first."""
+    rng = random.Random(23)
+    good = encode(Program(WIDE.device_hash, (), (dma(rng),)))
+    steps = _header_check_steps()
+    h = HEADER["device_hash"].offset
+    cases = [("magic", 0, patch_header(good, "magic", b"MEMB")),
+             ("minor", 0, patch_header(good, "minor", 99)),
+             ("header_bytes", 0, patch_header(good, "header_bytes", 0)),
+             *(("device_hash", p, patch(good, h + 8 * p + 3, good[h + 8 * p + 3] ^ 4, 1))
+               for p in range(4)),
+             ("table_offset", 0, patch_header(good, "table_offset", 0)),
+             ("stream_offset", 0, patch_header(good, "buffer_count", 1))]
+    jobs = [Job(b, pace=(1, 1, 1)) for *_, b in cases]
+    results = run_jobs(WIDE, jobs, 23)
+    first = results[0].cause_cycle
+    for (name, piece, _), res in zip(cases, results, strict=True):
+        assert res.cause_cycle - first == steps[name, piece], (name, piece, res.cause_cycle)
