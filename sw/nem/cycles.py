@@ -74,7 +74,9 @@ max(act, load)``. Each run (a weight row of a tile, or a pixel's tap of ``red`` 
 whose first vector of ``lanes`` bytes lies across two L1 words costs the run reader one
 cycle more, and so does a bias word (4 bytes per column) across two words: ``load`` and
 ``act`` count them from the operands' offsets and strides (buffers start on a multiple of
-``lanes``). Other NMU tasks (an ``[M, N]`` bias among them) keep the peak-rate model.
+``lanes``); a tile with a bias whose last weight row lies across two words loads one
+cycle faster (the bias runs start while that row's second word is read). Other NMU tasks
+(an ``[M, N]`` bias among them) keep the peak-rate model.
 
 A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
 reads a table / an eltwise entry (no ``table_cycles`` when the same CSTL instance read the
@@ -204,6 +206,8 @@ class CycleModel:
             load = taps * red + cols + _straddles(wrows + t * cols, width, lanes)
             if bias is not None:  # a 4-byte word per column
                 load += _straddles(bias.offset + 4 * (t * cols + np.arange(width)), 4, lanes)
+                # the bias runs start while the last weight row's second word is read
+                load -= _straddles(wrows[-1:] + t * cols, width, lanes)
             act = acts.size * -(-red // lanes) + _straddles(acts, red, lanes)
             # the first tile's weights load before any activation; a later tile's load
             # runs under the previous tile's activations

@@ -80,6 +80,11 @@ class RunReader(wiring.Component):
         Bytes per L1 word (a power of two).
     depth : int
         L1 words.
+    skid : bool
+        Take commands through a skid register: ``cmd.ready`` is then a flip-flop instead of
+        a function of this cycle's grant and window fill (cuts that path out of the run
+        source's step; the next command waits in the register while a run of two or more
+        words is read, so the source may finish a cycle earlier).
 
     Attributes
     ----------
@@ -89,15 +94,15 @@ class RunReader(wiring.Component):
     pad_byte : Signal(8), in
         What a pad run reads as (the input zero point).
     busy : Signal, out
-        A run is being read or bytes are still in the window.
+        A run is being read or waits in the skid entry, or bytes are still in the window.
     stall : Signal, out
         A read was requested and not granted this cycle.
     """
 
-    def __init__(self, *, lanes, depth):
+    def __init__(self, *, lanes, depth, skid=False):
         if lanes < 1 or lanes & (lanes - 1):
             raise ValueError(f"lanes must be a power of two, not {lanes!r}")
-        self.lanes, self.depth = lanes, depth
+        self.lanes, self.depth, self.skid = lanes, depth, skid
         super().__init__({
             "cmd": In(stream.Signature(run_layout())),
             "o": Out(stream.Signature(vector_layout(lanes))),
@@ -169,12 +174,29 @@ class RunReader(wiring.Component):
         with m.Elif(consume):
             m.d.sync += pend.eq(0)
 
-        m.d.comb += self.cmd.ready.eq(~act | (issue & last_word))
-        with m.If(self.cmd.valid & self.cmd.ready):
-            c = self.cmd.payload
-            m.d.sync += [act.eq(c.length != 0), waddr.eq(c.addr[lw:]),
-                         skip.eq(Mux(c.pad, 0, c.addr[:lw])), remaining.eq(c.length),
-                         cur_pad.eq(c.pad), cur_tag.eq(c.tag), first_word.eq(1)]
+        # Command skid register (``skid``): ``cmd.ready`` is a flip-flop (no free skid
+        # entry), so the run source's step does not wait on this cycle's grant and window
+        # fill. A command goes straight into the current run when that is free, into the
+        # skid entry otherwise; the current run reloads from the skid entry first. Without
+        # it, a command is taken only when the current run ends (``nxt_ok`` stays 0).
+        nxt = Signal(run_layout())
+        nxt_ok = Signal()
+        load = Signal()
+        m.d.comb += load.eq(~act | (issue & last_word))
+        m.d.comb += self.cmd.ready.eq(~nxt_ok if self.skid else load)
+        take_cmd = self.cmd.valid & self.cmd.ready
+        src = Signal(run_layout())
+        m.d.comb += src.eq(Mux(nxt_ok, nxt, self.cmd.payload))
+        with m.If(load & (nxt_ok | take_cmd)):
+            m.d.sync += [act.eq(src.length != 0), waddr.eq(src.addr[lw:]),
+                         skip.eq(Mux(src.pad, 0, src.addr[:lw])), remaining.eq(src.length),
+                         cur_pad.eq(src.pad), cur_tag.eq(src.tag), first_word.eq(1)]
+        with m.If(load & nxt_ok):
+            m.d.sync += nxt_ok.eq(0)
+        with m.Elif(take_cmd & ~load):
+            m.d.sync += nxt_ok.eq(1)
+        with m.If(~nxt_ok):  # (kept only when nxt_ok is set: no wait on ``load`` here)
+            m.d.sync += nxt.eq(self.cmd.payload)
 
         # --- window side ---
         win = Signal(16 * W)
@@ -228,7 +250,7 @@ class RunReader(wiring.Component):
             with m.If(p_last):
                 m.d.sync += wend.eq(1)
 
-        m.d.comb += self.busy.eq(act | pend | (fill != 0))
+        m.d.comb += self.busy.eq(act | nxt_ok | pend | (fill != 0))
         return m
 
 

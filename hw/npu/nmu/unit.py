@@ -453,7 +453,7 @@ class Nmu(wiring.Component):
         C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
         vec = s.vec
         m.submodules.wagu = wagu = SteppedAgu(lanes=s.L, cols=C)
-        m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth)
+        m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth, skid=True)
         wiring.connect(m, wagu.cmd, wreader.cmd)
         wiring.connect(m, wreader.rd, wiring.flipped(self.l1_wrd))
         m.d.comb += wreader.pad_byte.eq(0)  # (weight and bias runs are never pads)
