@@ -74,10 +74,12 @@ class SteppedAgu(wiring.Component):
         b, oy, ox, ky, kx, ci = (Signal(16, name=n) for n in ("b", "oy", "ox", "ky", "kx", "ci"))
         q = Signal(16)  # chunks per tap: ceil(cin / lanes)
         m.d.comb += q.eq((t.cin + (W - 1)) >> lw)
+        # channels of the tile, registered every cycle from the held inputs (ready from the
+        # cycle after ``start``, when the first run is out)
         ncols = Signal(16)
         left = Signal(16)
         m.d.comb += left.eq(t.cout - self.n0)
-        m.d.comb += ncols.eq(Mux(left > self.cols, self.cols, left))
+        m.d.sync += ncols.eq(Mux(left > self.cols, self.cols, left))
 
         def product(name, value):
             """A product of held inputs, registered every cycle (mod 2**32)."""
@@ -117,10 +119,18 @@ class SteppedAgu(wiring.Component):
         pb = Signal()
         bc = Signal(16)
         bank = Signal()
+        # Each loop counter's end flag (``c + 1 == bound``) in a register, kept with the
+        # counter: a step decides from flip-flops which levels wrap.
+        bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
+        ends = {c.name: Signal(name=f"{c.name}_end") for c, _ in bounds}
+
+        def at_end(c):
+            return ends[c.name]
         with m.If(self.start):
             m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
                          pb.eq(t.pix_bias & (self.mode == self.MODE_A))]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
+            m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
                                            tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_c)]
             m.d.sync += [ih_base.eq(-t.pad_top), ih.eq(-t.pad_top),
@@ -136,16 +146,16 @@ class SteppedAgu(wiring.Component):
             is true when levels k.. all wrap (the step carries out of level k)."""
             out = []
             carry = None
-            for c, bound in reversed(counters_bounds):
-                wraps = c + 1 == bound
+            for c, _bound in reversed(counters_bounds):
+                wraps = at_end(c)
                 carry = wraps if carry is None else carry & wraps
                 out.append(carry)
             return out[::-1]
 
         def count(counters_bounds, wraps):
-            for (c, _), w in zip(counters_bounds, wraps, strict=True):
+            for (c, bound), w in zip(counters_bounds, wraps, strict=True):
                 with m.If(w):
-                    m.d.sync += c.eq(0)
+                    m.d.sync += [c.eq(0), at_end(c).eq(bound == 1)]
             # the innermost level that does not wrap counts up
             levels = list(zip(counters_bounds, wraps, strict=True))
             for k in range(len(levels)):
@@ -155,7 +165,7 @@ class SteppedAgu(wiring.Component):
                 if inner_wrap is not None:
                     cond = cond & inner_wrap
                 with m.If(cond):
-                    m.d.sync += c.eq(c + 1)
+                    m.d.sync += [c.eq(c + 1), at_end(c).eq(c + 2 == levels[k][0][1])]
 
         with m.Switch(mode):
             with m.Case(self.MODE_W):
@@ -190,7 +200,7 @@ class SteppedAgu(wiring.Component):
                         m.d.sync += ci.eq(ci + 1)
             with m.Default():
                 pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
-                last_tap = (ky + 1 == t.kh) & (kx + 1 == t.kw)
+                last_tap = at_end(ky) & at_end(kx)
                 m.d.comb += [
                     p.addr.eq(t.x_addr - x_pad + a_off),
                     p.length.eq(t.cin), p.pad.eq(pad),
