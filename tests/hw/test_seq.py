@@ -31,6 +31,7 @@ outside.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field, replace
 
@@ -372,6 +373,10 @@ class Job:
     max_cycles: int = 4000
     #: probabilities of a fetch command taken, a data beat offered, a unit start taken
     pace: tuple = (0.6, 0.7, 0.7)
+    #: task index -> cycles its unit runs (else random)
+    delays: dict = field(default_factory=dict)
+    #: tasks during whose run ``progress`` is high (until their done, included)
+    progress_tasks: tuple = ()
 
 
 @dataclass
@@ -386,6 +391,8 @@ class Result:
     completed: int = 0
     reads: list = field(default_factory=list)       # word indices relative to base
     issue_cycles: list = field(default_factory=list)
+    done_cycles: list = field(default_factory=list)
+    progress_cycles: list = field(default_factory=list)
     clears: list = field(default_factory=list)      # (cycle, "nmu" or "cstlK")
     cause_cycle: int | None = None   # first cycle the cause showed
     progress_last: int | None = None  # last cycle ``progress`` was high
@@ -492,10 +499,12 @@ def run_jobs(cfg, jobs, seed=0):
             if job.axi_error == "stalled" and res.issues and quiet >= 40:
                 fetch_error = 1
             put(dut.fetch_error, fetch_error)
-            progress = cycle < job.progress_until
+            progress = cycle < job.progress_until or any(
+                running.get(k) in job.progress_tasks for k in running)
             put(dut.progress, progress)
             if progress:
                 progress_last = cycle
+                res.progress_cycles.append(cycle)
             if job.entry_error is not None:
                 put(dut.entry_error, running.get(dut.nmu_index) == job.entry_error and
                     cycle == issue_cycle[dut.nmu_index] + 3)
@@ -587,11 +596,13 @@ def run_jobs(cfg, jobs, seed=0):
                 issue_cycle[k] = cycle
                 held = job.hold == index if isinstance(job.hold, int) else \
                     index in (job.hold or ())
-                left[k] = None if held else rng.choice((1, 1, 2, 3, 5, 8))
+                left[k] = None if held else job.delays.get(index,
+                                                            rng.choice((1, 1, 2, 3, 5, 8)))
                 visible &= ~signal
             tokens = visible
             for k in done_units:
                 del running[k]
+                res.done_cycles.append(cycle)
                 ndone += 1
             for k in running:
                 if left[k] is None:
@@ -1324,3 +1335,27 @@ def test_header_check_timing():
     first = results[0].cause_cycle
     for (name, piece, _), res in zip(cases, results, strict=True):
         assert res.cause_cycle - first == steps[name, piece], (name, piece, res.cause_cycle)
+
+
+def test_watchdog_counts_issues_and_completions():
+    """Once every task is decoded, only issues, completions and ``progress`` keep the
+    watchdog quiet: stretches shorter than the limit between them end in DONE; the
+    unit's run after its issue is one cycle shorter than the limit, so the issue must
+    count."""
+    rng = random.Random(24)
+    sdma = Task(Unit.SDMA, 0, 0, 0, 0, copy_writes(rng, src=0, dst=0, counts=(4, 1, 1, 1),
+                                                    levels=(DDR, L2)))
+    three = encode(Program(HASH, (), (dma(rng), dma(rng, inst=1), sdma)))
+    two = encode(Program(HASH, (), (dma(rng), dma(rng))))
+    limit_a, limit_b = 30, 16
+    jobs = [Job(three, watchdog=limit_a, pace=(1, 1, 1), delays={0: 40, 1: 40, 2: 45},
+                progress_tasks=(0,)),
+            Job(two, watchdog=limit_b, pace=(1, 1, 1), delays={0: 40, 1: limit_b - 1},
+                progress_tasks=(0,))]
+    results = run_jobs(CFG, jobs, 24)
+    for job, res, limit in zip(jobs, results, (limit_a, limit_b), strict=True):
+        moves = sorted({*res.issue_cycles, *res.done_cycles, *res.progress_cycles})
+        after = [c for c in moves if c >= res.issue_cycles[-1]]
+        gaps = [b - a - 1 for a, b in itertools.pairwise(after)]
+        assert max(gaps) < limit <= max(gaps) + 1 or job is jobs[0], (gaps, limit)
+        assert (res.status, res.cause) == (Status.DONE, Cause.NONE), res.cause
