@@ -391,6 +391,7 @@ class Result:
     completed: int = 0
     reads: list = field(default_factory=list)       # word indices relative to base
     issue_cycles: list = field(default_factory=list)
+    waiting: list = field(default_factory=list)     # cycles with ``waiting`` high
     done_cycles: list = field(default_factory=list)
     progress_cycles: list = field(default_factory=list)
     clears: list = field(default_factory=list)      # (cycle, "nmu" or "cstlK")
@@ -565,6 +566,11 @@ def run_jobs(cfg, jobs, seed=0):
                         issued_now.append(k)
             assert len(issued_now) <= 1
             assert ctx.get(dut.issue) == bool(issued_now), cycle
+            # waiting: a decoded task is held (not in the cycle it issues, not after an error)
+            if ctx.get(dut.waiting):
+                res.waiting.append(cycle)
+                assert not issued_now and cause == Cause.NONE, cycle
+                assert tasks is None or len(res.issues) < len(tasks), cycle
             if issued_now:
                 k = issued_now[0]
                 index = len(res.issues)
@@ -665,7 +671,7 @@ def run_valid(cfg, binaries, seed):
     for (binary, base), res in zip(binaries, run_jobs(cfg, jobs, seed), strict=True):
         assert expected_error(binary, cfg, base) is None
         assert decode_cause(binary, cfg) is None
-        assert (res.status, res.cause) == (Status.DONE, Cause.NONE)
+        assert (res.status, res.cause, res.error_task) == (Status.DONE, Cause.NONE, 0)
         want = expected_issues(cfg, binary, base)
         check_issues(cfg, res, want)
         assert res.issued == res.completed == len(want)
@@ -1203,6 +1209,10 @@ def test_edges_that_pass():
         _compute(Unit.CSTL, 0, op=ELT_OPS[-1], entry=320 - ELTWISE_ENTRY.size),
         _compute(Unit.CSTL, 0, op=TABLE_OPS[0], table=NO_TABLE),
         _compute(Unit.CSTL, 1, op=OTHER_OPS[-1], table=5, entry=3),
+        # TABLE / REQUANT not written: 0, the data section's start
+        Task(Unit.CSTL, 1, 0, 0, 0, ((CSTL_REGS.index("OPCODE"), TABLE_OPS[3]),)),
+        Task(Unit.CSTL, 0, 0, 0, 0, ((CSTL_REGS.index("OPCODE"), ELT_OPS[1]),)),
+        Task(Unit.NMU, 0, 0, 0, 0, ((7, 7),)),
     ]
     binary = encode(Program(HASH, (), tuple(t), bytes(320)))
     run_valid(CFG, [(binary, 0)], 20)
@@ -1234,6 +1244,10 @@ def test_decode_ahead():
         name = "nmu" if after.unit == Unit.NMU else f"cstl{after.instance}"
         last_clear = [c for c, who in res.clears if who == name][-1]
         assert (last_clear < res.issue_cycles[1]) == ahead, (n, last_clear, res.issue_cycles)
+        # the waiting task is held from its hand-over (before the next one's clear) on
+        if ahead:
+            held = set(range(last_clear, res.issue_cycles[1]))
+            assert held <= set(res.waiting), (n, sorted(held - set(res.waiting)))
 
 
 def test_ports():
