@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+import pytest
 from amaranth import Module
 from amaranth.sim import Simulator
 
-from npu.nmu.agu import NmuAgu, task_fields
+from npu.nmu.agu import NmuAgu, RunReader, task_fields
 from npu.nmu.agu_step import SteppedAgu
-from npu.nmu.model import NmuGeometry, NmuTask, act_runs, bias_runs, weight_runs
+from npu.nmu.model import NmuGeometry, NmuTask, Run, act_runs, bias_runs, read_runs, weight_runs
+from tests.hw.test_nmu_agu import L1Port, _run_const
 from tests.hw.test_nmu_agu_step import _fields
 
 M32 = (1 << 32) - 1
@@ -206,3 +209,181 @@ def test_tile_past_the_last_channel():
         assert {r[5] for r in acts} == {ncols}, (cout, n0)
         assert len(weights) == task.kh * task.kw * task.cin
         assert len(acts) == task.oh * task.ow * task.kh * task.kw
+
+
+# --- RunReader ---------------------------------------------------------------------------
+
+
+def _reader(runs, mem, lanes, *, skid, seed, deny=0.3, ready=0.75, gap=0.0, check_busy=True):
+    """Feed ``runs`` (model Runs) to a RunReader over ``mem``; per cycle check ``stall``
+    (a request not granted this cycle), ``busy`` (a run taken whose last vector is not yet
+    taken; with ``check_busy``) and, with ``skid``, that ``cmd.ready`` does not follow this
+    cycle's grant, vector ready or command valid (a flip-flop). Returns the vectors taken
+    (bytes, count, index, last, row), the L1 reads and the cycles until the last vector."""
+    rng = random.Random(seed)
+    dut = RunReader(lanes=lanes, depth=len(mem) // lanes, skid=skid)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    got, reads, cycles = [], [0], [0]
+
+    async def bench(ctx):
+        l1 = L1Port(dut.rd, mem, lanes, rng, deny=deny)
+        ctx.set(dut.pad_byte, 0xA5)
+        k, outstanding = 0, 0
+        for cycle in range(20 * len(runs) + 100):
+            offer = k < len(runs) and rng.random() >= gap
+            if skid:
+                seen = set()
+                for level in (0, 1):
+                    ctx.set(dut.rd.gnt, level)
+                    ctx.set(dut.o.ready, level)
+                    ctx.set(dut.cmd.valid, level)
+                    seen.add(ctx.get(dut.cmd.ready))
+                assert len(seen) == 1, cycle
+            ctx.set(dut.cmd.valid, offer)
+            if offer:
+                ctx.set(dut.cmd.payload, _run_const(runs[k]))
+            ctx.set(dut.o.ready, rng.random() < ready)
+            l1.before(ctx)
+            req, gnt = ctx.get(dut.rd.req), ctx.get(dut.rd.gnt)
+            assert ctx.get(dut.stall) == (req and not gnt), cycle
+            reads[0] += ctx.get(dut.rd.go)
+            if check_busy:
+                assert ctx.get(dut.busy) == (outstanding > 0), (cycle, outstanding)
+            took = offer and ctx.get(dut.cmd.ready)
+            outstanding += took
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                p = ctx.get(dut.o.payload)
+                data = [int(p.data[i]) for i in range(lanes)]
+                raw = ctx.get(dut.o.payload.data.as_value())
+                assert raw == int.from_bytes(bytes(data), "little")  # byte i at bits 8i..
+                got.append((data, int(p.count), int(p.index), int(p.last), int(p.tag.row)))
+                outstanding -= int(p.last)
+            await ctx.tick()
+            l1.after(ctx)
+            k += took
+            if k == len(runs) and not ctx.get(dut.busy):
+                cycles[0] = cycle + 1
+                break
+        assert k == len(runs) and not ctx.get(dut.busy)
+
+    sim.add_testbench(bench)
+    sim.run()
+    return got, reads[0], cycles[0]
+
+
+def _vectors(runs, mem, lanes):
+    """The model's vectors (bytes, count, index, last, row) of ``runs``."""
+    out = []
+    for data, n, j, run in read_runs(runs, np.frombuffer(bytes(mem), np.uint8), lanes,
+                                      pad_byte=0xA5):
+        out.append((data, n, j, int(j == -(-run.length // lanes) - 1), run.tag[0]))
+    return out
+
+
+def _held_word_reads(runs, lanes):
+    """L1 reads when the port's last word is reused (hand-derived from the module's rule:
+    a word equal to the last one read is taken from the port; pad runs read nothing)."""
+    reads, held = 0, None
+    for run in runs:
+        if run.pad:
+            continue
+        for word in range(run.addr // lanes, (run.addr + run.length - 1) // lanes + 1):
+            if word != held:
+                reads, held = reads + 1, word
+    return reads
+
+
+def _random_runs(rng, lanes, depth, n, zero=False):
+    runs = []
+    for k in range(n):
+        length = rng.choice([1, 2, lanes - 1 or 1, lanes, lanes + 1, 2 * lanes + 1,
+                             rng.randint(1, 4 * lanes)] + [0] * zero)
+        addr = rng.randint(0, depth * lanes - max(length, 1))
+        if rng.random() < 0.3 and runs and not runs[-1].pad:  # start where the last ended
+            addr = min(runs[-1].addr + runs[-1].length, depth * lanes - max(length, 1))
+        runs.append(Run(addr, length, pad=rng.random() < 0.15, tag=(k, 0, 0, 0, 0)))
+    return runs
+
+
+def test_run_reader_lanes_skid_and_reads():
+    """1, 2 and 8 lanes, with and without the skid register, random grants, back-pressure
+    and gaps in the command stream: the model's vectors, one L1 read per word except a word
+    the port still holds, ``busy`` and ``stall`` as documented."""
+    for lanes, skid, seed in ((1, False, 1), (2, True, 2), (8, True, 3), (8, False, 4)):
+        rng = random.Random(seed)
+        mem = bytearray(rng.randbytes(32 * lanes))
+        runs = _random_runs(rng, lanes, 32, 40)
+        got, reads, _ = _reader(runs, mem, lanes, skid=skid, seed=seed, gap=0.0)
+        assert got == _vectors(runs, mem, lanes), (lanes, skid)
+        assert reads == _held_word_reads(runs, lanes), (lanes, skid)
+        got, _, _ = _reader(runs, mem, lanes, skid=skid, seed=seed + 10, gap=0.4)
+        assert got == _vectors(runs, mem, lanes), (lanes, skid)
+
+
+def test_run_reader_empty_runs():
+    """A run of length 0 gives no vector and does not stall the runs around it."""
+    for skid in (False, True):
+        rng = random.Random(20 + skid)
+        mem = bytearray(rng.randbytes(256))
+        runs = _random_runs(rng, 8, 32, 40, zero=True)
+        assert any(r.length == 0 for r in runs)
+        got, _, _ = _reader(runs, mem, 8, skid=skid, seed=21, gap=0.2, check_busy=False)
+        assert got == _vectors(runs, mem, 8)
+
+
+def test_run_reader_streams_aligned_runs_without_bubbles():
+    """Aligned one-word runs back to back, every read granted, every vector taken: one
+    vector per cycle after the first one's latency (a few cycles), with or without skid."""
+    mem = bytearray(random.Random(30).randbytes(256))
+    runs = [Run(8 * ((5 * k) % 32), 8, tag=(k, 0, 0, 0, 0)) for k in range(24)]
+    for skid in (False, True):
+        got, reads, cycles = _reader(runs, mem, 8, skid=skid, seed=31, deny=0.0, ready=1.1)
+        assert got == _vectors(runs, mem, 8)
+        assert reads == 24
+        assert cycles <= 24 + 4, (skid, cycles)
+
+
+def test_run_reader_forgets_the_held_word_when_idle():
+    """L1 may change between tasks: after the reader went idle, a run in the word it read
+    last reads it again (the new bytes), rather than taking the stale word from the port."""
+    lanes = 8
+    mem = bytearray(range(64))
+    dut = RunReader(lanes=lanes, depth=8)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    got, reads = [], [0]
+
+    async def bench(ctx):
+        l1 = L1Port(dut.rd, mem, lanes, random.Random(40), deny=0.0)
+        ctx.set(dut.o.ready, 1)
+        for run, idle in ((Run(8, 6, tag=(1, 0, 0, 0, 0)), 6), (Run(10, 3, tag=(2, 0, 0, 0, 0)),
+                                                                6)):
+            ctx.set(dut.cmd.valid, 1)
+            ctx.set(dut.cmd.payload, _run_const(run))
+            for _ in range(idle + 10):
+                l1.before(ctx)
+                reads[0] += ctx.get(dut.rd.go)
+                if ctx.get(dut.o.valid):
+                    p = ctx.get(dut.o.payload)
+                    got.append([int(p.data[i]) for i in range(int(p.count))])
+                took = ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready)
+                await ctx.tick()
+                l1.after(ctx)
+                if took:
+                    ctx.set(dut.cmd.valid, 0)
+            assert not ctx.get(dut.busy)
+            mem[8:16] = bytes(range(100, 108))  # L1 changes while the reader is idle
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [[8, 9, 10, 11, 12, 13], [102, 103, 104]]
+    assert reads[0] == 2
+
+
+def test_run_reader_lanes_must_be_a_power_of_two():
+    for lanes in (0, 3, 6, 12):
+        with pytest.raises(ValueError, match="power of two"):
+            RunReader(lanes=lanes, depth=4)
+    for lanes in (1, 2, 4):
+        assert len(RunReader(lanes=lanes, depth=4).rd.data) == 8 * lanes
