@@ -68,10 +68,10 @@ from npu.engine.seq import Cause, Sequencer, Status
 from npu.nmu.model import NmuGeometry
 
 HASH = bytes((37 * k + 11) & 0xFF for k in range(32))
-#: 4-byte word, every unit type, 4 tokens
+#: 4-byte word, every unit type (three CSTLs: a 2-bit instance select), 4 tokens
 CFG = EngineConfig(name="seq4", data_width=32, l1_depth=64, l2_depth=128, n_dma=2, n_sdma=1,
                    tokens=4, device_hash=HASH,
-                   nmu=NmuGeometry(lanes=4, cols=4, wrows=16, channels=8), n_cstl=2)
+                   nmu=NmuGeometry(lanes=4, cols=4, wrows=16, channels=8), n_cstl=3)
 #: 16-byte word (three writes a cycle), copy units only, 32 tokens
 WIDE = EngineConfig(name="seq16", data_width=128, l1_depth=32, l2_depth=64, n_dma=1, n_sdma=2,
                     tokens=32, device_hash=HASH[::-1])
@@ -1049,7 +1049,7 @@ def test_runtime_errors():
     assert len(results[4].issues) == 1
 
 
-def test_watchdog(limit=9):
+def test_watchdog(limit=20):
     """A stuck unit: WATCHDOG ``limit`` quiet cycles after the last progress, naming the task
     in the issue slot (else the next to decode); ``progress`` holds it off, 0 switches it
     off; ERROR once the stuck unit has finished."""
@@ -1253,7 +1253,7 @@ def test_decode_ahead():
 def test_ports():
     """The component's ports follow the configuration: a start/done pair per unit, CSTL
     ports only on engines with CSTLs."""
-    for cfg, cstl in ((CFG, True), (WIDE, False)):
+    for cfg, cstl in ((CFG, True), (WIDE, False), (EngineConfig.shipped("small"), True)):
         dut = Sequencer(cfg)
         n = cfg.n_dma + cfg.n_sdma + cfg.n_nmu + cfg.n_cstl
         assert len(dut.unit_start) == len(dut.unit_done) == n
