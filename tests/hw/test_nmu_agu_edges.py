@@ -387,3 +387,15 @@ def test_run_reader_lanes_must_be_a_power_of_two():
             RunReader(lanes=lanes, depth=4)
     for lanes in (1, 2, 4):
         assert len(RunReader(lanes=lanes, depth=4).rd.data) == 8 * lanes
+
+
+def test_task_fields_cause_and_raw():
+    """task_fields: cause 0 (none) unless given, every field 0 without a task; raw is the
+    i32 (accumulator) output, not the requantised types."""
+    assert task_fields(None).as_value().value == 0
+    assert task_fields(None, cause=5).cause == 5
+    for elem, raw in (("i8", 0), ("i16", 0), ("i32", 1)):
+        fields = task_fields(_task(out_elem=elem))
+        assert (fields.cause, fields.raw, fields.out_bytes) == (0, raw, {"i8": 1, "i16": 2,
+                                                                         "i32": 4}[elem])
+    assert task_fields(_task(), cause=3).cause == 3
