@@ -1,4 +1,4 @@
-"""Stream plumbing shared by the blocks: a buffered FIFO with stream ports.
+"""Stream plumbing shared by the blocks: a buffered FIFO and a skid buffer with stream ports.
 
 Every data port in the design is an :mod:`amaranth.lib.stream` interface: a transfer
 happens on a rising edge where both ``valid`` and ``ready`` are high. A producer may not
@@ -7,12 +7,12 @@ drop ``valid`` or change ``payload`` until the transfer happens.
 
 from __future__ import annotations
 
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamFIFO"]
+__all__ = ["SkidBuffer", "StreamFIFO"]
 
 
 class StreamFIFO(wiring.Component):
@@ -54,4 +54,45 @@ class StreamFIFO(wiring.Component):
         wiring.connect(m, wiring.flipped(self.i), fifo.w_stream)
         wiring.connect(m, fifo.r_stream, wiring.flipped(self.o))
         m.d.comb += self.level.eq(fifo.level)
+        return m
+
+
+class SkidBuffer(wiring.Component):
+    """Register slice whose ``i.ready`` is a flip-flop: one transfer a cycle, one cycle
+    of latency, and no combinational path from ``o.ready`` back to ``i.ready``.
+
+    An output register holds the word offered on ``o``; a second, the skid entry, catches
+    the word taken while the output is held (``i.ready`` was still high). ``i.ready`` is
+    "the skid entry is empty", so a stalled consumer stops the producer one cycle later,
+    and the skid entry drains into the output register first.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        Payload shape (an int width or a layout).
+
+    Attributes
+    ----------
+    i : stream, in
+    o : stream, out
+        The same words, in order, from the cycle after each transfer on ``i``.
+    """
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self._shape = shape
+
+    def elaborate(self, platform):
+        m = Module()
+        skid = Signal(self._shape)
+        skid_ok = Signal()
+        m.d.comb += self.i.ready.eq(~skid_ok)
+        took = self.i.valid & ~skid_ok
+        with m.If(~self.o.valid | self.o.ready):   # the output register is free
+            with m.If(skid_ok):
+                m.d.sync += [self.o.payload.eq(skid), self.o.valid.eq(1), skid_ok.eq(0)]
+            with m.Else():
+                m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
+        with m.Elif(took):
+            m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
         return m

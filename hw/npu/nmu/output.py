@@ -13,6 +13,8 @@ Protocol and timing
 -------------------
 ``i`` is a stream; the requantisation pipeline adds four cycles and a register slice
 after it (between the clamp and the writer's byte placement, for timing) one more. The
+slice is a :class:`npu.bus.stream.SkidBuffer`: its ``ready`` is a flip-flop, so the
+writer's grant stops at the slice instead of reaching every pipeline register before it. The
 writer takes the next result in the cycle its last word is written (``busy`` stays high
 from an accepted input until its last word is written). ``stall`` is high in a cycle where
 the writer wants the write port and is not granted it.
@@ -25,6 +27,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from npu.bus.ports import write_client_signature
+from npu.bus.stream import SkidBuffer
 from npu.cstl.requant import RequantStage, param_layout
 
 __all__ = ["NmuOutput", "output_in_layout"]
@@ -117,18 +120,18 @@ class NmuOutput(wiring.Component):
         down = rq.o.valid & rq.o.ready
         m.d.sync += inflight.eq(inflight + up - down)
 
-        # the register slice: a result waits here for the writer (full rate: a new one is
-        # taken in the cycle the writer takes the one held)
-        s_valid, s_ready = Signal(), Signal()
-        s_values = [Signal(signed(32), name=f"held{c}") for c in range(C)]
-        s_yaddr = Signal(ADDR)
-        s_ncols = Signal(range(C + 1))
-        m.d.comb += v_ready.eq(~s_valid | s_ready)
-        with m.If(s_valid & s_ready):
-            m.d.sync += s_valid.eq(0)
-        with m.If(v_valid & v_ready):
-            m.d.sync += [s_valid.eq(1), s_yaddr.eq(v_yaddr), s_ncols.eq(v_ncols),
-                         *(s_values[c].eq(values[c]) for c in range(C))]
+        # the register slice: a result waits here for the writer (full rate); its ready is
+        # a flip-flop, so the writer's grant does not reach back into the requantiser's
+        # (and the array's) pipeline enables
+        held = data.StructLayout({"values": data.ArrayLayout(signed(32), C), "yaddr": ADDR,
+                                  "ncols": range(C + 1)})
+        m.submodules.slice = sl = SkidBuffer(held)
+        s_valid, s_ready = sl.o.valid, sl.o.ready
+        s_values = [sl.o.payload.values[c] for c in range(C)]
+        s_yaddr, s_ncols = sl.o.payload.yaddr, sl.o.payload.ncols
+        m.d.comb += [sl.i.valid.eq(v_valid), v_ready.eq(sl.i.ready),
+                     sl.i.payload.yaddr.eq(v_yaddr), sl.i.payload.ncols.eq(v_ncols),
+                     *(sl.i.payload.values[c].eq(values[c]) for c in range(C))]
 
         # the byte run of one result
         nb = 4 * C
