@@ -465,6 +465,31 @@ def test_bytes_after_the_section_are_trailing():
     assert seen == {"error": (1, MmapError.TRAILING, 1), "all bytes": True}
 
 
+def test_model_tick_reports_acceptance_without_error():
+    # MmapModel.tick returns True if the tick was accepted without error (its docstring):
+    # a tick without a record, or whose commands and the next header are fine; False for
+    # a failing command, a tick out of order, a missed tick, a bad next header, and for
+    # every tick after an error.
+    def model(records):
+        return MmapModel({}, encode_mmap(records), n_slots=2, max_params=2,
+                         max_instructions=8)
+
+    ok = model([(1, [(S, 1)]), (3, [(S, 3)])])
+    assert [ok.tick(t) for t in (0, 1, 2, 3, 4)] == [True] * 5
+    failing = model([(1, [(S, 2)])])
+    assert [failing.tick(t) for t in (0, 1, 2)] == [True, False, False]
+    assert failing.error == MmapError.BAD_TARGET
+    repeated = model([(3, [(S, 3)])])
+    assert [repeated.tick(t) for t in (0, 0)] == [True, False]
+    assert repeated.error == MmapError.TICK_ORDER
+    missed = model([(1, [(S, 1)])])
+    assert [missed.tick(t) for t in (0, 2, 3)] == [True, False, False]
+    assert missed.error == MmapError.TICK_MISSED
+    bad_header = model([(1, [(S, 1)]), (1, [])])
+    assert [bad_header.tick(t) for t in (0, 1, 2)] == [True, False, False]
+    assert bad_header.error == MmapError.TICK_ORDER
+
+
 # --- reset ---------------------------------------------------------------------------------
 
 
