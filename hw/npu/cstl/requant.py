@@ -6,6 +6,10 @@ Implements exactly :func:`nem.numerics.requantize` (formulas in ``docs/numerics.
     r = (p + 2**(t-1)) >> t        one rounding, half toward +infinity
     y = clamp(r + z_y, lo, hi)
 
+computed as ``q = p >> (t-1)``, then ``y = clamp((q + 2*z_y + 1) >> 1, lo, hi)``: the same
+value (``floor((p + 2**(t-1)) / 2**t) = floor((floor(p / 2**(t-1)) + 1) / 2)``), with the
+rounding add after the shift, where it shares the zero point's add.
+
 for ``lanes`` accumulators per transfer. Per-channel ``(m, t)`` live in a table written
 through the ``params`` port; row ``r`` holds channels ``r*lanes .. r*lanes+lanes-1``, and
 an input transfer names the row its lanes belong to. ``zero_point``, ``lo`` and ``hi``
@@ -14,7 +18,7 @@ are per tensor (ports, held by the caller).
 Protocol and timing
 -------------------
 ``i`` and ``o`` are streams. The pipeline has four register stages (table read,
-64-bit product, round and shift, zero point and clamp): a result leaves four cycles
+64-bit product, shift, rounding with zero point and clamp): a result leaves four cycles
 after it entered when nothing stalls, and the pipeline accepts one transfer per cycle.
 The whole pipeline advances when its output register is empty or being read
 (``i.ready = ~o.valid | o.ready``), so back-pressure stalls every stage at once.
@@ -25,7 +29,7 @@ lanes go in L1), which leave on ``o_tag`` together with the transfer's results o
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Signal, signed
+from amaranth import Module, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -132,18 +136,19 @@ class RequantStage(wiring.Component):
                 entry = r.data[k]
                 m.d.sync += [prod2[k].eq(acc1[k] * entry.multiplier.as_unsigned()),
                              shift2[k].eq(entry.shift)]
-            # Stage 3: round and shift (registered: the 64-bit add and the barrel shift are
-            # one cycle's path, the zero point and the clamp the next's).
+            # Stage 3: shift by t - 1 only; stage 4: round, zero point and clamp. With
+            # q = p >> (t-1) = floor(p / 2**(t-1)), floor((p + 2**(t-1)) / 2**t) is
+            # floor((q + 1) / 2) (nested floors), so r + z_y = (q + 2*z_y + 1) >> 1: one
+            # add after the barrel shift instead of a 64-bit add before it.
+            zp_round = Signal(signed(19))
+            m.d.comb += zp_round.eq((self.zero_point << 1) + 1)
             for k in range(lanes):
-                rounded = Signal(signed(64), name=f"rounded_{k}")
                 shifted = Signal(signed(64), name=f"shifted_{k}")
+                summed = Signal(signed(66), name=f"summed_{k}")
                 with_zp = Signal(signed(65), name=f"with_zp_{k}")
-                m.d.comb += [
-                    rounded.eq(prod2[k] + (Const(1, 64) << (shift2[k] - 1)[:6])),
-                    with_zp.eq(shifted + self.zero_point),
-                ]
-                m.d.sync += shifted.eq(rounded >> shift2[k])
-                # Stage 4: zero point and clamp.
+                m.d.comb += [summed.eq(shifted + zp_round), with_zp.eq(summed >> 1)]
+                m.d.sync += shifted.eq(prod2[k] >> (shift2[k] - 1)[:6])
+                # Stage 4: rounding, zero point and clamp.
                 with m.If(with_zp < self.lo):
                     m.d.sync += self.o.payload[k].eq(self.lo)
                 with m.Elif(with_zp > self.hi):
