@@ -357,11 +357,11 @@ class Job:
     """One run of the SEQ: a binary at ``base`` and what the outside does.
 
     ``hold``: task index (or indices) whose unit does not finish until the error cause
-    shows (or for ``hold_cycles`` cycles after its issue); ``unit_error``: task whose done
-    reports an error; ``axi_error``: ``"first"`` (on the first data beat) or ``"stalled"`` (once the
-    SEQ has issued and been quiet for 40 cycles); ``entry_error``: NMU task index during
-    whose run the entry fetcher reports an error; ``progress_until``: drive ``progress``
-    high for that many cycles after the start.
+    shows (or for ``hold_cycles`` cycles after its issue, or until cycle ``hold_until``);
+    ``unit_error``: task whose done reports an error; ``axi_error``: ``"first"`` (on the
+    first data beat) or ``"stalled"`` (once the SEQ has issued and been quiet for 40
+    cycles); ``entry_error``: NMU task index during whose run the entry fetcher reports an
+    error; ``progress_until``: drive ``progress`` high for that many cycles after the start.
     """
 
     binary: bytes
@@ -369,6 +369,7 @@ class Job:
     watchdog: int = 300   # a hang ends in WATCHDOG, not at max_cycles
     hold: int | tuple | None = None
     hold_cycles: int | None = None
+    hold_until: int | None = None
     unit_error: int | None = None
     axi_error: str | None = None
     entry_error: int | None = None
@@ -513,6 +514,7 @@ def _bench(cfg):
             assert ctx.get(dn_ready[k]), k      # done is always accepted
         cause_seen = None
         ndone, counted = 0, True
+        junk = [0] * n
         for cycle in range(job.max_cycles):
             res.cycles = cycle
             if counted:   # the counters, in the cycle after an issue or a completion
@@ -532,6 +534,9 @@ def _bench(cfg):
                 put(rd_last, len(beats) == 1)
                 if job.axi_error == "first":
                     fetch_error = 1
+            elif rng.random() < 0.1:   # the payload is not looked at without valid
+                put(rd_data, rng.getrandbits(8 * W))
+                put(rd_last, rng.getrandbits(1))
             if job.axi_error == "stalled" and res.issues and quiet >= 40:
                 fetch_error = 1
             put(dut.fetch_error, fetch_error)
@@ -548,7 +553,9 @@ def _bench(cfg):
             for k in range(n):
                 d = k in running and left[k] == 0
                 put(dn_valid[k], d)
-                put(dn_error[k], d and running[k] == job.unit_error)
+                if rng.random() < 0.1:   # the payload is not looked at without valid
+                    junk[k] ^= 1
+                put(dn_error[k], running[k] == job.unit_error if d else junk[k])
                 if d:
                     done_mask |= signals[k]
                     done_units.append(k)
@@ -647,7 +654,8 @@ def _bench(cfg):
                 ndone += 1
             for k in running:
                 if left[k] is None:
-                    release = (cause_seen is not None if job.hold_cycles is None
+                    release = (cycle >= job.hold_until if job.hold_until is not None
+                               else cause_seen is not None if job.hold_cycles is None
                                else cycle >= issue_cycle[k] + job.hold_cycles)
                     if release:
                         left[k] = 3
@@ -1086,6 +1094,12 @@ def test_runtime_errors():
         check_issues(CFG, res, want, len(res.issues))
     # an AXI error ends the fetch: the SEQ waits for the units, issues nothing more
     assert len(results[4].issues) == 1
+    # two units finish in the same cycle, one with an error: the task of the failing one
+    three = encode(Program(HASH, (), (dma(rng), dma(rng, inst=1), dma(rng, src=0, dst=64))))
+    jobs = [Job(three, hold=(0, 1), hold_until=120, unit_error=e) for e in (0, 1)]
+    for e, res in enumerate(run_jobs(CFG, jobs, 25)):
+        assert (res.status, res.cause, res.error_task) == (Status.ERROR, Cause.UNIT_ERROR, e)
+        assert res.done_cycles[0] == res.done_cycles[1], res.done_cycles
 
 
 def test_watchdog(limit=20):
