@@ -55,9 +55,6 @@ REASONS = {
     "wider-signal": (
         "a wider intermediate (or a shift operand sliced one bit wider) holds the same "
         "values: the product fits 63 bits, shifts are 1..62"),
-    "const-width": (
-        "Const(1) << s grows to the width the shift needs, so the constant's declared "
-        "width does not change the value"),
     "clamp-tie": "clamping at equality gives the bound, which is the value itself",
     "nonzero-offset": (
         "the branch only sees D offsets d != 0 (zeros are counted before it), where "
@@ -313,12 +310,10 @@ _GROUPS = {
     "last-use-default": [f"nem.hazards.x_peak_live_tokens__mutmut_{n}" for n in (37, 39, 41)],
     "unreachable-freed": [f"nac.schedule.x_replay__mutmut_{n}" for n in (40, 74, 76, 77)],
     "signal-name": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (46, 48, 54, 56, 70, 72, 73, 74, 75, 92, 94, 99, 101, 106, 108)],
+                    for n in (46, 48, 54, 56, 70, 72, 73, 74, 75, 103, 105, 110, 112, 117, 119)],
     "wider-signal": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                     for n in (50, 57, 96, 103, 110, 124)],
-    "const-width": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (117, 119, 121)],
-    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (132, 137)],
+                     for n in (50, 57, 92, 107, 114, 121, 135)],
+    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (137, 142)],
     "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15",
                        "nac.container.validate.x__validate_ops__mutmut_94"],
     "unused-argument": [
