@@ -515,6 +515,7 @@ def _bench(cfg):
         cause_seen = None
         ndone, counted = 0, True
         junk = [0] * n
+        open_ = set()        # compute units with a task decoded (cleared) but not issued
         for cycle in range(job.max_cycles):
             res.cycles = cycle
             if counted:   # the counters, in the cycle after an issue or a completion
@@ -587,8 +588,10 @@ def _bench(cfg):
                 if nmu_clear:
                     shadow["nmu"] = []
                     res.clears.append((cycle, "nmu"))
+                    open_.add("nmu")
                 if ctx.get(nmu_wv):
-                    assert not nmu_clear, cycle
+                    # only the writes of an NMU task, between its clear and its issue
+                    assert not nmu_clear and "nmu" in open_, cycle
                     shadow["nmu"].append((ctx.get(nmu_wi), ctx.get(nmu_wd)))
             if cfg.n_cstl:
                 clears = ctx.get(dut.cstl_clear)
@@ -596,10 +599,11 @@ def _bench(cfg):
                     if clears >> k & 1:
                         shadow[f"cstl{k}"] = []
                         res.clears.append((cycle, f"cstl{k}"))
+                        open_.add(f"cstl{k}")
                 if ctx.get(cs_wv):
-                    assert not clears, cycle
-                    shadow[f"cstl{ctx.get(dut.cstl_sel)}"].append((ctx.get(cs_wi),
-                                                                   ctx.get(cs_wd)))
+                    sel = f"cstl{ctx.get(dut.cstl_sel)}"
+                    assert not clears and sel in open_, cycle
+                    shadow[sel].append((ctx.get(cs_wi), ctx.get(cs_wd)))
             issued_now = []
             for k in range(n):
                 if ctx.get(st_valid[k]):
@@ -622,6 +626,7 @@ def _bench(cfg):
                 if tasks is not None and index < len(tasks):
                     assert (wait, signal) == (tasks[index].wait, tasks[index].signal), index
                 extra = None
+                open_.discard("nmu" if k == dut.nmu_index else f"cstl{k - (dut.cstl_index or 0)}")
                 if k == dut.nmu_index:
                     extra = ("nmu", list(shadow["nmu"]),
                              {"addr": ctx.get(dut.nmu_entry.addr),
