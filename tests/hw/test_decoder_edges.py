@@ -398,3 +398,17 @@ def test_defaults_and_layout_widths():
     assert decoded_layout(3, 5).size == 16 + 8 + 8 + 3 + 5 * 16 + 2 + 3 * 17
     assert perm_entry_layout(1).size == 1 + 1 + 1
     assert perm_entry_layout(3).size == 1 + 2 + 3
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_input_never_blocks_after_an_odd_length_stream(width):
+    # An odd-length stream ends in half a word: TRUNCATED (here at index 1). The error is
+    # sticky and the decoder keeps accepting and dropping bytes, so the next streams go
+    # in completely (simulate's sender would time out otherwise) and change nothing.
+    streams = [bytes([2, 0, 20]), bytes([2, 0, 2, 0]), bytes([2, 1]) + i16(1, 5), bytes([7])]
+    assert model_decode(PERM, streams[0], [I(0, 2, 0, (), ())], E.TRUNCATED, 1)
+    writes = [(b, length, mask, 1) for b, (length, mask) in PERM.items()]
+    dut = InstructionDecoder(max_args=4, max_consts=4, width=width)
+    results = simulate(dut, writes, streams, 1, [1, 0, 0, 0], seed=9 + width)
+    stuck = (1, E.TRUNCATED, 1, 0)
+    assert results == [([I(0, 2, 0, (), ())], stuck), ([], stuck), ([], stuck), ([], stuck)]
