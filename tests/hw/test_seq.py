@@ -1132,6 +1132,12 @@ def test_watchdog(limit=20):
         assert (res.status, res.cause) == (Status.DONE, Cause.NONE)
         check_issues(CFG, res, want)
         assert res.cycles > 90
+    # START counts as progress: with a limit of 1 or 2 the first fetch (a few cycles) is
+    # too slow, and the cause shows as long after the start pulse (cycle -1) as above
+    for limit, res in zip((1, 2), run_jobs(CFG, [Job(chain, watchdog=w, pace=(1, 1, 1))
+                                                  for w in (1, 2)], 16), strict=True):
+        got = (res.cause, res.error_task, res.cause_cycle)
+        assert got == (Cause.WATCHDOG, 0, -1 + limit + 2), (limit, got)
 
 
 def test_restart_right_after_errors():
