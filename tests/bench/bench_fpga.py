@@ -15,6 +15,12 @@ Designs (``--designs``, default ``nmu_array``):
   small device's geometry: 8 x 8, 512 weight rows, 128 channels, 1024-word L1, and the
   weight read port), ``-noabc9``.
 * ``nmu_unit_1port``: the same without the weight port, ``-noabc9``.
+* ``nmu_reader``, ``nmu_agu``, ``nmu_output``: the unit's blocks alone with the small
+  engine's parameters (``RunReader`` with its command skid register as the weight reader,
+  ``SteppedAgu``, ``NmuOutput``), ``-noabc9``; a block that misses the clock alone misses
+  it inside the unit. Minutes each.
+* ``cstl``, ``seq``: the small engine's CSTL (``CstlUnit`` with its lanes, L1 depth and
+  eltwise lanes) and sequencer (``Sequencer`` of its ``EngineConfig``), ``-noabc9``.
 * ``nem_engine``: ``NemEngine(device="small")``, ``-noabc9``.
 * ``nac_decoder``: the NAC ABCD decoder as ``npu.tools.toplevels`` builds it
   (``InstructionDecoder(max_args=8, max_consts=8)``, a byte per transfer); seconds.
@@ -67,6 +73,41 @@ def _unit(weight_port):
     return NmuUnit(geometry=cfg.nmu, depth=cfg.l1_depth, weight_port=weight_port)
 
 
+def _reader():
+    from npu.nmu.agu import RunReader
+
+    cfg = _small()
+    return RunReader(lanes=cfg.nmu.lanes, depth=cfg.l1_depth, skid=True)
+
+
+def _agu():
+    from npu.nmu.agu_step import SteppedAgu
+
+    g = _small().nmu
+    return SteppedAgu(lanes=g.lanes, cols=g.cols)
+
+
+def _output():
+    from npu.nmu.output import NmuOutput
+
+    cfg = _small()
+    g = cfg.nmu
+    return NmuOutput(cols=g.cols, rows=g.channels // g.cols, lanes=g.lanes, depth=cfg.l1_depth)
+
+
+def _cstl():
+    from npu.cstl.unit import CstlUnit
+
+    cfg = _small()
+    return CstlUnit(lanes=cfg.wbytes, depth=cfg.l1_depth, elt_lanes=cfg.cstl_elt_lanes)
+
+
+def _seq():
+    from npu.engine.seq import Sequencer
+
+    return Sequencer(_small())
+
+
 def _decoder(width):
     from npu.nac.decoder import InstructionDecoder
 
@@ -86,6 +127,11 @@ DESIGNS = {
                  "the small engine's NmuUnit: 8 x 8, 512 weight rows, 128 channels, "
                  "1024-word L1, weight port"),
     "nmu_unit_1port": (lambda: _unit(False), True, "NmuUnit as nmu_unit, one L1 read port"),
+    "nmu_reader": (_reader, True, "RunReader(lanes=8, depth=1024, skid=True), the weight reader"),
+    "nmu_agu": (_agu, True, "SteppedAgu(lanes=8, cols=8)"),
+    "nmu_output": (_output, True, "NmuOutput of the small engine's NMU"),
+    "cstl": (_cstl, True, "the small engine's CstlUnit"),
+    "seq": (_seq, True, "the small engine's Sequencer"),
     "nem_engine": (_engine, True, 'NemEngine(device="small")'),
     "nac_decoder": (lambda: _decoder(1), False,
                     "InstructionDecoder(max_args=8, max_consts=8), 1 byte per transfer"),
