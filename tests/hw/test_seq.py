@@ -1277,6 +1277,7 @@ def test_edges_that_pass():
         Task(Unit.CSTL, 1, 0, 0, 0, ((CSTL_REGS.index("OPCODE"), TABLE_OPS[3]),)),
         Task(Unit.CSTL, 0, 0, 0, 0, ((CSTL_REGS.index("OPCODE"), ELT_OPS[1]),)),
         Task(Unit.NMU, 0, 0, 0, 0, ((7, 7),)),
+        Task(Unit.CSTL, 2, 0, 0, 0, ()),   # the stream's last 12 bytes: a task header
     ]
     binary = encode(Program(HASH, (), tuple(t), bytes(320)))
     run_valid(CFG, [(binary, 0)], 20)
@@ -1437,3 +1438,18 @@ def test_watchdog_counts_issues_and_completions():
         gaps = [b - a - 1 for a, b in itertools.pairwise(after)]
         assert max(gaps) < limit <= max(gaps) + 1 or job is jobs[0], (gaps, limit)
         assert (res.status, res.cause) == (Status.DONE, Cause.NONE), res.cause
+
+
+def test_units_an_engine_without_compute_units_lacks():
+    """On the copy-only engine, NMU and CSTL tasks (and instances past its DMAs and sDMAs)
+    are BAD_UNIT; with 32 tokens every mask fits."""
+    rng = random.Random(26)
+    tasks = (dma(rng, signal=1 << 31), dma(rng, wait=1 << 31, signal=0xFFFFFFFF),
+             _compute(Unit.NMU, 0), _compute(Unit.CSTL, 0, op=0))
+    good = encode(Program(WIDE.device_hash, (), tasks, bytes(64)))
+    want = expected_issues(WIDE, encode(Program(WIDE.device_hash, (), tasks[:2])), 16)
+    cases = [("nmu", good, 2), ("cstl", patch_task(good, 2, "unit", Unit.CSTL), 2),
+             ("dma1", patch_task(good, 1, "instance", WIDE.n_dma), 1),
+             ("sdma2", patch_task(patch_task(good, 0, "unit", Unit.SDMA), 0, "instance",
+                                  WIDE.n_sdma), 0)]
+    run_errors(WIDE, [(n, b, 16, Cause.BAD_UNIT, k, want) for n, b, k in cases], 26)
