@@ -1453,3 +1453,20 @@ def test_units_an_engine_without_compute_units_lacks():
              ("sdma2", patch_task(patch_task(good, 0, "unit", Unit.SDMA), 0, "instance",
                                   WIDE.n_sdma), 0)]
     run_errors(WIDE, [(n, b, 16, Cause.BAD_UNIT, k, want) for n, b, k in cases], 26)
+
+
+def test_writes_the_window_holds_go_together():
+    """On the 16-byte word three register writes are taken a cycle: after a stall (the
+    window full), a bad index in any write of a task with two or three writes shows in the
+    same cycle."""
+    rng = random.Random(27)
+    head = (dma(rng, signal=1), dma(rng, inst=1, wait=1), dma(rng))  # task 0 held: a stall
+    jobs = []
+    for writes in (((0, 4), (2, 8), (4, 8)), ((0, 4), (4, 8))):
+        tasks = (*head, Task(Unit.DMA, 1, 0, 0, 0, writes), dma(rng))
+        good = encode(Program(HASH, (), tasks))
+        jobs += [Job(patch_write(good, 3, j, "index", 99), hold=0, hold_until=80,
+                     pace=(1, 1, 1)) for j in range(len(writes))]
+    results = run_jobs(CFG16, jobs, 27)
+    assert {(r.cause, r.error_task) for r in results} == {(Cause.BAD_REGISTER, 3)}
+    assert len({r.cause_cycle for r in results}) == 1, [r.cause_cycle for r in results]
