@@ -1,32 +1,40 @@
 """The SEQ sequencer (``npu.engine.seq``) in the Amaranth simulator against a Python model.
 
 The :class:`~npu.engine.seq.Sequencer` runs alone, on small engine configurations (a 4-byte
-word with two DMAs, an sDMA, an NMU and two CSTLs; a 16-byte word without compute units and
-32 tokens) and on the shipped ``small`` device. Its surroundings are Python models:
+word with two DMAs, an sDMA, an NMU and three CSTLs; the same on a 16-byte word; a 16-byte
+word with copy units only and 32 tokens) and on the shipped ``small`` device. Its
+surroundings are Python models:
 
 * DDR: the task binary at a word-aligned base, served on the fetch command/data streams
   with random delays, one command at a time (as the engine's shared AXI reader does); every
-  command is checked (aligned, 1..16 words, only header and task-stream words, none twice);
-  an AXI error is the ``fetch_error`` input rising;
+  command is checked (aligned, 1..16 words, only header and task-stream words, none twice,
+  every one of them for a complete run); an AXI error is the ``fetch_error`` input rising;
 * the units: responders that take the issued commands with random back-pressure, finish
-  after random delays (or not: a stuck unit) and report done (optionally with an error);
-  the NMU's and CSTLs' shadow registers collect the ``clear`` / ``write`` traffic.
+  after random (or fixed) delays, or not at all (a stuck unit), and report done, optionally
+  with an error; the NMU's and CSTLs' shadow registers collect the ``clear`` / ``write``
+  traffic. Stream payloads are random while not valid.
 
 The programs are built with ``nem.taskformat`` (random copy, NMU and CSTL tasks with random
 token masks, register writes in random order, buffer tables that the fetcher jumps over) and
 with the binder (``nem.binder.bind``) from small NEM programs. What the SEQ issues is checked
 in stream order against ``nem.taskformat.decode`` of the same binary: unit and instance, the
 copy command built from the register writes (a later write wins, an unwritten register is
-0), the compute units' shadow registers, the NMU's requantisation entry and the CSTL's table
-or eltwise entry address; a task never issues before its wait tokens are set (the token
-scoreboard is modelled from the completions and issues seen), nor to a busy unit.
+0), the compute units' shadow registers (written only between the task's clear and its
+issue), the NMU's requantisation entry and the CSTL's table or eltwise entry address; a task
+never issues before its wait tokens are set (the token scoreboard is modelled from the
+completions and issues seen, and compared with the ``tokens`` output every cycle), nor to a
+busy unit; the issue strobe, ``waiting`` and the counters agree.
 
-Corrupt binaries must end in the cause and failing task that the SEQ's docstring rules
-give (:func:`expected_error`, cross-checked with ``nem.taskformat.decode``'s error for what
-the decoder also refuses), with status ``ERROR`` only once every unit has finished and every
-fetch has arrived. Unit errors, AXI errors, the entry fetcher's error and the watchdog (stuck
-unit, ``progress`` keeping it quiet, ``WATCHDOG`` 0 switching it off) are driven from the
-outside.
+Corrupt binaries (header fields, unit types and instances, token masks, register indices,
+levels, counts, regions, entries, stream lengths) must end in the cause and failing task
+that the SEQ's docstring rules give (:func:`expected_error`, cross-checked with
+``nem.taskformat.decode``'s error for what the decoder also refuses), with status ``ERROR``
+only once every unit has finished and every fetch has arrived, and a run started right
+after must read its own program. Unit errors, AXI errors, the entry fetcher's error and the
+watchdog (stuck unit, what counts as progress, ``WATCHDOG`` 0) are driven from the outside.
+A few timing rules of the docstring are checked relative to each other: a header check
+fails as many cycles after the first as its step comes later, the register writes the
+window holds are checked together, decoding goes on while the issue slot waits.
 """
 
 from __future__ import annotations
