@@ -340,11 +340,14 @@ def test_run_reader_streams_aligned_runs_without_bubbles():
     mem = bytearray(random.Random(30).randbytes(256))
     runs = [Run(8 * ((5 * k) % 32) + 3 * (k % 3 == 2), 8, pad=k % 3 == 2, tag=(k, 0, 0, 0, 0))
             for k in range(24)]
+    # and runs of two and three aligned words: still one vector per cycle
+    runs += [Run(8 * ((7 * k) % 29), 8 * (2 + k % 2), tag=(k, 0, 0, 0, 0)) for k in range(8)]
+    vectors = 24 + 8 * 2 + 4
     for skid in (False, True):
         got, reads, cycles = _reader(runs, mem, 8, skid=skid, seed=31, deny=0.0, ready=1.1)
         assert got == _vectors(runs, mem, 8)
-        assert reads == 16
-        assert cycles <= 24 + 4, (skid, cycles)
+        assert reads == _held_word_reads(runs, 8)
+        assert cycles <= vectors + 4, (skid, cycles)
 
 
 def test_run_reader_forgets_the_held_word_when_idle():
@@ -389,7 +392,9 @@ def test_run_reader_lanes_must_be_a_power_of_two():
         with pytest.raises(ValueError, match="power of two"):
             RunReader(lanes=lanes, depth=4)
     for lanes in (1, 2, 4):
-        assert len(RunReader(lanes=lanes, depth=4).rd.data) == 8 * lanes
+        dut = RunReader(lanes=lanes, depth=4)
+        assert len(dut.rd.data) == 8 * lanes  # one L1 word of ``lanes`` bytes
+        assert (len(dut.busy), len(dut.stall), len(dut.pad_byte)) == (1, 1, 8)
 
 
 def test_task_fields_cause_and_raw():
@@ -402,3 +407,69 @@ def test_task_fields_cause_and_raw():
         assert (fields.cause, fields.raw, fields.out_bytes) == (0, raw, {"i8": 1, "i16": 2,
                                                                          "i32": 4}[elem])
     assert task_fields(_task(), cause=3).cause == 3
+
+
+def test_run_reader_fills_its_window_under_back_pressure():
+    """While nothing takes its vectors the reader still reads ahead: the window takes
+    2*lanes bytes of the run and one more word waits in the pending slot, so a run of three
+    words is read entirely (3 reads) before the first vector leaves; then the vectors follow
+    in consecutive cycles."""
+    mem = bytearray(random.Random(50).randbytes(64))
+    dut = RunReader(lanes=8, depth=8)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    run = Run(16, 24, tag=(3, 0, 0, 0, 0))
+
+    async def bench(ctx):
+        l1 = L1Port(dut.rd, mem, 8, random.Random(51), deny=0.0)
+        ctx.set(dut.cmd.valid, 1)
+        ctx.set(dut.cmd.payload, _run_const(run))
+        reads, got = 0, []
+        for cycle in range(16):
+            ctx.set(dut.o.ready, cycle >= 10)
+            l1.before(ctx)
+            reads += ctx.get(dut.rd.go)
+            if cycle == 9:  # the last cycle without a vector taken
+                assert reads == 3
+            if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
+                p = ctx.get(dut.o.payload)
+                got.append((cycle, [int(p.data[i]) for i in range(8)]))
+            took = ctx.get(dut.cmd.ready)
+            await ctx.tick()
+            l1.after(ctx)
+            if took:
+                ctx.set(dut.cmd.valid, 0)
+        assert reads == 3
+        assert got == [(10 + j, list(mem[16 + 8 * j:24 + 8 * j])) for j in range(3)]
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_run_reader_takes_the_next_command_when_the_run_ends_without_skid():
+    """Without the skid register (the default) a command is taken only as the current run's
+    last word is requested: while a three-word run waits for grants, cmd.ready stays low.
+    With it, cmd.ready stays high while the skid entry is free (one command taken ahead)."""
+    for skid, want in ((None, [0, 0, 0]), (True, [1, 0, 0])):
+        dut = RunReader(lanes=8, depth=8) if skid is None else RunReader(lanes=8, depth=8,
+                                                                         skid=skid)
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+        seen = []
+
+        async def bench(ctx, dut=dut, seen=seen):
+            ctx.set(dut.cmd.valid, 1)
+            ctx.set(dut.cmd.payload, _run_const(Run(0, 24, tag=(0, 0, 0, 0, 0))))
+            await ctx.tick()  # the first run is taken (the reader was idle)
+            ctx.set(dut.cmd.payload, _run_const(Run(32, 8, tag=(1, 0, 0, 0, 0))))
+            for _ in range(3):  # no grant: the run's first word is never read
+                ctx.set(dut.rd.gnt, 0)
+                seen.append(ctx.get(dut.cmd.ready))
+                await ctx.tick()
+                if seen[-1]:
+                    ctx.set(dut.cmd.valid, 0)
+            assert ctx.get(dut.busy)
+
+        sim.add_testbench(bench)
+        sim.run()
+        assert seen == want, skid
