@@ -412,3 +412,44 @@ def test_input_never_blocks_after_an_odd_length_stream(width):
     results = simulate(dut, writes, streams, 1, [1, 0, 0, 0], seed=9 + width)
     stuck = (1, E.TRUNCATED, 1, 0)
     assert results == [([I(0, 2, 0, (), ())], stuck), ([], stuck), ([], stuck), ([], stuck)]
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_instruction_limit_in_rtl(width):
+    # 65537 instructions would take 65537 cycles; instead the index register starts at
+    # 65534, as if 65534 instructions had been decoded. Three <INPUT B=0> then give
+    # instructions 65534 and 65535 and TOO_MANY for the third (index 65536, whose low 16
+    # bits, 0, are what the 16-bit error_index shows), as the model does at full length
+    # (test_model_instruction_limit).
+    from amaranth.hdl import Fragment
+
+    dut = InstructionDecoder(max_args=1, max_consts=1, width=width)
+    top = Fragment.get(dut, None)
+    # The decoder's index register, found by name among the signals its logic assigns.
+    [index] = [sig for stmts in top.statements.values() for stmt in stmts
+               for sig in stmt._lhs_signals() if sig.name == "index"]
+    seen = {}
+
+    async def bench(ctx):
+        ctx.set(index, 0xFFFE)
+        await stream_send(ctx, dut.i, to_payloads(bytes([2, 0] * 3), width),
+                          rng=random.Random(width), idle=0.3, timeout=100)
+
+    async def collector(ctx):
+        got = await stream_recv(ctx, dut.o, 2, rng=random.Random(3), backpressure=0.4,
+                                timeout=100)
+        for _ in range(8):
+            ctx.set(dut.o.ready, 1)
+            *_, valid = await ctx.tick().sample(dut.o.valid)
+            assert not valid
+        seen["got"] = [to_instruction(v) for v in got]
+        seen["status"] = (ctx.get(dut.error), DecodeError(ctx.get(dut.error_cause)),
+                          ctx.get(dut.error_index), ctx.get(dut.done))
+
+    sim = Simulator(top)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(collector)
+    sim.run()
+    assert seen == {"got": [I(0xFFFE, 2, 0, (), ()), I(0xFFFF, 2, 0, (), ())],
+                    "status": (1, E.TOO_MANY, 0, 0)}
