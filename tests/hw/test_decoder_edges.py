@@ -453,3 +453,16 @@ def test_instruction_limit_in_rtl(width):
     sim.run()
     assert seen == {"got": [I(0xFFFE, 2, 0, (), ()), I(0xFFFF, 2, 0, (), ())],
                     "status": (1, E.TOO_MANY, 0, 0)}
+
+
+def test_model_and_layout_defaults():
+    # DecoderModel's header output count defaults to 1 (an <OUTPUT B=0> with one output
+    # decodes, with two it is OUTPUT_COUNT); in_layout defaults to one byte per transfer.
+    from npu.nac.decoder import IN_LAYOUT, in_layout
+
+    model = DecoderModel({}, max_args=2, max_consts=2)
+    one = model.decode(bytes([2, 0, 3, 0]) + i16(1, 0, -1))
+    assert (one.error, one.instructions[1]) == (E.NONE, I(1, 3, 0, (0,), ((T, 0),)))
+    two = model.decode(bytes([2, 0, 2, 0, 3, 0]) + i16(2, 0, 0, -1, -2))
+    assert (two.error, two.error_index) == (E.OUTPUT_COUNT, 2)
+    assert in_layout() is IN_LAYOUT
