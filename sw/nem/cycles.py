@@ -211,7 +211,10 @@ class CycleModel:
             act = acts.size * -(-red // lanes) + _straddles(acts, red, lanes)
             # the first tile's weights load before any activation; a later tile's load
             # runs under the previous tile's activations
-            total = load + act if t == 0 else total + max(act, load)
+            if t == 0:
+                total = load + act
+            else:
+                total += max(act, load) - (act >= load and _boundary_saving(acts, red, lanes))
         return total
 
     def _cstl_datapath(self, task, work: Work, instance: str | None) -> int | None:
@@ -283,6 +286,22 @@ def _conv_runs(task, x, y, kernel) -> np.ndarray:
     inside = (ih >= 0) & (ih < h) & (iw >= 0) & (iw < w)
     at = x.offset + b * strides[0] + ih * strides[1] + iw * strides[2]
     return np.where(inside, at, -1)
+
+
+def _boundary_saving(acts: np.ndarray, red: int, lanes: int) -> int:
+    """Cycles the activation reader's command skid register saves between two tiles.
+
+    The next tile's first run is out 3 cycles after the AGU takes the tile's last run; the
+    reader is free ``d(L)`` cycles after it starts that last run ``L`` (``d``: words read,
+    ``ceil(red / lanes)``, one more when the run lies across two words): a gap of
+    ``max(0, 3 - d(L))``. With the skid register the AGU hands ``L`` over while the reader
+    still reads the run ``S`` before it: ``max(0, 4 - d(S) - d(L))``."""
+    words = -(-red // lanes)
+    last = words + _straddles(acts[-1:], red, lanes)
+    before = words + _straddles(acts[-2:-1], red, lanes) if acts.size > 1 else 0
+    if acts.size < 2:
+        return 0
+    return max(0, 3 - last) - max(0, 4 - before - last)
 
 
 def _straddles(starts: np.ndarray, length: int, lanes: int) -> int:

@@ -150,7 +150,7 @@ class Nmu(wiring.Component):
         s = SimpleNamespace(L=L, C=C, rows=rows)
 
         m.submodules.agu = s.agu = agu = SteppedAgu(lanes=L, cols=C)
-        m.submodules.reader = s.reader = reader = RunReader(lanes=L, depth=self.depth)
+        m.submodules.reader = s.reader = reader = RunReader(lanes=L, depth=self.depth, skid=True)
         # the array's tag: the pixel's output address, the tile's valid columns and index
         otag = data.StructLayout({"yaddr": 32, "ncols": 8, "tile": 8})
         m.submodules.array = s.array = array = NmuArray(
