@@ -7,7 +7,8 @@ Usage::
 Each module gets its own mutmut work directory, ``build/mutate/<module>/``: a ``src/``
 holding symlinks to the three packages (mutmut names mutants after the path below
 ``src/``, so ``src/nem/numerics.py`` gives ``nem.numerics.*``, the name the tests import),
-symlinks to ``tests/`` and ``sim/``, and a ``pyproject.toml`` that is the checkout's plus a
+symlinks to ``tests/``, ``sim/`` and ``docs/`` (tests read the docs, e.g. the register map of
+``docs/engine.md``), and a ``pyproject.toml`` that is the checkout's plus a
 ``[tool.mutmut]`` table naming the one file to mutate and the module's fast tests. mutmut
 copies all of it into ``mutants/`` there, records which test reaches which function, and
 runs each mutant against those tests only (``--max-children`` processes in parallel).
@@ -53,7 +54,7 @@ def mutmut_table(target: Target) -> str:
         "[tool.mutmut]",
         f"source_paths = {_toml_list(f'src/{p}' for p in packages)}",
         f"only_mutate = {_toml_list(['src/' + target.source.split('/', 1)[1]])}",
-        f"also_copy = {_toml_list(['sim'])}",
+        f"also_copy = {_toml_list(['sim', 'docs'])}",
         f"pytest_add_cli_args = {_toml_list(PYTEST_ARGS)}",
         f"pytest_add_cli_args_test_selection = {_toml_list(target.tests)}",
         "use_git_change_detection = false",
@@ -76,7 +77,7 @@ def stage(target: Target) -> Path:
     (work / "src").mkdir(parents=True, exist_ok=True)
     for package, where in PACKAGE_DIRS.items():
         _symlink(work / "src" / package, ROOT / where / package)
-    for name in ("tests", "sim"):
+    for name in ("tests", "sim", "docs"):
         _symlink(work / name, ROOT / name)
     config = (ROOT / "pyproject.toml").read_text() + mutmut_table(target)
     path = work / "pyproject.toml"
