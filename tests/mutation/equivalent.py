@@ -8,6 +8,8 @@ so a stale entry is noticed at the next run.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = ["EQUIVALENT", "REASONS"]
 
 #: Why a group of mutants is equivalent; docs/testing.md explains each with an example.
@@ -422,3 +424,29 @@ _GROUPS = {
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
                               for name in names}
+
+#: The RTL blocks' equivalent mutants, one per line with its own reason:
+#: ``equivalent_rtl/<module>.tsv`` holds ``name<TAB>group<TAB>reason``.
+RTL_DIR = Path(__file__).resolve().parent / "equivalent_rtl"
+
+
+def _load_rtl(directory: Path) -> None:
+    for path in sorted(directory.glob("*.tsv")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 3 or not all(f.strip() for f in fields):
+                raise ValueError(f"{path.name}:{number}: expected name<TAB>group<TAB>reason, "
+                                 f"got {line!r}")
+            name, group, reason = (f.strip() for f in fields)
+            if name in EQUIVALENT:
+                raise ValueError(f"{path.name}:{number}: {name} is listed twice")
+            key = f"{path.stem}:{group}"
+            if REASONS.get(key, reason) != reason:  # the group's mutants differ in detail
+                key = f"{key}:{number}"
+            REASONS[key] = reason
+            EQUIVALENT[name] = reason
+
+
+_load_rtl(RTL_DIR)

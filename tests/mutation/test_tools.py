@@ -3,6 +3,8 @@
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.mutation.equivalent import EQUIVALENT, REASONS
 from tests.mutation.mutate import mutmut_table
 from tests.mutation.report import _changed_line, _function_name, _function_span
@@ -43,3 +45,20 @@ def test_report_finds_function_and_changed_line():
 def test_equivalents_have_known_reasons():
     assert set(EQUIVALENT.values()) <= set(REASONS.values())
     assert all(name.split(".x")[0] in TARGETS for name in EQUIVALENT)
+
+
+def test_rtl_equivalents_are_read_per_line_with_clear_errors(tmp_path):
+    from tests.mutation import equivalent
+
+    assert equivalent.RTL_DIR.is_dir()
+    for path in equivalent.RTL_DIR.glob("*.tsv"):
+        assert path.stem in TARGETS, path.name
+        for line in path.read_text(encoding="utf-8").splitlines():
+            assert line.split("\t")[0].startswith(path.stem + ".x"), line
+    (tmp_path / "m.tsv").write_text("npu.m.x_f__mutmut_1\tgroup\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"m.tsv:1: expected name<TAB>group<TAB>reason"):
+        equivalent._load_rtl(tmp_path)
+    name = next(iter(equivalent.EQUIVALENT))
+    (tmp_path / "m.tsv").write_text(f"\n{name}\tg\treason\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"m.tsv:2: {name} is listed twice"):
+        equivalent._load_rtl(tmp_path)
