@@ -221,9 +221,14 @@ class RunReader(wiring.Component):
         emit = Signal()
         m.d.comb += emit.eq(self.o.valid & self.o.ready)
 
+        # The fill level and window after this cycle's emit, for both cases: what the
+        # next word's placement needs is computed before ``emit`` (the consumer's ready)
+        # is known, which then only selects.
+        f_emit = Signal(range(2 * W + 1))
+        m.d.comb += f_emit.eq(Mux(fill >= W, fill - W, 0))
         f_after = Signal(range(2 * W + 1))
         win_after = Signal(16 * W)
-        m.d.comb += [f_after.eq(Mux(emit, fill - count, fill)),
+        m.d.comb += [f_after.eq(Mux(emit, f_emit, fill)),
                      win_after.eq(Mux(emit, win >> (8 * W), win))]
 
         word = Signal(8 * W)
@@ -234,7 +239,10 @@ class RunReader(wiring.Component):
         m.d.comb += shifted.eq(word >> (p_skip * 8))
         mask = Signal(8 * W)
         m.d.comb += mask.eq((Const(1, 8 * W + 1) << (p_take * 8)) - 1)
-        m.d.comb += consume.eq(pend & Mux(p_first, f_after == 0, f_after + p_take <= 2 * W))
+        fits_e, fits_n = Signal(), Signal()
+        m.d.comb += [fits_e.eq(Mux(p_first, f_emit == 0, f_emit + p_take <= 2 * W)),
+                     fits_n.eq(Mux(p_first, fill == 0, fill + p_take <= 2 * W)),
+                     consume.eq(pend & Mux(emit, fits_e, fits_n))]
 
         m.d.sync += [win.eq(win_after), fill.eq(f_after)]
         with m.If(emit):
@@ -242,9 +250,11 @@ class RunReader(wiring.Component):
             with m.If(out_last):
                 m.d.sync += wend.eq(0)
         with m.If(consume):
-            placed = Signal(16 * W)
-            m.d.comb += placed.eq((shifted & mask) << (f_after * 8))
-            m.d.sync += [win.eq(win_after | placed), fill.eq(f_after + p_take)]
+            placed_e, placed_n = Signal(16 * W), Signal(16 * W)
+            m.d.comb += [placed_e.eq((shifted & mask) << (f_emit * 8)),
+                         placed_n.eq((shifted & mask) << (fill * 8))]
+            m.d.sync += [win.eq(Mux(emit, (win >> (8 * W)) | placed_e, win | placed_n)),
+                         fill.eq(f_after + p_take)]
             with m.If(p_first):
                 m.d.sync += [vidx.eq(0), wtag.eq(p_tag)]
             with m.If(p_last):
