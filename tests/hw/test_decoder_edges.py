@@ -5,7 +5,9 @@ and index) is derived by hand from the rules in the module docstring (spec §3, 
 and checked on ``DecoderModel``; the RTL then runs in the Amaranth simulator with both
 input widths, idle cycles on the input and back-pressure on the output, and must emit the
 same instructions and end in the same status. Boundaries of the capacities, the signature
-table, several streams in a row and the sticky error get their own cases.
+table (including a write in the cycle it is read), several streams in a row and the sticky
+error get their own cases; the 65536-instruction limit is checked on the model at full
+length and on the RTL with its index register started at 65534.
 """
 
 import random

@@ -6,8 +6,10 @@ and back-pressure on the preload requests) and is compared with ``MmapModel`` af
 event, the whole result table included (state and slot of every entry; the model's
 ``result_state`` gives slot 0 unless SAVED). Where the case has a point, the expected
 outcome is derived by hand from the rules in the module docstring (spec §4) and checked on
-the model as well, so that a wrong model cannot agree with a wrong RTL. The constructor's
-checks and the interface widths are tested against the documented ranges.
+the model as well, so that a wrong model cannot agree with a wrong RTL. The bytes the RTL
+takes are counted against how far the model has read. The constructor's checks and the
+interface widths are tested against the documented ranges, the clear of the result table
+after a reset on a table left full by an earlier run.
 """
 
 import random
