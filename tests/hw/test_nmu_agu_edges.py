@@ -411,14 +411,15 @@ def test_task_fields_cause_and_raw():
 
 def test_run_reader_fills_its_window_under_back_pressure():
     """While nothing takes its vectors the reader still reads ahead: the window takes
-    2*lanes bytes of the run and one more word waits in the pending slot, so a run of three
-    words is read entirely (3 reads) before the first vector leaves; then the vectors follow
-    in consecutive cycles."""
+    2*lanes bytes of the run and one more word waits in the pending slot (3 reads of a
+    4-word run). In the cycle the first vector leaves, the pending word fits (lanes bytes
+    left + lanes) and enters, so the fourth word is requested in that same cycle; then the
+    vectors follow in consecutive cycles."""
     mem = bytearray(random.Random(50).randbytes(64))
     dut = RunReader(lanes=8, depth=8)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
-    run = Run(16, 24, tag=(3, 0, 0, 0, 0))
+    run = Run(16, 32, tag=(3, 0, 0, 0, 0))
 
     async def bench(ctx):
         l1 = L1Port(dut.rd, mem, 8, random.Random(51), deny=0.0)
@@ -431,6 +432,8 @@ def test_run_reader_fills_its_window_under_back_pressure():
             reads += ctx.get(dut.rd.go)
             if cycle == 9:  # the last cycle without a vector taken
                 assert reads == 3
+            if cycle == 10:  # the first vector leaves
+                assert reads == 4
             if ctx.get(dut.o.valid) and ctx.get(dut.o.ready):
                 p = ctx.get(dut.o.payload)
                 got.append((cycle, [int(p.data[i]) for i in range(8)]))
@@ -439,8 +442,8 @@ def test_run_reader_fills_its_window_under_back_pressure():
             l1.after(ctx)
             if took:
                 ctx.set(dut.cmd.valid, 0)
-        assert reads == 3
-        assert got == [(10 + j, list(mem[16 + 8 * j:24 + 8 * j])) for j in range(3)]
+        assert reads == 4
+        assert got == [(10 + j, list(mem[16 + 8 * j:24 + 8 * j])) for j in range(4)]
 
     sim.add_testbench(bench)
     sim.run()
