@@ -22,7 +22,7 @@ import pytest
 from amaranth import Module, Shape, unsigned
 from amaranth.sim import Simulator
 
-from npu.nmu.agu import NmuAgu, RunReader, task_fields, task_fields_layout
+from npu.nmu.agu import NmuAgu, RunReader, tag_layout, task_fields, task_fields_layout
 from npu.nmu.agu_step import SteppedAgu
 from npu.nmu.model import NmuGeometry, NmuTask, Run, act_runs, bias_runs, read_runs, weight_runs
 from tests.hw.test_nmu_agu import L1Port, _run_const
@@ -480,11 +480,16 @@ def test_run_reader_takes_the_next_command_when_the_run_ends_without_skid():
 
 def test_task_field_widths_match_their_users():
     """The task fields the hardware tests with ``~`` (has_bias, pix_bias, raw in the unit)
-    are single bits (a 2-bit 1 would be true after ``~``), and the loop bounds the AGUs and
-    the unit count to are as wide as their 16-bit counters (``c + 1 == bound`` at a bound a
-    counter cannot reach would never end the loop)."""
+    are single bits (a 2-bit 1 would be true after ``~``), the loop bounds the AGUs and the
+    unit count to are as wide as their 16-bit counters (``c + 1 == bound`` at a bound a
+    counter cannot reach would never end the loop), and the run tag fields the unit packs
+    by position have the widths it unpacks them with."""
     layout = task_fields_layout()
     for name in ("has_bias", "pix_bias", "raw"):
         assert Shape.cast(layout[name].shape) == unsigned(1), name
     for name in ("batch", "oh", "ow", "kh", "kw", "cin", "mats"):
         assert Shape.cast(layout[name].shape) == unsigned(16), name
+    # the unit packs Cat(yaddr, lane, tile) of an activation run's tag into the array's
+    # {yaddr: 32, ncols: 8, tile: 8} tag, so these fields must have exactly those widths
+    tag = tag_layout()
+    assert [Shape.cast(tag[n].shape).width for n in ("yaddr", "lane", "tile")] == [32, 8, 8]
