@@ -482,14 +482,16 @@ def test_task_field_widths_match_their_users():
     """The task fields the hardware tests with ``~`` (has_bias, pix_bias, raw in the unit)
     are single bits (a 2-bit 1 would be true after ``~``), the loop bounds the AGUs and the
     unit count to are as wide as their 16-bit counters (``c + 1 == bound`` at a bound a
-    counter cannot reach would never end the loop), and the run tag fields the unit packs
-    by position have the widths it unpacks them with."""
+    counter cannot reach would never end the loop)."""
     layout = task_fields_layout()
     for name in ("has_bias", "pix_bias", "raw"):
         assert Shape.cast(layout[name].shape) == unsigned(1), name
     for name in ("batch", "oh", "ow", "kh", "kw", "cin", "mats"):
         assert Shape.cast(layout[name].shape) == unsigned(16), name
-    # the unit packs Cat(yaddr, lane, tile) of an activation run's tag into the array's
-    # {yaddr: 32, ncols: 8, tile: 8} tag, so these fields must have exactly those widths
+
+
+def test_run_tag_fields_the_unit_packs_by_position():
+    """The unit packs Cat(yaddr, lane, tile) of an activation run's tag into the array's
+    {yaddr: 32, ncols: 8, tile: 8} tag, so these tag fields have exactly those widths."""
     tag = tag_layout()
     assert [Shape.cast(tag[n].shape).width for n in ("yaddr", "lane", "tile")] == [32, 8, 8]
