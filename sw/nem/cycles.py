@@ -74,9 +74,13 @@ max(act, load)``. Each run (a weight row of a tile, or a pixel's tap of ``red`` 
 whose first vector of ``lanes`` bytes lies across two L1 words costs the run reader one
 cycle more, and so does a bias word (4 bytes per column) across two words: ``load`` and
 ``act`` count them from the operands' offsets and strides (buffers start on a multiple of
-``lanes``); a tile with a bias whose last weight row lies across two words loads one
-cycle faster (the bias runs start while that row's second word is read). Other NMU tasks
-(an ``[M, N]`` bias among them) keep the peak-rate model.
+``lanes``). Both run readers take their runs through a skid register, so a run waits
+while the one before it is read: a tile with a bias whose last weight row lies across two
+words loads one cycle faster (the bias runs start while that row's second word is read),
+and a later tile whose activations take at least its load saves
+``max(0, 3 - d(L)) - max(0, 4 - d(S) - d(L))`` cycles at its start (``d``: words the last
+activation run ``L`` and the one before it ``S`` read). Other NMU tasks (an ``[M, N]``
+bias among them) keep the peak-rate model.
 
 A CSTL int8 task costs ``latency_cycles`` plus ``table_cycles`` / ``entry_cycles`` when it
 reads a table / an eltwise entry (no ``table_cycles`` when the same CSTL instance read the
@@ -200,6 +204,7 @@ class CycleModel:
         if bias is not None and (bias.shape is None or len(bias.shape) != 1):
             return None  # a per-pixel bias comes through the activation side
         tiles = -(-outc // cols)
+        saving = _boundary_saving(acts, red, lanes)  # the same at every tile boundary
         total = 0
         for t in range(tiles):
             width = min(cols, outc - t * cols)
@@ -214,7 +219,7 @@ class CycleModel:
             if t == 0:
                 total = load + act
             else:
-                total += max(act, load) - (act >= load and _boundary_saving(acts, red, lanes))
+                total += max(act, load) - (act >= load and saving)
         return total
 
     def _cstl_datapath(self, task, work: Work, instance: str | None) -> int | None:
@@ -296,11 +301,11 @@ def _boundary_saving(acts: np.ndarray, red: int, lanes: int) -> int:
     ``ceil(red / lanes)``, one more when the run lies across two words): a gap of
     ``max(0, 3 - d(L))``. With the skid register the AGU hands ``L`` over while the reader
     still reads the run ``S`` before it: ``max(0, 4 - d(S) - d(L))``."""
-    words = -(-red // lanes)
-    last = words + _straddles(acts[-1:], red, lanes)
-    before = words + _straddles(acts[-2:-1], red, lanes) if acts.size > 1 else 0
     if acts.size < 2:
         return 0
+    words = -(-red // lanes)
+    last = words + _straddles(acts[-1:], red, lanes)
+    before = words + _straddles(acts[-2:-1], red, lanes)
     return max(0, 3 - last) - max(0, 4 - before - last)
 
 
