@@ -87,12 +87,11 @@ class SkidBuffer(wiring.Component):
         skid = Signal(self._shape)
         skid_ok = Signal()
         m.d.comb += self.i.ready.eq(~skid_ok)
-        took = self.i.valid & ~skid_ok
         with m.If(~self.o.valid | self.o.ready):   # the output register is free
             with m.If(skid_ok):
                 m.d.sync += [self.o.payload.eq(skid), self.o.valid.eq(1), skid_ok.eq(0)]
             with m.Else():
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
-        with m.Elif(took):
+        with m.Elif(self.i.valid & self.i.ready):
             m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
         return m
