@@ -48,6 +48,9 @@ CSTL        ``entry_cycles``        0        reading a binary eltwise entry from
 CSTL        ``window_cycles``       0        a pool's cost per output chunk beyond its taps
 CSTL        ``average_cycles``      0        an average pool's division per output chunk
 CSTL        ``eltwise_lanes``       1        lanes the binary eltwise ALU computes a cycle
+CSTL        ``eltwise_depth``       0        register stages of the binary eltwise ALU's
+                                             pipeline (an eltwise task's last results
+                                             leave that many cycles after they enter it)
 ==========  ======================  =======  =============================================
 
 With in-order issue (a task binary, as the engine's sequencer runs it) and a device that
@@ -90,7 +93,8 @@ output position and chunk of ``lanes`` channels one cycle per tap plus ``window_
 (and ``average_cycles`` for an average); a binary eltwise, per chunk of up to ``lanes``
 elements of the innermost dimension, one cycle per ``eltwise_lanes`` of its elements (the
 ALU's lanes) plus one (the chunk of the first input; the second's is read as the ALU
-starts, the results leave through an output register while the next chunk is read).
+starts, the results leave through an output register while the next chunk is read), and
+once per task ``eltwise_depth`` (its last chunk's way through the ALU's pipeline).
 
 Overlap is not modelled here: the executor's event schedule decides which tasks run at
 the same time on different units.
@@ -250,7 +254,8 @@ class CycleModel:
             alu = max(1, self.optional("CSTL", "eltwise_lanes"))
             full, part = divmod(inner, lanes)
             row = full * (-(-lanes // alu) + 1) + (-(-part // alu) + 1 if part else 0)
-            return fetch + math.prod(y.shape[:-1]) * row
+            return fetch + math.prod(y.shape[:-1]) * row + \
+                self.optional("CSTL", "eltwise_depth")
         return fetch + -(-max(work.elems, 0) // lanes)
 
 

@@ -36,6 +36,7 @@ from nem.taskformat import (
     attr_words,
     encode_eltwise,
 )
+from npu.cstl.eltalu import LATENCY as ALU_LATENCY
 from npu.cstl.eltwalk import elt_runs
 from npu.cstl.model import CstlUnsupported, cstl_model, decode_task, table_opcodes
 from npu.cstl.poolwalk import pool_runs
@@ -532,34 +533,40 @@ def test_contiguous_rows_reduce_one_word_per_cycle():
 
 @pytest.mark.parametrize("elt_lanes", [1, 2, LANES])
 def test_eltwise_rate_follows_its_lanes(elt_lanes):
-    """A contiguous, word-aligned 1-D add of 512 elements with no stalls: per output word
-    one cycle reads the word of ``x``, then the word of ``b`` stays while the ALU takes
-    ``LANES / elt_lanes`` cycles (the results wait in the output register while the next
-    word of ``x`` is read); elements per busy cycle (the entry's words left out) within
-    10 % of ``LANES / (LANES / elt_lanes + 1)``: 0.89, 1.6 and 4 on 8 lanes (4, half the
-    word, is the limit of one L1 read port for two inputs)."""
+    """Contiguous, word-aligned 1-D adds of 512 and 256 elements with no stalls: per output
+    word one cycle reads the word of ``x``, then the word of ``b`` stays while the ALU takes
+    ``LANES / elt_lanes`` cycles (the results go through the ALU's pipeline and wait in the
+    output register while the next words are read). The 256 more elements cost exactly 32
+    words of ``LANES / elt_lanes + 1`` cycles; elements per busy cycle (the entry's words
+    and the pipeline's ``LATENCY`` left out) within 10 % of
+    ``LANES / (LANES / elt_lanes + 1)``: 0.89, 1.6 and 4 on 8 lanes (4, half the word, is
+    the limit of one L1 read port for two inputs)."""
     rng = random.Random(7)
-    n = 512
-    regs = {"OPCODE": OPCODES.index("add"), "NIN": 2, "NOUT": 1, "REQUANT": 0,
-            "TABLE": NO_TABLE}
-    for k, addr in enumerate((0, n, HALF)):
-        regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": I8,
-                 f"OP{k}_RANK": 1, f"OP{k}_DIM0": n, f"OP{k}_STRIDE0": 1}
-    entry = encode_eltwise(eltwise_params("add", 0.05, 3, 0.02, -20, 0.1, 0))
-    mem = bytearray(rng.randbytes(LANES * DEPTH))
-    table = entry + bytes(TABLE_BYTES - len(entry))
-    want = _want(regs, mem, table)[0]
-    saved = L1Model.__init__.__defaults__
-    L1Model.__init__.__defaults__ = (0.0,)
-    try:
-        [(got, done, _, cnt)] = _run([(regs, table, mem)], rng, table_gap=0, done_gap=0,
-                                     elt_lanes=elt_lanes)
-    finally:
-        L1Model.__init__.__defaults__ = saved
-    assert got == want and done == (0, 0) and cnt["elems"] == n
-    rate = n / (cnt["busy"] - cnt["table"])
-    ideal = LANES / (LANES / elt_lanes + 1)
-    assert 0.9 * ideal < rate < 1.1 * ideal, (rate, ideal, cnt)
+    busy = {}
+    for n in (512, 256):
+        regs = {"OPCODE": OPCODES.index("add"), "NIN": 2, "NOUT": 1, "REQUANT": 0,
+                "TABLE": NO_TABLE}
+        for k, addr in enumerate((0, n, HALF)):
+            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1, f"OP{k}_ELEM": I8,
+                     f"OP{k}_RANK": 1, f"OP{k}_DIM0": n, f"OP{k}_STRIDE0": 1}
+        entry = encode_eltwise(eltwise_params("add", 0.05, 3, 0.02, -20, 0.1, 0))
+        mem = bytearray(rng.randbytes(LANES * DEPTH))
+        table = entry + bytes(TABLE_BYTES - len(entry))
+        want = _want(regs, mem, table)[0]
+        saved = L1Model.__init__.__defaults__
+        L1Model.__init__.__defaults__ = (0.0,)
+        try:
+            [(got, done, _, cnt)] = _run([(regs, table, mem)], rng, table_gap=0, done_gap=0,
+                                         elt_lanes=elt_lanes)
+        finally:
+            L1Model.__init__.__defaults__ = saved
+        assert got == want and done == (0, 0) and cnt["elems"] == n
+        busy[n] = cnt["busy"] - cnt["table"]
+    per_word = LANES // elt_lanes + 1
+    assert busy[512] - busy[256] == 256 // LANES * per_word, busy
+    rate = 512 / (busy[512] - ALU_LATENCY)
+    ideal = LANES / per_word
+    assert 0.9 * ideal < rate < 1.1 * ideal, (rate, ideal, busy)
 
 
 @pytest.mark.parametrize(("change", "cause"), [

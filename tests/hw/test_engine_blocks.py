@@ -28,6 +28,7 @@ from nem.taskformat import (
 )
 from npu.bus.memory import SRAMModel
 from npu.bus.ports import ArbitratedSRAM
+from npu.cstl.eltalu import LATENCY as ELT_ALU_LATENCY
 from npu.engine.config import DEVICE_DIR, EngineConfig, load_device
 from npu.engine.top import engine_register_map, unit_names
 
@@ -169,6 +170,18 @@ def test_engine_config_refuses_what_it_cannot_build():
         else:
             with pytest.raises(ValueError, match=f"CSTL eltwise_lanes {lanes} is not a power "
                                                  r"of two from 1 to the L1 word \(8 bytes\)"):
+                EngineConfig.from_device(odd)
+    # the eltwise ALU's pipeline: the device's eltwise_depth must be the RTL's
+    for depth, ok in ((ELT_ALU_LATENCY, True), (ELT_ALU_LATENCY - 1, False), (1, False)):
+        alu = {**dev.unit_characteristics,
+               "CSTL": {**dev.unit_characteristics["CSTL"], "eltwise_depth": depth}}
+        odd = dev.__class__(**{**dev.__dict__, "unit_characteristics": alu})
+        if ok:
+            EngineConfig.from_device(odd)
+        else:
+            with pytest.raises(ValueError, match=f"CSTL eltwise_depth {depth} is not the "
+                                                 f"engine's: its eltwise ALU has "
+                                                 f"{ELT_ALU_LATENCY} stages"):
                 EngineConfig.from_device(odd)
 
 

@@ -214,3 +214,13 @@ def test_a_wider_eltwise_alu(tmp_path, alu, per_chunk):
                              f"            average_cycles = 9\n            eltwise_lanes = {alu}\n")
     assert units != DATAPATH
     assert _cycles(tmp_path, units, ACT, "add.async in x, x out y") == 3 + 20 + 100 * per_chunk
+
+
+def test_an_eltwise_alu_pipeline_costs_its_depth_once(tmp_path):
+    # the add above with a 12-stage ALU: its last chunk's results leave 12 cycles later,
+    # once per task; other CSTL tasks are not affected
+    units = DATAPATH.replace("            average_cycles = 9\n",
+                             "            average_cycles = 9\n            eltwise_depth = 12\n")
+    assert units != DATAPATH
+    assert _cycles(tmp_path, units, ACT, "add.async in x, x out y") == 3 + 20 + 100 * 7 + 12
+    assert _cycles(tmp_path, units, ACT, "relu.async in x out y") == 3 + 70 + 75

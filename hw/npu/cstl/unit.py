@@ -42,8 +42,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from nem.taskformat import ELTWISE_ENTRY, TABLE_BYTES
+from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
+from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
 from npu.cstl.poolwalk import PoolWalk
@@ -65,8 +66,6 @@ __all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_l
 
 #: Bits of a pool's running sum per lane (fewer than 2**16 taps of at most 128 in size).
 SUM_BITS = 24
-#: The eltwise entry's fields in the order of its words on the ``table`` stream.
-ENTRY_WORDS = tuple(sorted(ELTWISE_ENTRY.word_fields(), key=ELTWISE_ENTRY.word_fields().get))
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
 
@@ -355,9 +354,9 @@ class Cstl(wiring.Component):
                 with m.If(last_in):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
-                # an eltwise's last results may still wait in its output register
-                m.d.comb += [self.busy.eq(1), store.flush.eq(~elt.valid)]
-                with m.If(~store.busy & ~elt.valid):
+                # an eltwise's last results may still be in its ALU or output register
+                m.d.comb += [self.busy.eq(1), store.flush.eq(~elt.busy)]
+                with m.If(~store.busy & ~elt.busy):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
@@ -420,17 +419,18 @@ class Cstl(wiring.Component):
 
     def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
-        ``elt_lanes`` lanes a cycle through the integer definition of ``nem.numerics`` (the
-        entry's words in ``entry``) into an output register. Returns its ``data``, ``valid``,
-        ``addr`` and ``count`` (the store's payload), ``take`` (the vector of ``b`` leaves:
-        its last lanes are computed this cycle) and ``bad`` (the entry is outside
-        ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
-        L = self.lanes
+        ``elt_lanes`` lanes a cycle into the pipelined ALU (:class:`npu.cstl.eltalu.EltAlu`,
+        the entry's words in ``entry``), its results gathered into a vector and that into an
+        output register. Returns its ``data``, ``valid``, ``addr`` and ``count`` (the store's
+        payload), ``take`` (the vector of ``b`` leaves: its last lanes enter the ALU this
+        cycle), ``busy`` (results still in the ALU or the output register) and ``bad`` (the
+        entry is outside ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
+        L, P = self.lanes, self.elt_lanes
         e = dict(zip(ENTRY_WORDS, entry, strict=True))
         tag = vec.tag
         is_b, spread, n = tag.kind[0], tag.first, tag.lane
+        bits = max(1, (L - 1).bit_length())
         a_reg = [Signal(8, name=f"elt_a{k}") for k in range(L)]
-        y_reg = [Signal(8, name=f"elt_y{k}") for k in range(L)]
         lane = Signal(range(L + 1))
         take_a = Signal()
         m.d.comb += take_a.eq((task.elt != 0) & ~is_b)
@@ -438,75 +438,45 @@ class Cstl(wiring.Component):
         def byte(k):   # a one-byte run spread over the lanes
             return Mux(spread, vec.data[0], vec.data[k])
 
-        P = self.elt_lanes
-        bits = max(1, (L - 1).bit_length())
+        # what travels with a group of lanes through the ALU: its first lane, whether it
+        # ends its vector, and the vector's output address and element count
+        meta = data.StructLayout({"base": bits, "last": 1, "addr": len(tag.yaddr),
+                                  "count": len(n)})
+        m.submodules.elt_alu = alu = EltAlu(lanes=P, tag_width=meta.size)
         a_lanes, b_lanes = Array(a_reg), Array([byte(k) for k in range(L)])
-
-        def i8(word):
-            return word[:8].as_signed()
-
-        def half(shift):
-            return (Const(1, 65) << shift[:6]) >> 1
-
-        def rescale(v, mult, shift):
-            return (v * mult[:31] + half(shift)) >> shift[:6]
-
-        def alu(j):
-            """The result byte of lane ``lane + j`` (wrapping past the last lane, whose
-            results nothing stores)."""
+        for j in range(P):   # lanes past the vector's last wrap around: nothing keeps them
             sel = (lane + j)[:bits]
-            qa, qb = a_lanes[sel].as_signed(), b_lanes[sel].as_signed()
-            da = Signal(signed(10), name=f"elt_da{j}")
-            db = Signal(signed(10), name=f"elt_db{j}")
-            m.d.comb += [da.eq(qa - i8(e["a_zero_point"])), db.eq(qb - i8(e["b_zero_point"]))]
-            ls = e["left_shift"][:5]
-            va = Signal(signed(72), name=f"elt_va{j}")
-            vb = Signal(signed(72), name=f"elt_vb{j}")
-            m.d.comb += [va.eq(rescale(da << ls, e["a_multiplier"], e["a_shift"])),
-                         vb.eq(rescale(db << ls, e["b_multiplier"], e["b_shift"]))]
-            r = Signal(signed(74), name=f"elt_r{j}")
-            with m.Switch(task.elt):
-                with m.Case(ELT_OPS["add"]):
-                    m.d.comb += r.eq(va + vb)
-                with m.Case(ELT_OPS["sub"]):
-                    m.d.comb += r.eq(va - vb)
-                with m.Case(ELT_OPS["mul"]):
-                    m.d.comb += r.eq(da * db)
-                with m.Case(ELT_OPS["min"]):
-                    m.d.comb += r.eq(Mux(va < vb, va, vb))
-                with m.Case(ELT_OPS["max"]):
-                    m.d.comb += r.eq(Mux(va > vb, va, vb))
-            y = Signal(signed(108), name=f"elt_q{j}")
-            m.d.comb += y.eq(rescale(r, e["y_multiplier"], e["y_shift"])
-                             + i8(e["y_zero_point"]))
-            lo, hi = i8(e["lo"]), i8(e["hi"])
-            low = Signal(signed(108), name=f"elt_low{j}")
-            m.d.comb += low.eq(Mux(y < lo, lo, y))
-            res = Signal(8, name=f"elt_res{j}")
-            m.d.comb += res.eq(Mux(low > hi, hi, low)[:8])
-            return res
+            m.d.comb += [alu.i.a[j].eq(a_lanes[sel]), alu.i.b[j].eq(b_lanes[sel])]
+        m.d.comb += [alu.op.eq(task.elt)] + [getattr(alu.entry, f).eq(e[f]) for f in e]
+        i_meta, o_meta = data.View(meta, alu.i.tag), data.View(meta, alu.o_tag)
+        last = Signal()
+        m.d.comb += [last.eq(lane + P >= n), i_meta.base.eq(lane), i_meta.last.eq(last),
+                     i_meta.addr.eq(tag.yaddr), i_meta.count.eq(n)]
 
-        results = [alu(j) for j in range(P)]
-        # the output register: a vector's results and where they go, until the store
-        # takes them; the next vector of b is computed into it only once it is free
+        # the results of a vector's groups gather in y_reg; with its last group the whole
+        # vector goes to the output register until the store takes it. The ALU stalls
+        # only when a vector's last group leaves it and the output register is still full.
+        y_reg = [Signal(8, name=f"elt_y{k}") for k in range(L)]
+        o_data = Signal(8 * L, name="elt_o_data")
         o_valid = Signal(name="elt_o_valid")
         o_addr = Signal.like(tag.yaddr, name="elt_o_addr")
         o_count = Signal.like(n, name="elt_o_count")
-        free = Signal()
-        step = Signal()
-        take = Signal()
+        free, adv, step, take = Signal(), Signal(), Signal(), Signal()
         m.d.comb += [free.eq(~o_valid | store_ready),
-                     step.eq((task.elt != 0) & is_b & vec_valid & free),
-                     take.eq(step & (lane + P >= n))]
+                     adv.eq(~(alu.o_valid & o_meta.last) | free),
+                     step.eq((task.elt != 0) & is_b & vec_valid & adv),
+                     take.eq(step & last),
+                     alu.en.eq(adv), alu.i_valid.eq(step)]
         with m.If(o_valid & store_ready):
             m.d.sync += o_valid.eq(0)
         with m.If(step):
-            m.d.sync += lane.eq(lane + P)
-            for k in range(L):
-                with m.If(lane == k - k % P):
-                    m.d.sync += y_reg[k].eq(results[k % P])
-        with m.If(take):  # lanes 0 .. n-1 done: the vector leaves (the reader moves on)
-            m.d.sync += [lane.eq(0), o_valid.eq(1), o_addr.eq(tag.yaddr), o_count.eq(n)]
+            m.d.sync += lane.eq(Mux(last, 0, lane + P))
+        merged = [Mux(o_meta.base == k - k % P, alu.o[k % P], y_reg[k]) for k in range(L)]
+        with m.If(alu.o_valid & adv):
+            m.d.sync += [y_reg[k].eq(merged[k]) for k in range(L)]
+            with m.If(o_meta.last):
+                m.d.sync += [o_valid.eq(1), o_data.eq(Cat(*merged)), o_addr.eq(o_meta.addr),
+                             o_count.eq(o_meta.count)]
         with m.If(take_a & vec_valid):
             m.d.sync += [a_reg[k].eq(byte(k)) for k in range(L)]
 
@@ -517,8 +487,8 @@ class Cstl(wiring.Component):
             if field in MUL_UNUSED:
                 out_of = out_of & (task.elt != ELT_OPS["mul"])
             bad = bad | out_of
-        return SimpleNamespace(data=Cat(*y_reg), valid=o_valid, addr=o_addr, count=o_count,
-                               take=take, bad=bad)
+        return SimpleNamespace(data=o_data, valid=o_valid, addr=o_addr, count=o_count,
+                               take=take, busy=alu.busy | o_valid, bad=bad)
 
 
 class CstlUnit(wiring.Component):

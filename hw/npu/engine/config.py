@@ -34,6 +34,7 @@ from nem.device import Device
 from nem.diagnostics import Span
 from nem.loader import load
 from nem.taskformat import DDR_ADDRESS_BITS, MAX_TOKENS
+from npu.cstl.eltalu import LATENCY as ELT_ALU_LATENCY
 from npu.nmu.model import NmuGeometry
 
 __all__ = ["DEVICES", "DEVICE_DIR", "MAX_CSTL", "EngineConfig", "load_device"]
@@ -158,6 +159,11 @@ class EngineConfig:
         if elt_lanes not in [1 << k for k in range(dma_bpc.bit_length())]:
             raise ValueError(f"device {device.name}: CSTL eltwise_lanes {elt_lanes} is not a "
                              f"power of two from 1 to the L1 word ({dma_bpc} bytes)")
+        depth = device.characteristic("CSTL", "eltwise_depth")
+        if n_cstl and depth is not None and depth != ELT_ALU_LATENCY:
+            raise ValueError(f"device {device.name}: CSTL eltwise_depth {depth} is not the "
+                             f"engine's: its eltwise ALU has {ELT_ALU_LATENCY} stages "
+                             "(npu.cstl.eltalu.LATENCY)")
         return cls(
             name=device.name,
             data_width=8 * dma_bpc,
