@@ -8,7 +8,7 @@ from amaranth import signed
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params, requantize
-from npu.cstl.requant import RequantStage, param_layout
+from npu.cstl.requant import LATENCY, RequantStage, param_layout
 from sim.streams import stream_recv, stream_send
 
 
@@ -130,7 +130,10 @@ def test_one_transfer_per_cycle():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert cycles["outs"] == 40 - 4  # four pipeline stages, then one result per cycle
+    # LATENCY (6: table read, three product stages, shift, rounding) register stages,
+    # then one result per cycle
+    assert LATENCY == 1 + 3 + 2
+    assert cycles["outs"] == 40 - LATENCY
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")

@@ -312,10 +312,11 @@ _GROUPS = {
     "last-use-default": [f"nem.hazards.x_peak_live_tokens__mutmut_{n}" for n in (37, 39, 41)],
     "unreachable-freed": [f"nac.schedule.x_replay__mutmut_{n}" for n in (40, 74, 76, 77)],
     "signal-name": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (46, 48, 54, 56, 70, 72, 73, 74, 75, 103, 105, 110, 112, 117, 119)],
+                    for n in (57, 58, 59, 71, 73, 74, 75, 98, 108, 110, 112, 113, 121, 123,
+                              128, 130, 135, 137)],
     "wider-signal": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                     for n in (50, 57, 92, 107, 114, 121, 135)],
-    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (137, 142)],
+                     for n in (83, 111, 125, 132, 139, 154)],
+    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (156, 161)],
     "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15",
                        "nac.container.validate.x__validate_ops__mutmut_94"],
     "unused-argument": [

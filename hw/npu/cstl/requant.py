@@ -17,9 +17,11 @@ are per tensor (ports, held by the caller).
 
 Protocol and timing
 -------------------
-``i`` and ``o`` are streams. The pipeline has four register stages (table read,
-64-bit product, shift, rounding with zero point and clamp): a result leaves four cycles
-after it entered when nothing stalls, and the pipeline accepts one transfer per cycle.
+``i`` and ``o`` are streams. The pipeline has :data:`LATENCY` register stages (table
+read; the 63-bit product over :data:`PRODUCT` stages of :func:`npu.product.staged_product`,
+no cycle with more than one multiplier or adder; shift; rounding with zero point and
+clamp): a result leaves :data:`LATENCY` cycles after it entered when nothing stalls, and
+the pipeline accepts one transfer per cycle.
 The whole pipeline advances when its output register is empty or being read
 (``i.ready = ~o.valid | o.ready``), so back-pressure stalls every stage at once.
 
@@ -36,12 +38,19 @@ from amaranth.lib.wiring import In, Out
 
 from nem.elemtypes import elem_type
 from nem.numerics import REQUANT_TYPES
+from npu.product import product_latency, staged_product
 
-__all__ = ["OUT_TYPES", "RequantStage", "param_layout"]
+__all__ = ["LATENCY", "OUT_TYPES", "PRODUCT", "RequantStage", "param_layout"]
 
 #: Output type -> (bits, signed, lo, hi), for the requantiser's types (``nem.numerics``).
 OUT_TYPES = {name: (elem_type(name).bits, elem_type(name).signed, *elem_type(name).range)
              for name in REQUANT_TYPES}
+
+
+#: Register stages of the accumulator-times-multiplier product (32 x 31 bits).
+PRODUCT = product_latency(32, 31)
+#: Register stages from ``i`` to ``o``: the table read, the product, the shift, the rounding.
+LATENCY = 1 + PRODUCT + 2
 
 
 def param_layout(lanes):
@@ -116,39 +125,46 @@ class RequantStage(wiring.Component):
         advance = Signal()
         m.d.comb += [advance.eq(~self.o.valid | self.o.ready), self.i.ready.eq(advance)]
 
-        # Stage 1: accumulators registered while the table row is read.
-        v1 = Signal()
+        # Stage 1: accumulators registered while the table row is read. Stages 2 ..
+        # 1 + PRODUCT: the 63-bit products over npu.product.staged_product (digit
+        # products, then their sums), the shifts kept beside them.
         acc1 = Signal(data.ArrayLayout(signed(32), lanes))
         m.d.comb += [r.addr.eq(self.i.payload.row), r.en.eq(advance)]
-        # Stage 2: 64-bit products.
-        v2 = Signal()
-        prod2 = [Signal(signed(64), name=f"prod2_{k}") for k in range(lanes)]
-        shift2 = [Signal(6, name=f"shift2_{k}") for k in range(lanes)]
+        stages = LATENCY
+        valid, tag = self.i.valid, self.i.payload.tag if self.tag_width else None
         with m.If(advance):
-            v3 = Signal()
-            m.d.sync += [v1.eq(self.i.valid), acc1.eq(self.i.payload.acc), v2.eq(v1),
-                         v3.eq(v2), self.o.valid.eq(v3)]
-            if self.tag_width:
-                tag1, tag2, tag3 = (Signal(self.tag_width, name=f"tag{n}") for n in (1, 2, 3))
-                m.d.sync += [tag1.eq(self.i.payload.tag), tag2.eq(tag1), tag3.eq(tag2),
-                             self.o_tag.eq(tag3)]
-            for k in range(lanes):
-                entry = r.data[k]
-                m.d.sync += [prod2[k].eq(acc1[k] * entry.multiplier.as_unsigned()),
-                             shift2[k].eq(entry.shift)]
-            # Stage 3: shift by t - 1 only; stage 4: round, zero point and clamp. With
-            # q = p >> (t-1) = floor(p / 2**(t-1)), floor((p + 2**(t-1)) / 2**t) is
-            # floor((q + 1) / 2) (nested floors), so r + z_y = (q + 2*z_y + 1) >> 1: one
-            # add after the barrel shift instead of a 64-bit add before it.
-            zp_round = Signal(signed(19))
-            m.d.comb += zp_round.eq((self.zero_point << 1) + 1)
-            for k in range(lanes):
-                shifted = Signal(signed(64), name=f"shifted_{k}")
-                summed = Signal(signed(66), name=f"summed_{k}")
-                with_zp = Signal(signed(65), name=f"with_zp_{k}")
-                m.d.comb += [summed.eq(shifted + zp_round), with_zp.eq(summed >> 1)]
-                m.d.sync += shifted.eq(prod2[k] >> (shift2[k] - 1)[:6])
-                # Stage 4: rounding, zero point and clamp.
+            m.d.sync += acc1.eq(self.i.payload.acc)
+            for s in range(stages):
+                nxt = self.o.valid if s == stages - 1 else Signal(name=f"v{s + 1}")
+                m.d.sync += nxt.eq(valid)
+                valid = nxt
+                if self.tag_width:
+                    nxt = self.o_tag if s == stages - 1 else \
+                        Signal(self.tag_width, name=f"tag{s + 1}")
+                    m.d.sync += nxt.eq(tag)
+                    tag = nxt
+        # Stage 2 + PRODUCT: shift by t - 1 only; the last stage: round, zero point and
+        # clamp. With q = p >> (t-1) = floor(p / 2**(t-1)), floor((p + 2**(t-1)) / 2**t)
+        # is floor((q + 1) / 2) (nested floors), so r + z_y = (q + 2*z_y + 1) >> 1: one
+        # add after the barrel shift instead of a 64-bit add before it.
+        zp_round = Signal(signed(19))
+        m.d.comb += zp_round.eq((self.zero_point << 1) + 1)
+        for k in range(lanes):
+            entry = r.data[k]
+            prod = staged_product(m, acc1[k], entry.multiplier.as_unsigned(), en=advance,
+                                  name=f"prod{k}")
+            shift = entry.shift
+            for s in range(PRODUCT):
+                nxt = Signal(6, name=f"shift{s + 2}_{k}")
+                with m.If(advance):
+                    m.d.sync += nxt.eq(shift)
+                shift = nxt
+            shifted = Signal(signed(63), name=f"shifted_{k}")
+            summed = Signal(signed(65), name=f"summed_{k}")
+            with_zp = Signal(signed(64), name=f"with_zp_{k}")
+            m.d.comb += [summed.eq(shifted + zp_round), with_zp.eq(summed >> 1)]
+            with m.If(advance):
+                m.d.sync += shifted.eq(prod >> (shift - 1)[:6])
                 with m.If(with_zp < self.lo):
                     m.d.sync += self.o.payload[k].eq(self.lo)
                 with m.Elif(with_zp > self.hi):
