@@ -44,6 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
+from npu.bus.stream import SkidBuffer
 from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
@@ -57,7 +58,7 @@ from npu.cstl.regs import (
     task_layout,
     write_layout,
 )
-from npu.cstl.store import VectorStore
+from npu.cstl.store import VectorStore, vector_layout
 from npu.cstl.walk import RegionWalk
 from npu.nmu.agu import RunReader
 from npu.nmu.model import Cause
@@ -131,6 +132,11 @@ class Cstl(wiring.Component):
         m.submodules.elt_walk = ewalk = EltWalk(lanes=L)
         m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
         m.submodules.store = store = VectorStore(lanes=L, depth=self.depth)
+        # a register slice before the store: the store's ready (through the L1 write
+        # grant) stops there instead of reaching the datapath, the reader and the ALU
+        m.submodules.store_slice = store_slice = SkidBuffer(vector_layout(L))
+        wiring.connect(m, store_slice.o, store.i)
+        st_in = store_slice.i
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, store.wr, wiring.flipped(self.l1_wr))
 
@@ -193,7 +199,7 @@ class Cstl(wiring.Component):
                 for k in range(L):
                     with m.If(rem[k] >= trial):
                         m.d.sync += [rem[k].eq(rem[k] - trial), quo[k][i].eq(1)]
-        with m.If((dstep == 9) & store.i.valid & store.i.ready):
+        with m.If((dstep == 9) & st_in.valid & st_in.ready):
             m.d.sync += dstep.eq(0)
         averaged = []
         for k in range(L):
@@ -263,7 +269,7 @@ class Cstl(wiring.Component):
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
-        elt = self._eltwise(m, task, vec, reader.o.valid, store.i.ready, entry)
+        elt = self._eltwise(m, task, vec, reader.o.valid, st_in.ready, entry)
         # a reduction's result: the row's max (through the table of lane 0 when the task
         # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
@@ -275,32 +281,32 @@ class Cstl(wiring.Component):
             m.d.comb += red_out.eq(Mux(task.table, looked[0], red_max))
         st_elems = Signal(range(L + 1))
         m.d.comb += st_elems.eq(Mux(is_elt, elt.count, Mux(is_red, 1, n_part)))
-        m.d.comb += [store.i.payload.data.eq(Mux(is_elt, elt.data, Mux(is_red, red_out, out))),
-                     store.i.payload.count.eq(Mux(is_elt, elt.count,
+        m.d.comb += [st_in.payload.data.eq(Mux(is_elt, elt.data, Mux(is_red, red_out, out))),
+                     st_in.payload.count.eq(Mux(is_elt, elt.count,
                                                   Mux(is_red, 1, n_part) << task.out_shift))]
         with m.If(is_red):
             # one result per row, at the row's output address, with the row's last vector
-            m.d.comb += [store.i.valid.eq(reader.o.valid & row_last),
-                         store.i.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~row_last | store.i.ready)]
+            m.d.comb += [st_in.valid.eq(reader.o.valid & row_last),
+                         st_in.payload.addr.eq(tag.yaddr),
+                         reader.o.ready.eq(~row_last | st_in.ready)]
         with m.Elif(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves once its last lanes
             # are computed, its results go to the store from the output register
-            m.d.comb += [store.i.valid.eq(elt.valid), store.i.payload.addr.eq(elt.addr),
+            m.d.comb += [st_in.valid.eq(elt.valid), st_in.payload.addr.eq(elt.addr),
                          reader.o.ready.eq(~tag.kind[0] | elt.take)]
         with m.Elif(is_pool):
             # one part of i8 results at the chunk's output address, once per window
-            m.d.comb += [store.i.valid.eq(reader.o.valid & last_tap & div_ready),
-                         store.i.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~last_tap | (store.i.ready & div_ready))]
+            m.d.comb += [st_in.valid.eq(reader.o.valid & last_tap & div_ready),
+                         st_in.payload.addr.eq(tag.yaddr),
+                         reader.o.ready.eq(~last_tap | (st_in.ready & div_ready))]
         with m.Else():
             m.d.comb += [
-                store.i.valid.eq(reader.o.valid),
-                store.i.payload.addr.eq(tag.yaddr + ((((vec.index * L) >> task.in_shift)
+                st_in.valid.eq(reader.o.valid),
+                st_in.payload.addr.eq(tag.yaddr + ((((vec.index * L) >> task.in_shift)
                                                       + first) << task.out_shift)),
-                reader.o.ready.eq(store.i.ready & last_part),
+                reader.o.ready.eq(st_in.ready & last_part),
             ]
-        with m.If(store.i.valid & store.i.ready):
+        with m.If(st_in.valid & st_in.ready):
             m.d.sync += part.eq(Mux(last_part, 0, part + 1))
         last_in = reader.o.valid & reader.o.ready & vec.tag.last & vec.last
 
@@ -355,8 +361,9 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                m.d.comb += [self.busy.eq(1), store.flush.eq(~elt.busy)]
-                with m.If(~store.busy & ~elt.busy):
+                pending = elt.busy | store_slice.o.valid
+                m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
+                with m.If(~store.busy & ~pending):
                     m.next = "DONE"
             with m.State("DONE"):
                 m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
@@ -366,7 +373,7 @@ class Cstl(wiring.Component):
 
         with m.If(self.busy):
             m.d.sync += counters["busy"].eq(counters["busy"] + 1)
-        with m.If(store.i.valid & store.i.ready):
+        with m.If(st_in.valid & st_in.ready):
             m.d.sync += counters["elems"].eq(counters["elems"] + st_elems)
         with m.If(reader.stall):
             m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
