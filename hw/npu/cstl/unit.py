@@ -210,7 +210,20 @@ class Cstl(wiring.Component):
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
         is_red = Signal()
         m.d.comb += is_red.eq(task.red != 0)
-        red_max, red_idx, row_last = self._reduce(m, vec, reader.o.valid & reader.o.ready)
+        row_max, row_idx, row_last = self._reduce(m, vec, reader.o.valid & reader.o.ready)
+        # the row's result waits in a register for the store: the comparison tree and the
+        # running max in one cycle, the table lookup and the saturation in the next
+        red_valid = Signal()
+        red_max = Signal(signed(8))
+        red_idx = Signal(DIM_BITS)
+        red_addr = Signal.like(tag.yaddr)
+        red_free = Signal()
+        m.d.comb += red_free.eq(~red_valid | st_in.ready)
+        with m.If(red_valid & st_in.ready):
+            m.d.sync += red_valid.eq(0)
+        with m.If(is_red & reader.o.valid & row_last & red_free):
+            m.d.sync += [red_valid.eq(1), red_max.eq(row_max), red_idx.eq(row_idx),
+                         red_addr.eq(tag.yaddr)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
         # combinationally by the lane's byte (the code read, or the pool's result)
@@ -285,10 +298,11 @@ class Cstl(wiring.Component):
                      st_in.payload.count.eq(Mux(is_elt, elt.count,
                                                   Mux(is_red, 1, n_part) << task.out_shift))]
         with m.If(is_red):
-            # one result per row, at the row's output address, with the row's last vector
-            m.d.comb += [st_in.valid.eq(reader.o.valid & row_last),
-                         st_in.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~row_last | st_in.ready)]
+            # one result per row, at the row's output address, the cycle after its last
+            # vector
+            m.d.comb += [st_in.valid.eq(red_valid),
+                         st_in.payload.addr.eq(red_addr),
+                         reader.o.ready.eq(~row_last | red_free)]
         with m.Elif(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves once its last lanes
             # are computed, its results go to the store from the output register
@@ -361,7 +375,7 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                pending = elt.busy | store_slice.o.valid
+                pending = elt.busy | red_valid | store_slice.o.valid
                 m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
                 with m.If(~store.busy & ~pending):
                     m.next = "DONE"
