@@ -166,9 +166,17 @@ class Nmu(wiring.Component):
         zx = Signal(signed(32))
         zy, lo, hi = Signal(signed(32)), Signal(signed(32)), Signal(signed(32))
         s.nch = nch = Signal(32)
-        m.d.comb += [reader.pad_byte.eq(zx[:8]), array.zx.eq(zx[:9]),
-                     out.zero_point.eq(zy[:17]), out.lo.eq(lo[:17]), out.hi.eq(hi[:17]),
-                     out.raw.eq(task.raw), out.out_bytes.eq(task.out_bytes)]
+        m.d.comb += [reader.pad_byte.eq(zx[:8]), array.zx.eq(zx[:9])]
+        # the output stage's per-task inputs from copies of their own, which the placer
+        # can put beside the output stage (a task's first result comes many cycles after
+        # the task and its entry's head are registered, so the copies' cycle of lag is
+        # never seen)
+        o_zy, o_lo, o_hi = (Signal(signed(17), name=f"out_{n}") for n in ("zy", "lo", "hi"))
+        o_raw, o_bytes = Signal(name="out_raw"), Signal(3, name="out_bytes")
+        m.d.sync += [o_zy.eq(zy[:17]), o_lo.eq(lo[:17]), o_hi.eq(hi[:17]),
+                     o_raw.eq(task.raw), o_bytes.eq(task.out_bytes)]
+        m.d.comb += [out.zero_point.eq(o_zy), out.lo.eq(o_lo), out.hi.eq(o_hi),
+                     out.raw.eq(o_raw), out.out_bytes.eq(o_bytes)]
         s.cause = Signal(4)
 
         # requantisation entry words -> channel table rows
