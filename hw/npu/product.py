@@ -96,6 +96,7 @@ def staged_product(m, a, b, *, en, name):
             merged.append((reg, weight))
         terms, level = merged, level + 1
     total, weight = terms[0]
+    assert weight == 0     # the sum keeps the weight of its lowest term, a_0 * b_0
     out = Signal(signed(wa + wb), name=f"{name}_p")
-    m.d.comb += out.eq(total << (DIGIT * weight))
+    m.d.comb += out.eq(total)
     return out

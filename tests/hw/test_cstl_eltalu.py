@@ -97,6 +97,19 @@ def _random_entry(rng, op):
     return e
 
 
+def _small_entry(rng, op):
+    """An entry with small multipliers and shifts (the output rescale near 1): results
+    rarely saturate, so every rounding step shows in the output."""
+    e = {"a_zero_point": rng.randint(-128, 127), "b_zero_point": rng.randint(-128, 127),
+         "y_zero_point": rng.randint(-20, 20), "lo": -128, "hi": 127,
+         "left_shift": rng.randint(0, 2)}
+    for x in "ab":
+        e[f"{x}_multiplier"], e[f"{x}_shift"] = rng.randint(1, 3), rng.randint(1, 3)
+    e["y_shift"] = rng.randint(1, 3)
+    e["y_multiplier"] = rng.randint(1, 1 << (e["y_shift"] - (op == "mul") * 1))
+    return e
+
+
 def _params_entry(rng, op):
     while True:
         try:
@@ -108,7 +121,7 @@ def _params_entry(rng, op):
 
 
 @pytest.mark.parametrize("lanes", [1, 3])
-@pytest.mark.parametrize("source", ["params", "ranges"])
+@pytest.mark.parametrize("source", ["params", "ranges", "small"])
 def test_eltalu_equals_the_integer_definition(lanes, source):
     rng = random.Random(lanes * 7 + len(source))
     dut = EltAlu(lanes=lanes, tag_width=10)
@@ -117,6 +130,8 @@ def test_eltalu_equals_the_integer_definition(lanes, source):
     for op in ELTWISE_OPS * 2:
         if source == "params":
             entry, params = _params_entry(rng, op)
+        elif source == "small":
+            entry, params = _small_entry(rng, op), None
         else:
             entry, params = _random_entry(rng, op), None
         codes = [[(rng.randrange(-128, 128), rng.randrange(-128, 128)) for _ in range(lanes)]
@@ -142,6 +157,8 @@ def test_eltalu_equals_the_integer_definition(lanes, source):
                 if offer:
                     ctx.set(dut.i, {"a": [a & 0xFF for a, _ in codes[k]],
                                     "b": [b & 0xFF for _, b in codes[k]], "tag": k})
+                # busy: some stage holds an input (one of the last LATENCY advances)
+                assert ctx.get(dut.busy) == any(t is not None for t in sent[-LATENCY:])
                 if adv:
                     sent.append(k if offer else None)
                     if ctx.get(dut.o_valid):
@@ -178,6 +195,7 @@ def test_eltalu_equals_the_integer_definition(lanes, source):
 
 
 def test_eltalu_refuses_bad_parameters():
+    assert EltAlu(lanes=1, tag_width=1).tag_width == 1
     with pytest.raises(ValueError, match="lanes"):
         EltAlu(lanes=0, tag_width=1)
     with pytest.raises(ValueError, match="tag_width"):
@@ -185,3 +203,7 @@ def test_eltalu_refuses_bad_parameters():
     m = Module()
     with pytest.raises(ValueError, match="signed a"):
         staged_product(m, Signal(8), Signal(8), en=1, name="x")
+    with pytest.raises(ValueError, match="signed a"):
+        staged_product(m, Signal(signed(8)), Signal(signed(8)), en=1, name="x")
+    with pytest.raises(ValueError, match="signed a"):
+        staged_product(m, Signal(signed(1)), Signal(8), en=1, name="x")

@@ -132,7 +132,6 @@ class EltAlu(wiring.Component):
                 value = reg(value.shape(), f"{name}_d{s}", value)
             return value
 
-        is_mul = self.op == ELT_OPS["mul"]
         ls = e.left_shift[:5]
         for k in range(self.lanes):
             qa = reg(signed(8), f"qa{k}", self.i.a[k])
@@ -161,8 +160,8 @@ class EltAlu(wiring.Component):
                         m.d.sync += r.eq(Mux(va < vb, va, vb))
                     with m.Case(ELT_OPS["max"]):
                         m.d.sync += r.eq(Mux(va > vb, va, vb))
-                    with m.Default():
-                        m.d.sync += r.eq(Mux(is_mul, dm, 0))
+                    with m.Case(ELT_OPS["mul"]):
+                        m.d.sync += r.eq(dm)
             py = staged_product(m, r, e.y_multiplier[:MULT_BITS], en=en, name=f"py{k}")
             qy = reg(signed(R_BITS + MULT_BITS), f"qy{k}", py >> (e.y_shift[:6] - 1)[:6])
             y = reg(signed(R_BITS + MULT_BITS), f"y{k}",
