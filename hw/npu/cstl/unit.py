@@ -517,7 +517,8 @@ class CstlUnit(wiring.Component):
     (:class:`npu.cstl.regs.CstlRegisters`) in front of :class:`Cstl`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``); the table
+    ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``; taken two
+    cycles after the last write at the earliest: the decode is registered); the table
     follows on ``table`` (when the decode says ``task.table`` and ``keep`` is low) and the
     result comes on ``done``. Ports and counters as for
     :class:`Cstl`.
@@ -540,8 +541,15 @@ class CstlUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        m.d.comb += [core.start.valid.eq(self.start.valid), self.start.ready.eq(core.start.ready),
-                     core.start.payload.eq(regs.task), core.keep.eq(self.start.payload)]
+        # the decode in a register of its own (the decode's logic and the wires to the
+        # core in separate cycles); a start waits until it holds the decode of the last
+        # write: one cycle after a write or a clear
+        task = Signal(task_layout())
+        fresh = Signal()
+        m.d.sync += [task.eq(regs.task), fresh.eq(~self.clear & ~self.write.valid)]
+        m.d.comb += [core.start.valid.eq(self.start.valid & fresh),
+                     self.start.ready.eq(core.start.ready & fresh),
+                     core.start.payload.eq(task), core.keep.eq(self.start.payload)]
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))

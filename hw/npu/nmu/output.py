@@ -11,8 +11,9 @@ granted, byte enables on the partial words; any alignment.
 
 Protocol and timing
 -------------------
-``i`` is a stream; the requantisation pipeline adds its ``LATENCY`` (six) cycles and a register slice
-after it (between the clamp and the writer's byte placement, for timing) one more. The
+``i`` is a stream; the requantisation pipeline adds its ``LATENCY`` (six) cycles and a
+register slice after it (between the clamp and the writer's byte placement, for timing)
+one more. The
 slice is a :class:`npu.bus.stream.SkidBuffer`: its ``ready`` is a flip-flop, so the
 writer's grant stops at the slice instead of reaching every pipeline register before it. The
 writer takes the next result in the cycle its last word is written (``busy`` stays high

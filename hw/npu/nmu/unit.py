@@ -614,7 +614,8 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start``; the requantisation entry follows on ``rq`` and
+    ready), then a transfer on ``start`` (taken two cycles after the last write at the
+    earliest: the decode is registered); the requantisation entry follows on ``rq`` and
     the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
     the entry has been read). Ports and counters as for :class:`Nmu`.
 
@@ -651,8 +652,15 @@ class NmuUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        m.d.comb += [core.start.valid.eq(self.start.valid), self.start.ready.eq(core.start.ready),
-                     core.start.payload.eq(regs.task)]
+        # the decode in a register of its own (the decode's logic and the wires to the
+        # core in separate cycles); a start waits until it holds the decode of the last
+        # write: one cycle after a write or a clear
+        task = Signal(task_fields_layout())
+        fresh = Signal()
+        m.d.sync += [task.eq(regs.task), fresh.eq(~self.clear & ~self.write.valid)]
+        m.d.comb += [core.start.valid.eq(self.start.valid & fresh),
+                     self.start.ready.eq(core.start.ready & fresh),
+                     core.start.payload.eq(task)]
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
