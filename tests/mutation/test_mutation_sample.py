@@ -68,7 +68,7 @@ SAMPLE = (
             "                    with m.Elif((entry.state == ResultState.NONE) & ~param_held):",
             ("tests/hw/test_mmap.py::test_rules",)),
     Planted("rtl-requant-33-bits", "npu.cstl.requant",
-            'with_zp = Signal(signed(65), name=f"with_zp_{k}")',
+            'with_zp = Signal(signed(64), name=f"with_zp_{k}")',
             'with_zp = Signal(signed(33), name=f"with_zp_{k}")',
             ("tests/hw/test_requant.py::test_large_multipliers_and_extreme_accumulators",)),
     Planted("seq-issues-before-its-tokens", "npu.engine.seq",
