@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer", "StreamFIFO"]
+__all__ = ["SkidBuffer", "StreamFIFO", "start_after_decode"]
 
 
 class StreamFIFO(wiring.Component):
@@ -95,3 +95,29 @@ class SkidBuffer(wiring.Component):
         with m.Elif(self.i.valid & self.i.ready):
             m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
         return m
+
+
+def start_after_decode(m, start, core_start, decoded, changed):
+    """Pass ``start`` to ``core_start`` with ``decoded`` registered as its payload.
+
+    For a unit whose shadow registers feed a combinational ``decoded`` task: the decode
+    gets a register of its own (its logic and the wires to the core in separate cycles),
+    and a start waits until that register holds the decode of the registers as they are,
+    one cycle after the last cycle with ``changed`` high (a register write or clear).
+
+    Parameters
+    ----------
+    m : amaranth.Module
+    start : stream interface, in (its payload is not passed on)
+    core_start : stream interface, out, whose payload takes the registered decode
+    decoded : amaranth.Value
+        The combinational decode of the shadow registers.
+    changed : amaranth.Value
+        The shadow registers change at the end of this cycle.
+    """
+    task = Signal(decoded.shape(), name="decoded")
+    fresh = Signal(name="decode_fresh")
+    m.d.sync += [task.eq(decoded), fresh.eq(~changed)]
+    m.d.comb += [core_start.valid.eq(start.valid & fresh),
+                 start.ready.eq(core_start.ready & fresh),
+                 core_start.payload.eq(task)]

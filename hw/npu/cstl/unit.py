@@ -44,7 +44,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
-from npu.bus.stream import SkidBuffer
+from npu.bus.stream import SkidBuffer, start_after_decode
 from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
@@ -541,15 +541,9 @@ class CstlUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        # the decode in a register of its own (the decode's logic and the wires to the
-        # core in separate cycles); a start waits until it holds the decode of the last
-        # write: one cycle after a write or a clear
-        task = Signal(task_layout())
-        fresh = Signal()
-        m.d.sync += [task.eq(regs.task), fresh.eq(~self.clear & ~self.write.valid)]
-        m.d.comb += [core.start.valid.eq(self.start.valid & fresh),
-                     self.start.ready.eq(core.start.ready & fresh),
-                     core.start.payload.eq(task), core.keep.eq(self.start.payload)]
+        start_after_decode(m, self.start, core.start, regs.task,
+                           self.clear | self.write.valid)
+        m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
