@@ -774,6 +774,7 @@ def test_decode_equals_the_model():
                 ctx.set(dut.write.payload, {"index": REGS.index(name), "value": value})
                 await ctx.tick()
             ctx.set(dut.write.valid, 0)
+            await ctx.tick().repeat(CstlRegisters.LATENCY)
             t = ctx.get(dut.task)
             got.append((int(t.cause), int(t.table), tuple(int(t.dims[j]) for j in range(4)),
                         int(t.x_addr), tuple(int(t.xs[j]) for j in range(4)), int(t.y_addr),

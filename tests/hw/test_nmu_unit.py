@@ -25,7 +25,14 @@ import numpy as np
 import pytest
 
 from nem.taskformat import ELEM_TYPES, REGISTER_MAPS, RequantEntry, Unit
-from npu.nmu.model import Cause, NmuGeometry, decode_task, nmu_model
+from npu.nmu.model import (
+    Cause,
+    NmuGeometry,
+    NmuUnsupported,
+    check_geometry,
+    decode_task,
+    nmu_model,
+)
 from npu.nmu.unit import Nmu, NmuUnit
 from sim.nmu_programs import conv_case, gemm_case, run_nmu
 
@@ -98,6 +105,40 @@ def test_nmu_against_the_executor(unit, wunit, name, weight_port):
     model_mem = case.l1_before.copy()
     nmu_model(case.regs, case.entry, model_mem, GEOM)
     _compare(model_mem, case.l1_after, f"{name} (model)")
+
+
+@pytest.mark.parametrize(("kh", "kw", "cin", "cout"), [
+    (43, 3, 8, 3),          # 129 taps, one row each: more than the buffer's 128 alone
+    (3, 1, 8 * 43, 3),      # 3 taps x 43 rows = 129: only the product is too many
+    (1, 1, 8 * 129, 3),     # 129 rows of one tap
+    (65535, 65535, 8, 3),   # taps near 2**32
+    (1, 1, 8, 65),          # one channel more than the table holds
+])
+def test_size_refusals_at_the_boundary(dut, kh, kw, cin, cout):
+    """The staged size check against the model's ``check_geometry``, one past each
+    limit (the accepted side: ``test_size_accepted_at_the_boundary``)."""
+    rng = np.random.default_rng(43)
+    case = gemm_case(rng, 2, 4, 3)
+    task = replace(decode_task(case.regs), kh=kh, kw=kw, cin=cin, cout=cout)
+    with pytest.raises(NmuUnsupported) as info:
+        check_geometry(task, GEOM, cout)
+    assert info.value.cause == Cause.SIZE
+    mem = bytearray(case.l1_before.tobytes())
+    assert run_nmu(dut, task, case.entry, mem, random.Random(5))[0] == (1, Cause.SIZE)
+    assert mem == bytearray(case.l1_before.tobytes())
+
+
+@pytest.mark.parametrize(("kh", "kw", "cin"), [(2, 2, 256), (16, 8, 8)])
+def test_size_accepted_at_the_boundary(unit, kh, kw, cin):
+    """Convolutions whose weights fill the buffer's 128 rows exactly (4 taps x 32 rows;
+    128 taps x 1 row) run and equal the executor."""
+    rng = np.random.default_rng(44)
+    case = conv_case(rng, 1, kh, kw, cin, kh, kw, 3, bias=True)
+    check_geometry(decode_task(case.regs), GEOM, 3)   # the model accepts it: no raise
+    mem = bytearray(case.l1_before.tobytes())
+    done, _ = run_nmu(unit, case.regs, case.entry, mem, random.Random(6))
+    assert done == (0, 0)
+    _compare(mem, case.l1_after, f"conv {kh}x{kw}x{cin}")
 
 
 def test_raw_i32_output(dut):

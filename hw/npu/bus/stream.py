@@ -7,7 +7,7 @@ drop ``valid`` or change ``payload`` until the transfer happens.
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -97,13 +97,14 @@ class SkidBuffer(wiring.Component):
         return m
 
 
-def start_after_decode(m, start, core_start, decoded, changed):
+def start_after_decode(m, start, core_start, decoded, changed, *, latency=0):
     """Pass ``start`` to ``core_start`` with ``decoded`` registered as its payload.
 
     For a unit whose shadow registers feed a combinational ``decoded`` task: the decode
     gets a register of its own (its logic and the wires to the core in separate cycles),
     and a start waits until that register holds the decode of the registers as they are,
-    one cycle after the last cycle with ``changed`` high (a register write or clear).
+    ``latency + 1`` cycles after the last cycle with ``changed`` high (a register write or
+    clear).
 
     Parameters
     ----------
@@ -114,10 +115,15 @@ def start_after_decode(m, start, core_start, decoded, changed):
         The combinational decode of the shadow registers.
     changed : amaranth.Value
         The shadow registers change at the end of this cycle.
+    latency : int
+        Cycles from a change of the shadow registers to ``decoded`` following it (0: a
+        combinational decode; more when the decode has registers of its own).
     """
     task = Signal(decoded.shape(), name="decoded")
     fresh = Signal(name="decode_fresh")
-    m.d.sync += [task.eq(decoded), fresh.eq(~changed)]
+    quiet = Signal(latency + 1, name="decode_quiet")     # no change 1 .. latency + 1 ago
+    m.d.sync += [task.eq(decoded), quiet.eq(Cat(~changed, quiet[:-1]))]
+    m.d.comb += fresh.eq(quiet.all())
     m.d.comb += [core_start.valid.eq(start.valid & fresh),
                  start.ready.eq(core_start.ready & fresh),
                  core_start.payload.eq(task)]

@@ -3,7 +3,8 @@
 The register map is the shared compute map ``nem.taskformat.REGISTER_MAPS[Unit.CSTL]``
 (indices imported, never written out here). As for the NMU (:mod:`npu.nmu.regs`) the
 sequencer pulses ``clear`` (every register reads 0) and sends the task's writes one by one;
-the decode is combinational from the shadow registers and gives the CSTL's walk view
+the decode (its checks registered, so ``task`` follows a write by
+:attr:`CstlRegisters.LATENCY` cycles) gives the CSTL's walk view
 (:func:`task_layout`) with the :class:`npu.nmu.model.Cause` of a task the CSTL refuses.
 
 Only the registers the CSTL reads are kept (:func:`kept_registers`): OPCODE, NIN, NOUT,
@@ -318,7 +319,12 @@ def decode(regs: dict[str, int]) -> CstlTask:
 
 
 class CstlRegisters(wiring.Component):
-    """Shadow registers of the CSTL and the combinational task decode.
+    """Shadow registers of the CSTL and the task decode.
+
+    The decode's checks (the pool's products, the shape and attribute comparisons, the
+    element types) are registered: ``task`` is the decode of the registers as they were
+    :attr:`LATENCY` cycles earlier (the opcode's fields and the walk are selected in the
+    cycle after the checks).
 
     Attributes
     ----------
@@ -330,6 +336,9 @@ class CstlRegisters(wiring.Component):
         The decoded task (:func:`decode`); ``task.cause`` is non-zero when the CSTL
         refuses it; ``task.table``: the task reads a table (even when refused).
     """
+
+    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode.
+    LATENCY = 1
 
     def __init__(self):
         super().__init__({
@@ -417,25 +426,48 @@ class CstlRegisters(wiring.Component):
         with m.Switch(r["OPCODE"]):
             with m.Case(*reads_table_codes()):
                 m.d.comb += reads.eq(1)
+
+        # the checks in registers of their own (the pool's products and the shape
+        # comparisons are too long a path in the cycle that also selects the fields):
+        # the task below is the decode of the registers as they were one cycle earlier
+        def held(value, name):
+            out = Signal(len(value), name=name)
+            m.d.sync += out.eq(value)
+            return out
+
+        is_pool_c, is_elt_c, is_red_c = is_pool, is_elt, is_red
+        is_table, is_cast, is_pool, is_elt, is_red = (
+            held(v, f"is_{n}") for v, n in ((is_table, "table"), (is_cast, "cast"),
+                                            (is_pool, "pool"), (is_elt, "elt"),
+                                            (is_red, "red")))
+        pool, elt, red = held(pool, "pool_op"), held(elt, "elt_op"), held(red, "red_op")
+        shifts = [held(v, f"shift{k}_q") for k, v in enumerate(shifts)]
+        reads, has_table = held(reads, "reads_q"), held(has_table, "has_table")
+        bad = {name: held(v, f"{name}_bad") for name, v in (
+            ("type0", (r["NIN"] != Mux(is_elt_c, 2, 1)) | (r["NOUT"] != 1)
+             | mem_bad(0)),
+            ("rank0", rank_bad(0)), ("mem1", mem_bad(1)), ("rank1", rank_bad(1)),
+            ("mem2", mem_bad(2)), ("rank2", rank_bad(2)), ("elem", ~elem_ok),
+            ("layout", Mux(is_pool_c, pool_bad, Mux(is_elt_c, bcast_bad,
+                                                    Mux(is_red_c, red_bad, differ)))))}
         m.d.comb += [t.table.eq(reads & has_table), t.entry.eq(is_elt)]
         with m.If(~is_table & ~is_cast & ~is_pool & ~is_elt & ~is_red):
             m.d.comb += t.cause.eq(Cause.OPCODE)
-        with m.Elif((r["NIN"] != Mux(is_elt, 2, 1)) | (r["NOUT"] != 1) | mem_bad(0)):
+        with m.Elif(bad["type0"]):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(rank_bad(0)):
+        with m.Elif(bad["rank0"]):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
-        with m.Elif(mem_bad(1)):
+        with m.Elif(bad["mem1"]):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(rank_bad(1)):
+        with m.Elif(bad["rank1"]):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
-        with m.Elif(is_elt & mem_bad(2)):
+        with m.Elif(is_elt & bad["mem2"]):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(is_elt & rank_bad(2)):
+        with m.Elif(is_elt & bad["rank2"]):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
-        with m.Elif(~elem_ok):
+        with m.Elif(bad["elem"]):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(Mux(is_pool, pool_bad, Mux(is_elt, bcast_bad,
-                                                Mux(is_red, red_bad, differ)))):
+        with m.Elif(bad["layout"]):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)

@@ -517,10 +517,10 @@ class CstlUnit(wiring.Component):
     (:class:`npu.cstl.regs.CstlRegisters`) in front of :class:`Cstl`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``; taken two
-    cycles after the last write at the earliest: the decode is registered); the table
-    follows on ``table`` (when the decode says ``task.table`` and ``keep`` is low) and the
-    result comes on ``done``. Ports and counters as for
+    ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``; taken
+    ``CstlRegisters.LATENCY + 2`` cycles after the last write at the earliest: the decode
+    is registered); the table follows on ``table`` (when the decode says ``task.table`` and
+    ``keep`` is low) and the result comes on ``done``. Ports and counters as for
     :class:`Cstl`.
     """
 
@@ -542,7 +542,7 @@ class CstlUnit(wiring.Component):
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
         start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid)
+                           self.clear | self.write.valid, latency=regs.LATENCY)
         m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))

@@ -207,16 +207,24 @@ class Nmu(wiring.Component):
 
         s.q = q = Signal(16)
         m.d.comb += q.eq((task.cin + (L - 1)) >> lw)
-        # the size check in registers (two multipliers in a row are too long a path into
-        # the state machine): taps, then taps * q against the weight rows; both follow the
-        # task register, which is loaded with start, and ``settled`` says when they do
+        # the size check in registers, three stages (a multiplier and a comparison each
+        # are too long a path into the state machine): taps and q; whether either alone
+        # is more than the weight rows (then so is their product, unless the other is 0),
+        # else their product on the rows' width; the comparison. All follow the task
+        # register, which is loaded with start, and ``settled`` says when they do
         g = self.geometry
-        taps = Signal(32)
+        wb = g.wrows.bit_length()
+        taps, q_held = Signal(32), Signal(16)
+        cout_big, big, prod = Signal(), Signal(), Signal(2 * wb)
         s.too_big = Signal()
-        s.settled = Signal(2)
-        m.d.sync += [taps.eq(task.kh * task.kw),
-                     s.too_big.eq((taps * q > g.wrows) | (task.cout > g.channels)),
-                     s.settled.eq(Cat(1, s.settled[0]))]
+        s.settled = Signal(3)
+        m.d.sync += [taps.eq(task.kh * task.kw), q_held.eq(q),
+                     cout_big.eq(task.cout > g.channels),
+                     big.eq(((taps > g.wrows) & (q_held != 0))
+                            | ((q_held > g.wrows) & (taps != 0)) | cout_big),
+                     prod.eq(taps[:wb] * q_held[:wb]),
+                     s.too_big.eq(big | (prod > g.wrows)),
+                     s.settled.eq(Cat(1, s.settled[:-1]))]
         s.counting = Signal()
         s.counters = counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
@@ -326,7 +334,7 @@ class Nmu(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += s.counting.eq(1)
-                with m.If(s.settled[1]):  # the size check has seen this task
+                with m.If(s.settled[-1]):  # the size check has seen this task
                     self._check(m, s, ok, first)
             tiles()
             with m.State("DRAIN"):
