@@ -210,20 +210,22 @@ class Cstl(wiring.Component):
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
         is_red = Signal()
         m.d.comb += is_red.eq(task.red != 0)
-        row_max, row_idx, row_last = self._reduce(m, vec, reader.o.valid & reader.o.ready)
-        # the row's result waits in a register for the store: the comparison tree and the
-        # running max in one cycle, the table lookup and the saturation in the next
+        # the reduction in two stages: the vector's comparison tree into a register, then
+        # the merge with the row's running max; the row's result waits in a register for
+        # the store (its table lookup and saturation in the cycle after)
         red_valid = Signal()
         red_max = Signal(signed(8))
         red_idx = Signal(DIM_BITS)
         red_addr = Signal.like(tag.yaddr)
         red_free = Signal()
         m.d.comb += red_free.eq(~red_valid | st_in.ready)
+        red = self._reduce(m, vec, red_free)
+        m.d.comb += red.take.eq(is_red & reader.o.valid & red.ready)
         with m.If(red_valid & st_in.ready):
             m.d.sync += red_valid.eq(0)
-        with m.If(is_red & reader.o.valid & row_last & red_free):
-            m.d.sync += [red_valid.eq(1), red_max.eq(row_max), red_idx.eq(row_idx),
-                         red_addr.eq(tag.yaddr)]
+        with m.If(red.done):
+            m.d.sync += [red_valid.eq(1), red_max.eq(red.max), red_idx.eq(red.idx),
+                         red_addr.eq(red.addr)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
         # combinationally by the lane's byte (the code read, or the pool's result)
@@ -298,11 +300,11 @@ class Cstl(wiring.Component):
                      st_in.payload.count.eq(Mux(is_elt, elt.count,
                                                   Mux(is_red, 1, n_part) << task.out_shift))]
         with m.If(is_red):
-            # one result per row, at the row's output address, the cycle after its last
+            # one result per row, at the row's output address, two cycles after its last
             # vector
             m.d.comb += [st_in.valid.eq(red_valid),
                          st_in.payload.addr.eq(red_addr),
-                         reader.o.ready.eq(~row_last | red_free)]
+                         reader.o.ready.eq(red.ready)]
         with m.Elif(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves once its last lanes
             # are computed, its results go to the store from the output register
@@ -375,7 +377,7 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                pending = elt.busy | red_valid | store_slice.o.valid
+                pending = elt.busy | red.busy | red_valid | store_slice.o.valid
                 m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
                 with m.If(~store.busy & ~pending):
                     m.next = "DONE"
@@ -396,15 +398,21 @@ class Cstl(wiring.Component):
         return m
 
 
-    def _reduce(self, m, vec, took):
-        """The last-axis reduction: per vector the largest of its ``count`` bytes and the
-        lowest lane holding it (a tree of comparisons; lanes past ``count`` read -128 and,
-        being above every valid lane, never win a tie), merged into the row's running max
-        and the index of its first occurrence (a later vector wins only when strictly
-        larger). The row's element index of lane 0 is ``tag.row + index * lanes`` (a
-        strided row: one element a run at index ``tag.row``; a contiguous row: one run).
-        Returns the max and index including this vector (the row's result with its last
-        vector) and whether the vector ends its row; ``took``: the vector is consumed."""
+    def _reduce(self, m, vec, free):
+        """The last-axis reduction, in two stages.
+
+        First the vector's largest of its ``count`` bytes and the lowest lane holding it (a
+        tree of comparisons; lanes past ``count`` read -128 and, being above every valid
+        lane, never win a tie), into a register with the vector's element index of lane 0
+        (``tag.row + index * lanes``: a strided row is one element a run at index
+        ``tag.row``, a contiguous row one run), whether it ends its row and the row's
+        output address. Then that register merged into the row's running max and the index
+        of its first occurrence (a later vector wins only when strictly larger).
+
+        ``free``: the row result register takes a result this cycle. Returns a namespace:
+        ``ready`` (the reader's vector may enter the first stage), ``take`` (to drive: it
+        enters), ``done`` (a row's result leaves the second stage this cycle: ``max``,
+        ``idx``, ``addr``) and ``busy`` (the first stage holds a vector)."""
         L = self.lanes
         lw = L.bit_length() - 1
         tag = vec.tag
@@ -424,19 +432,37 @@ class Cstl(wiring.Component):
                 merged.append((v, j))
             nodes, level = merged, level + 1
         vmax, vlane = nodes[0]
+        # the first stage's register
+        held = Signal(name="red_held")
+        h_max = Signal(signed(8), name="red_vmax")
+        h_idx = Signal(DIM_BITS, name="red_vidx")
+        h_first, h_last = Signal(name="red_first"), Signal(name="red_last")
+        h_addr = Signal.like(tag.yaddr, name="red_vaddr")
+        advance = Signal()
+        m.d.comb += advance.eq(held & (~h_last | free))
+        out = SimpleNamespace(ready=Signal(name="red_ready"), take=Signal(name="red_take"),
+                              done=Signal(name="red_done"),
+                              max=Signal(signed(8), name="red_new_max"),
+                              idx=Signal(DIM_BITS, name="red_new_idx"), addr=h_addr,
+                              busy=held)
+        m.d.comb += out.ready.eq(~held | advance)
+        with m.If(advance):
+            m.d.sync += held.eq(0)
+        with m.If(out.take):
+            m.d.sync += [held.eq(1), h_max.eq(vmax),
+                         h_idx.eq(tag.row + (vec.index << lw) + vlane),
+                         h_first.eq(tag.first & (vec.index == 0)),
+                         h_last.eq(tag.kind[0] & vec.last), h_addr.eq(tag.yaddr)]
+        # the second stage: the merge
         run_max = Signal(signed(8))
         run_idx = Signal(DIM_BITS)
-        new_max = Signal(signed(8))
-        new_idx = Signal(DIM_BITS)
-        first = tag.first & (vec.index == 0)
-        row_last = Signal()
-        m.d.comb += row_last.eq(tag.kind[0] & vec.last)
-        better = first | (vmax > run_max)
-        m.d.comb += [new_max.eq(Mux(better, vmax, run_max)),
-                     new_idx.eq(Mux(better, tag.row + (vec.index << lw) + vlane, run_idx))]
-        with m.If(took):
-            m.d.sync += [run_max.eq(new_max), run_idx.eq(new_idx)]
-        return new_max, new_idx, row_last
+        better = h_first | (h_max > run_max)
+        m.d.comb += [out.max.eq(Mux(better, h_max, run_max)),
+                     out.idx.eq(Mux(better, h_idx, run_idx)),
+                     out.done.eq(advance & h_last)]
+        with m.If(advance):
+            m.d.sync += [run_max.eq(out.max), run_idx.eq(out.idx)]
+        return out
 
     def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
