@@ -101,6 +101,7 @@ def test_stepped_agu_equals_nmu_agu_and_the_model():
             task = _gemm(rng) if k % 3 == 0 else _conv(rng)
             for dut in (old, new):
                 ctx.set(dut.task, task_fields(task))
+            await ctx.tick()     # SteppedAgu: the task is held from the cycle before start
             for n0 in range(0, task.cout, geom.cols):
                 for mode in (NmuAgu.MODE_W, NmuAgu.MODE_B, NmuAgu.MODE_A):
                     bank = rng.randrange(2)

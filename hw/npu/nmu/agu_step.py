@@ -11,7 +11,10 @@ ECP5 (42 ns, ``docs/fpga.md``). Here each loop level keeps its partial sum in a 
 per-level increment; the increments (``stride_h*xs1``, ``dil_h*xs1``, ``stride_w*xs2``,
 ``dil_w*xs2``, the output strides times the element size, ``n0*b_stride``) are products of
 the task's fields, registered every cycle from the inputs, which the caller holds from the
-``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out.
+``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out. The
+activations' base address (``x - pad_top*xs1 - pad_left*xs2``) takes two stages: ``task``
+must be held from the cycle before a ``start`` in ``MODE_A`` (``n0`` from the ``start``
+cycle, as before).
 
 All address arithmetic is modulo 2**32, as in ``NmuAgu`` (a negative ``ih`` of a pad tap
 gives the same address bits; the reader does not read pad runs).
@@ -43,7 +46,8 @@ class SteppedAgu(wiring.Component):
     Attributes
     ----------
     task : Signal(task_fields_layout()), in
-        Held by the caller from the ``start`` cycle until ``busy`` falls.
+        Held by the caller from the ``start`` cycle (from the cycle before, in ``MODE_A``)
+        until ``busy`` falls.
     n0, tile, bank, mode, start : in
         As for ``NmuAgu`` (``n0`` held like ``task``).
     cmd : stream of :func:`npu.nmu.agu.run_layout`, out
@@ -91,7 +95,10 @@ class SteppedAgu(wiring.Component):
         inc_ky = product("inc_ky", t.dil_h * t.xs[1])
         inc_ox = product("inc_ox", t.stride_w * t.xs[2])
         inc_kx = product("inc_kx", t.dil_w * t.xs[2])
-        x_pad = product("x_pad", t.pad_top * t.xs[1] + t.pad_left * t.xs[2])
+        # the activations' base, x - pad_top*xs1 - pad_left*xs2, in two stages (the two
+        # products, then their sum): it is ready two cycles after the task is
+        x_base = product("x_base", t.x_addr - product("x_pad_top", t.pad_top * t.xs[1])
+                         - product("x_pad_left", t.pad_left * t.xs[2]))
         y_inc_b = product("y_inc_b", t.out_bytes * t.ys[0])
         y_inc_oy = product("y_inc_oy", t.out_bytes * t.ys[1])
         y_inc_ox = product("y_inc_ox", t.out_bytes * t.ys[2])
@@ -202,7 +209,7 @@ class SteppedAgu(wiring.Component):
                 pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
                 last_tap = at_end(ky) & at_end(kx)
                 m.d.comb += [
-                    p.addr.eq(t.x_addr - x_pad + a_off),
+                    p.addr.eq(x_base + a_off),
                     p.length.eq(t.cin), p.pad.eq(pad),
                     p.tag.row.eq(trow),
                     p.tag.first.eq(tap == 0),
