@@ -130,7 +130,9 @@ class Cstl(wiring.Component):
         m.submodules.walk = walk = RegionWalk()
         m.submodules.pool_walk = pwalk = PoolWalk(lanes=L)
         m.submodules.elt_walk = ewalk = EltWalk(lanes=L)
-        m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth)
+        # commands through a skid register: the walks do not see the reader's ready (which
+        # follows the datapath's and the L1 grant's) in the cycle
+        m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth, skid=True)
         m.submodules.store = store = VectorStore(lanes=L, depth=self.depth)
         # a register slice before the store: the store's ready (through the L1 write
         # grant) stops there instead of reaching the datapath, the reader and the ALU
