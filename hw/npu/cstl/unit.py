@@ -162,7 +162,13 @@ class Cstl(wiring.Component):
         # pooling: per lane the running max, or the running sum, of the window's taps so
         # far (and the taps inside the input); a vector of a window's last tap leaves with
         # the result: the max, or the sum divided by the count (below)
-        vec = reader.o.payload
+        # a register slice after the reader: the datapath's ready (per mode, through the
+        # ALU's lane count, the reduction's stages, the store slice) stops there instead
+        # of reaching the reader's window and the L1 read request
+        m.submodules.vec_slice = vec_slice = SkidBuffer(reader.o.payload.shape())
+        wiring.connect(m, reader.o, vec_slice.i)
+        vin = vec_slice.o
+        vec = vin.payload
         tag = vec.tag
         first_tap, last_tap, inside = tag.first, tag.kind[0], tag.row[0]
         acc = [Signal(signed(SUM_BITS), name=f"acc{k}") for k in range(L)]
@@ -178,7 +184,7 @@ class Cstl(wiring.Component):
             t = Signal(signed(SUM_BITS), name=f"sum{k}")
             m.d.comb += t.eq(Mux(first_tap, 0, acc[k]) + x)
             summed.append(t)
-        with m.If(reader.o.valid & reader.o.ready & ~last_tap):
+        with m.If(vin.valid & vin.ready & ~last_tap):
             m.d.sync += [acc[k].eq(Mux(is_avg, summed[k], maxed[k])) for k in range(L)]
             m.d.sync += cnt.eq(n_cnt)
         # the average: floor((sum + 128 n) / n) in 0..255 by 8 steps of restoring division
@@ -190,7 +196,7 @@ class Cstl(wiring.Component):
         dcnt = Signal(DIM_BITS + 1)
         div_ready = Signal()
         m.d.comb += div_ready.eq(~is_avg | (dstep == 9))
-        with m.If(is_avg & reader.o.valid & last_tap & (dstep == 0)):
+        with m.If(is_avg & vin.valid & last_tap & (dstep == 0)):
             m.d.sync += [dstep.eq(1), dcnt.eq(n_cnt)]
             m.d.sync += [rem[k].eq(summed[k] + (n_cnt << 7)) for k in range(L)]
             m.d.sync += [q.eq(0) for q in quo]
@@ -222,7 +228,7 @@ class Cstl(wiring.Component):
         red_free = Signal()
         m.d.comb += red_free.eq(~red_valid | st_in.ready)
         red = self._reduce(m, vec, red_free)
-        m.d.comb += red.take.eq(is_red & reader.o.valid & red.ready)
+        m.d.comb += red.take.eq(is_red & vin.valid & red.ready)
         with m.If(red_valid & st_in.ready):
             m.d.sync += red_valid.eq(0)
         with m.If(red.done):
@@ -286,7 +292,7 @@ class Cstl(wiring.Component):
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
-        elt = self._eltwise(m, task, vec, reader.o.valid, st_in.ready, entry)
+        elt = self._eltwise(m, task, vec, vin.valid, st_in.ready, entry)
         # a reduction's result: the row's max (through the table of lane 0 when the task
         # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
@@ -306,27 +312,27 @@ class Cstl(wiring.Component):
             # vector
             m.d.comb += [st_in.valid.eq(red_valid),
                          st_in.payload.addr.eq(red_addr),
-                         reader.o.ready.eq(red.ready)]
+                         vin.ready.eq(red.ready)]
         with m.Elif(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves once its last lanes
             # are computed, its results go to the store from the output register
             m.d.comb += [st_in.valid.eq(elt.valid), st_in.payload.addr.eq(elt.addr),
-                         reader.o.ready.eq(~tag.kind[0] | elt.take)]
+                         vin.ready.eq(~tag.kind[0] | elt.take)]
         with m.Elif(is_pool):
             # one part of i8 results at the chunk's output address, once per window
-            m.d.comb += [st_in.valid.eq(reader.o.valid & last_tap & div_ready),
+            m.d.comb += [st_in.valid.eq(vin.valid & last_tap & div_ready),
                          st_in.payload.addr.eq(tag.yaddr),
-                         reader.o.ready.eq(~last_tap | (st_in.ready & div_ready))]
+                         vin.ready.eq(~last_tap | (st_in.ready & div_ready))]
         with m.Else():
             m.d.comb += [
-                st_in.valid.eq(reader.o.valid),
+                st_in.valid.eq(vin.valid),
                 st_in.payload.addr.eq(tag.yaddr + ((((vec.index * L) >> task.in_shift)
                                                       + first) << task.out_shift)),
-                reader.o.ready.eq(st_in.ready & last_part),
+                vin.ready.eq(st_in.ready & last_part),
             ]
         with m.If(st_in.valid & st_in.ready):
             m.d.sync += part.eq(Mux(last_part, 0, part + 1))
-        last_in = reader.o.valid & reader.o.ready & vec.tag.last & vec.last
+        last_in = vin.valid & vin.ready & vec.tag.last & vec.last
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
         m.d.comb += self.busy.eq(0)
