@@ -407,68 +407,78 @@ class Cstl(wiring.Component):
 
 
     def _reduce(self, m, vec, free):
-        """The last-axis reduction, in two stages.
+        """The last-axis reduction, a pipeline of three stages that move together.
 
-        First the vector's largest of its ``count`` bytes and the lowest lane holding it (a
-        tree of comparisons; lanes past ``count`` read -128 and, being above every valid
-        lane, never win a tie), into a register with the vector's element index of lane 0
-        (``tag.row + index * lanes``: a strided row is one element a run at index
-        ``tag.row``, a contiguous row one run), whether it ends its row and the row's
-        output address. Then that register merged into the row's running max and the index
-        of its first occurrence (a later vector wins only when strictly larger).
+        The vector's largest of its ``count`` bytes and the lowest lane holding it come
+        from a tree of comparisons (lanes past ``count`` read -128 and, being above every
+        valid lane, never win a tie): its first two levels into the first stage's register
+        with the vector's element index of lane 0 (``tag.row + index * lanes``: a strided
+        row is one element a run at index ``tag.row``, a contiguous row one run), whether it
+        ends its row and the row's output address; the rest of the tree into the second
+        stage's register, the lane added to the index; then the merge into the row's
+        running max and the index of its first occurrence (a later vector wins only when
+        strictly larger).
 
         ``free``: the row result register takes a result this cycle. Returns a namespace:
-        ``ready`` (the reader's vector may enter the first stage), ``take`` (to drive: it
-        enters), ``done`` (a row's result leaves the second stage this cycle: ``max``,
-        ``idx``, ``addr``) and ``busy`` (the first stage holds a vector)."""
+        ``ready`` (the reader's vector may enter), ``take`` (to drive: it enters), ``done``
+        (a row's result leaves the merge this cycle: ``max``, ``idx``, ``addr``) and
+        ``busy`` (a stage holds a vector)."""
         L = self.lanes
         lw = L.bit_length() - 1
         tag = vec.tag
-        nodes = []
+
+        def tree(nodes, levels, name):
+            for level in range(levels):
+                merged = []
+                for i in range(0, len(nodes), 2):
+                    (va, ia), (vb, ib) = nodes[i], nodes[i + 1]
+                    v = Signal(signed(8), name=f"red_{name}{level}_{i // 2}")
+                    j = Signal(range(L), name=f"red_{name}j{level}_{i // 2}")
+                    m.d.comb += [v.eq(Mux(vb > va, vb, va)), j.eq(Mux(vb > va, ib, ia))]
+                    merged.append((v, j))
+                nodes = merged
+            return nodes
+
+        lanes = []
         for k in range(L):
             v = Signal(signed(8), name=f"red_v{k}")
             m.d.comb += v.eq(Mux(k < vec.count, vec.data[k], 0x80))
-            nodes.append((v, Const(k, range(L))))
-        level = 0
-        while len(nodes) > 1:
-            merged = []
-            for i in range(0, len(nodes), 2):
-                (va, ia), (vb, ib) = nodes[i], nodes[i + 1]
-                v = Signal(signed(8), name=f"red_t{level}_{i // 2}")
-                j = Signal(range(L), name=f"red_j{level}_{i // 2}")
-                m.d.comb += [v.eq(Mux(vb > va, vb, va)), j.eq(Mux(vb > va, ib, ia))]
-                merged.append((v, j))
-            nodes, level = merged, level + 1
-        vmax, vlane = nodes[0]
-        # the first stage's register
-        held = Signal(name="red_held")
-        h_max = Signal(signed(8), name="red_vmax")
-        h_idx = Signal(DIM_BITS, name="red_vidx")
-        h_first, h_last = Signal(name="red_first"), Signal(name="red_last")
-        h_addr = Signal.like(tag.yaddr, name="red_vaddr")
-        advance = Signal()
-        m.d.comb += advance.eq(held & (~h_last | free))
-        out = SimpleNamespace(ready=Signal(name="red_ready"), take=Signal(name="red_take"),
+            lanes.append((v, Const(k, range(L))))
+        first_levels = min(2, lw)
+        part = tree(lanes, first_levels, "a")
+
+        # the stages' registers: valid, row start, row end, output address, and the data
+        meta = data.StructLayout({"valid": 1, "first": 1, "last": 1, "addr": len(tag.yaddr)})
+        s1, s2 = Signal(meta, name="red_s1"), Signal(meta, name="red_s2")
+        s1_part = [(Signal(signed(8), name=f"red_s1v{i}"), Signal(range(L), name=f"red_s1j{i}"))
+                   for i in range(len(part))]
+        s1_base = Signal(DIM_BITS, name="red_s1base")
+        s2_max = Signal(signed(8), name="red_s2max")
+        s2_idx = Signal(DIM_BITS, name="red_s2idx")
+        # the pipeline moves unless a row's result waits for the result register
+        move = Signal(name="red_move")
+        m.d.comb += move.eq(~(s2.valid & s2.last & ~free))
+        out = SimpleNamespace(ready=move, take=Signal(name="red_take"),
                               done=Signal(name="red_done"),
                               max=Signal(signed(8), name="red_new_max"),
-                              idx=Signal(DIM_BITS, name="red_new_idx"), addr=h_addr,
-                              busy=held)
-        m.d.comb += out.ready.eq(~held | advance)
-        with m.If(advance):
-            m.d.sync += held.eq(0)
-        with m.If(out.take):
-            m.d.sync += [held.eq(1), h_max.eq(vmax),
-                         h_idx.eq(tag.row + (vec.index << lw) + vlane),
-                         h_first.eq(tag.first & (vec.index == 0)),
-                         h_last.eq(tag.kind[0] & vec.last), h_addr.eq(tag.yaddr)]
-        # the second stage: the merge
+                              idx=Signal(DIM_BITS, name="red_new_idx"), addr=s2.addr,
+                              busy=s1.valid | s2.valid)
+        vmax, vlane = tree(s1_part, lw - first_levels, "b")[0]
+        with m.If(move):
+            m.d.sync += [s1.valid.eq(out.take), s1.first.eq(tag.first & (vec.index == 0)),
+                         s1.last.eq(tag.kind[0] & vec.last), s1.addr.eq(tag.yaddr),
+                         s1_base.eq(tag.row + (vec.index << lw))]
+            m.d.sync += [r.eq(x) for pair, got in zip(s1_part, part, strict=True)
+                         for r, x in zip(pair, got, strict=True)]
+            m.d.sync += [s2.eq(s1), s2_max.eq(vmax), s2_idx.eq(s1_base + vlane)]
+        # the merge
         run_max = Signal(signed(8))
         run_idx = Signal(DIM_BITS)
-        better = h_first | (h_max > run_max)
-        m.d.comb += [out.max.eq(Mux(better, h_max, run_max)),
-                     out.idx.eq(Mux(better, h_idx, run_idx)),
-                     out.done.eq(advance & h_last)]
-        with m.If(advance):
+        better = s2.first | (s2_max > run_max)
+        m.d.comb += [out.max.eq(Mux(better, s2_max, run_max)),
+                     out.idx.eq(Mux(better, s2_idx, run_idx)),
+                     out.done.eq(s2.valid & s2.last & free)]
+        with m.If(s2.valid & move):
             m.d.sync += [run_max.eq(out.max), run_idx.eq(out.idx)]
         return out
 
