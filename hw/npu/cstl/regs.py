@@ -321,10 +321,10 @@ def decode(regs: dict[str, int]) -> CstlTask:
 class CstlRegisters(wiring.Component):
     """Shadow registers of the CSTL and the task decode.
 
-    The decode's checks (the pool's products, the shape and attribute comparisons, the
-    element types) are registered: ``task`` is the decode of the registers as they were
-    :attr:`LATENCY` cycles earlier (the opcode's fields and the walk are selected in the
-    cycle after the checks).
+    The decode's checks (the shape and attribute comparisons, the element types) are
+    registered, the pool's products and spans one stage earlier: ``task`` is the decode
+    of the registers as they were :attr:`LATENCY` cycles earlier (the opcode's fields and
+    the walk are selected in the cycle after the checks).
 
     Attributes
     ----------
@@ -338,7 +338,7 @@ class CstlRegisters(wiring.Component):
     """
 
     #: Cycles from a register write (or ``clear``) to ``task`` holding its decode.
-    LATENCY = 1
+    LATENCY = 2
 
     def __init__(self):
         super().__init__({
@@ -656,19 +656,27 @@ class CstlRegisters(wiring.Component):
             bad = bad | wide(v) | (v == 0)
         for v in pads:
             bad = bad | wide(v)
+        # two register stages: the products, the spans and the attribute checks; then the
+        # comparisons (``LATENCY`` counts the second; the caller registers their result)
         taps = Signal(2 * DIM_BITS)
-        m.d.comb += taps.eq(kh[:DIM_BITS] * kw[:DIM_BITS])
-        bad = bad | wide(taps)
+        m.d.sync += taps.eq(kh[:DIM_BITS] * kw[:DIM_BITS])
         bad = bad | (r["OP0_RANK"] != 4) | (r["OP1_RANK"] != 4)
         bad = bad | (r["OP0_DIM0"] != r["OP1_DIM0"]) | (r["OP0_DIM3"] != r["OP1_DIM3"])
+        early = Signal(name="pool_attr_bad")
+        m.d.sync += early.eq(bad)
+        late = early | wide(taps)
         # out = (in + pad_a + pad_b - k) // s + 1, i.e. (out - 1) * s <= in + pads - k
         # < out * s, without a division or a negative number
         for d, k, s, pa, pb in ((1, kh, sh, pads[0], pads[2]), (2, kw, sw, pads[1], pads[3])):
             prod = Signal(2 * DIM_BITS, name=f"pool_prod{d}")
-            m.d.comb += prod.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * s[:DIM_BITS])
-            span = r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS] + pb[:DIM_BITS]
-            bad = bad | (prod + k[:DIM_BITS] > span + s[:DIM_BITS]) | \
-                (span >= prod + k[:DIM_BITS])
+            span = Signal(DIM_BITS + 2, name=f"pool_span{d}")
+            k_q = Signal(DIM_BITS, name=f"pool_k{d}")
+            s_q = Signal(DIM_BITS, name=f"pool_s{d}")
+            m.d.sync += [prod.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * s[:DIM_BITS]),
+                         span.eq(r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS] + pb[:DIM_BITS]),
+                         k_q.eq(k[:DIM_BITS]), s_q.eq(s[:DIM_BITS])]
+            late = late | (prod + k_q > span + s_q) | (span >= prod + k_q)
+        bad = late
         return bad, {"kh": kh[:DIM_BITS], "kw": kw[:DIM_BITS], "sh": sh[:DIM_BITS],
                      "sw": sw[:DIM_BITS], "top": pads[0][:DIM_BITS],
                      "left": pads[1][:DIM_BITS]}
