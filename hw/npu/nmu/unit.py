@@ -623,8 +623,8 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (taken two cycles after the last write at the
-    earliest: the decode is registered); the requantisation entry follows on ``rq`` and
+    ready), then a transfer on ``start`` (taken three cycles after the last write at the
+    earliest: the decode is registered twice); the requantisation entry follows on ``rq`` and
     the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
     the entry has been read). Ports and counters as for :class:`Nmu`.
 
@@ -661,8 +661,12 @@ class NmuUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid)
+        # the decode registered twice (once here, once by start_after_decode): its logic
+        # is shallow, but the shadow registers and the core lie far apart on the die
+        decoded = Signal.like(regs.task, name="decode_q")
+        m.d.sync += decoded.eq(regs.task)
+        start_after_decode(m, self.start, core.start, decoded,
+                           self.clear | self.write.valid, latency=1)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
