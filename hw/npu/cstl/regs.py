@@ -428,8 +428,9 @@ class CstlRegisters(wiring.Component):
                 m.d.comb += reads.eq(1)
 
         # the checks in registers of their own (the pool's products and the shape
-        # comparisons are too long a path in the cycle that also selects the fields):
-        # the task below is the decode of the registers as they were one cycle earlier
+        # comparisons are too long a path in the cycle that also selects the fields); the
+        # pool's check is a stage longer, so ``task`` holds the decode ``LATENCY`` cycles
+        # after the registers last changed
         def held(value, name):
             out = Signal(len(value), name=name)
             m.d.sync += out.eq(value)
