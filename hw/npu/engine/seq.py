@@ -150,6 +150,10 @@ def _header_steps():
             current = []
         current.append(p)
     steps.append(current)
+    step_of = {p[0]: k for k, step in enumerate(steps) for p in step}
+    if step_of["stream_offset"] <= step_of["buffer_count"]:
+        raise ValueError("the SEQ checks stream_offset against the registered buffer count: "
+                         "buffer_count must come in an earlier header step")
     return steps
 
 
@@ -364,7 +368,9 @@ class Sequencer(wiring.Component):
     def _run_registers(self, m, s):
         """What the header gave, the task being decoded and its staging registers."""
         s.ntasks = Signal(32)
-        s.nbufs = Signal(32)
+        # The stream offset the buffer count implies (header + table), computed when the
+        # count is stored so that the check a step later compares registers only.
+        s.stream_want = Signal(32 + (BUFFER_ENTRY.size - 1).bit_length() + 1)
         s.stream_off = Signal(32)
         s.stream_left = Signal(33)
         s.stream_total = Signal(32)
@@ -574,10 +580,9 @@ class Sequencer(wiring.Component):
             elif name == "task_count":
                 stores.append(s.ntasks.eq(v))
             elif name == "buffer_count":
-                stores.append(s.nbufs.eq(v))
+                stores.append(s.stream_want.eq(HEADER.size + v * BUFFER_ENTRY.size))
             elif name == "stream_offset":
-                bufs = current("buffer_count", s.nbufs)
-                checks.append((v != HEADER.size + bufs * BUFFER_ENTRY.size, Cause.BAD_HEADER))
+                checks.append((v != s.stream_want, Cause.BAD_HEADER))
                 stores.append(s.stream_off.eq(v))
                 stream_at = v
             elif name == "stream_bytes":
