@@ -295,10 +295,15 @@ class Nmu(wiring.Component):
         counting, counters = s.counting, s.counters
         offered = reader.o.valid
         is_act = vec.tag.kind == NmuAgu.MODE_A
+        # The MACs of the vector the array took, added a cycle later (off the path from the
+        # handshake into the counter's adder). The array is busy for several cycles after
+        # it takes a vector, so the task is still counting when the last product lands.
+        macs_took = Signal(len(vec.count) + len(vec.tag.lane))
+        m.d.sync += macs_took.eq(Mux(array.i.valid & array.i.ready,
+                                     vec.count * vec.tag.lane, 0))
         with m.If(counting):
-            m.d.sync += counters["busy"].eq(counters["busy"] + 1)
-            with m.If(array.i.valid & array.i.ready):
-                m.d.sync += counters["macs"].eq(counters["macs"] + vec.count * vec.tag.lane)
+            m.d.sync += [counters["busy"].eq(counters["busy"] + 1),
+                         counters["macs"].eq(counters["macs"] + macs_took)]
             with m.If((offered & ~is_act) | (~offered & waiting_w)):
                 m.d.sync += counters["load"].eq(counters["load"] + 1)
             with m.If(read_stall):
