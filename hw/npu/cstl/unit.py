@@ -145,18 +145,17 @@ class Cstl(wiring.Component):
         task = Signal(task_layout())
         cause = Signal(4)
         widx = Signal(range(TABLE_WORDS))
-        is_pool = Signal()
-        m.d.comb += is_pool.eq(task.pool != 0)
+        # the task's mode, decoded from the start's payload into registers beside the task
+        # (they fan out to every lane's datapath and to the per-mode handshakes)
+        is_pool, is_elt, is_red, is_avg = (Signal(name=n) for n in
+                                           ("is_pool", "is_elt", "is_red", "is_avg"))
         # the reader takes the runs of the task's walk; a max pool pads with -128
-        is_elt = Signal()
-        m.d.comb += is_elt.eq(task.elt != 0)
         with m.If(is_pool):
             wiring.connect(m, pwalk.cmd, reader.cmd)
         with m.Elif(is_elt):
             wiring.connect(m, ewalk.cmd, reader.cmd)
         with m.Else():
             wiring.connect(m, walk.cmd, reader.cmd)
-        is_avg = task.pool == POOL_OPS["avgpool"]
         m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
         # pooling: per lane the running max, or the running sum, of the window's taps so
@@ -216,8 +215,6 @@ class Cstl(wiring.Component):
             m.d.comb += a.eq(Mux(dcnt == 0, 0, (quo[k] + up - 128)[:8]))
             averaged.append(a)
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
-        is_red = Signal()
-        m.d.comb += is_red.eq(task.red != 0)
         # the reduction in two stages: the vector's comparison tree into a register, then
         # the merge with the row's running max; the row's result waits in a register for
         # the store (its table lookup and saturation in the cycle after)
@@ -292,7 +289,7 @@ class Cstl(wiring.Component):
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
-        elt = self._eltwise(m, task, vec, vin.valid, st_in.ready, entry)
+        elt = self._eltwise(m, task, is_elt, vec, vin.valid, st_in.ready, entry)
         # a reduction's result: the row's max (through the table of lane 0 when the task
         # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
@@ -341,7 +338,10 @@ class Cstl(wiring.Component):
                 m.d.comb += self.start.ready.eq(1)
                 with m.If(self.start.valid):
                     p = self.start.payload
-                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0)]
+                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0),
+                                 is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
+                                 is_red.eq(p.red != 0),
+                                 is_avg.eq(p.pool == POOL_OPS["avgpool"])]
                     m.d.sync += [c.eq(0) for c in counters.values()]
                     with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
@@ -482,14 +482,15 @@ class Cstl(wiring.Component):
             m.d.sync += [run_max.eq(out.max), run_idx.eq(out.idx)]
         return out
 
-    def _eltwise(self, m, task, vec, vec_valid, store_ready, entry):
+    def _eltwise(self, m, task, is_elt, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
         ``elt_lanes`` lanes a cycle into the pipelined ALU (:class:`npu.cstl.eltalu.EltAlu`,
         the entry's words in ``entry``), its results gathered into a vector and that into an
-        output register. Returns its ``data``, ``valid``, ``addr`` and ``count`` (the store's
-        payload), ``take`` (the vector of ``b`` leaves: its last lanes enter the ALU this
-        cycle), ``busy`` (results still in the ALU or the output register) and ``bad`` (the
-        entry is outside ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
+        output register (``is_elt``: the task is an eltwise). Returns its ``data``,
+        ``valid``, ``addr`` and ``count`` (the store's payload), ``take`` (the vector of
+        ``b`` leaves: its last lanes enter the ALU this cycle), ``busy`` (results still in
+        the ALU or the output register) and ``bad`` (the entry is outside
+        ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
         L, P = self.lanes, self.elt_lanes
         e = dict(zip(ENTRY_WORDS, entry, strict=True))
         tag = vec.tag
@@ -498,7 +499,7 @@ class Cstl(wiring.Component):
         a_reg = [Signal(8, name=f"elt_a{k}") for k in range(L)]
         lane = Signal(range(L + 1))
         take_a = Signal()
-        m.d.comb += take_a.eq((task.elt != 0) & ~is_b)
+        m.d.comb += take_a.eq(is_elt & ~is_b)
 
         def byte(k):   # a one-byte run spread over the lanes
             return Mux(spread, vec.data[0], vec.data[k])
@@ -529,7 +530,7 @@ class Cstl(wiring.Component):
         free, adv, step, take = Signal(), Signal(), Signal(), Signal()
         m.d.comb += [free.eq(~o_valid | store_ready),
                      adv.eq(~(alu.o_valid & o_meta.last) | free),
-                     step.eq((task.elt != 0) & is_b & vec_valid & adv),
+                     step.eq(is_elt & is_b & vec_valid & adv),
                      take.eq(step & last),
                      alu.en.eq(adv), alu.i_valid.eq(step)]
         with m.If(o_valid & store_ready):
