@@ -193,19 +193,21 @@ class Cstl(wiring.Component):
         rem = [Signal(SUM_BITS + 2, name=f"rem{k}") for k in range(L)]
         quo = [Signal(8, name=f"quo{k}") for k in range(L)]
         dcnt = Signal(DIM_BITS + 1)
+        # the divisor at the step's quotient bit (n << 7 first, halved each step): one
+        # comparison and one subtraction per lane, the quotient shifted in MSB first
+        trial = Signal(DIM_BITS + 8)
         div_ready = Signal()
         m.d.comb += div_ready.eq(~is_avg | (dstep == 9))
         with m.If(is_avg & vin.valid & last_tap & (dstep == 0)):
-            m.d.sync += [dstep.eq(1), dcnt.eq(n_cnt)]
+            m.d.sync += [dstep.eq(1), dcnt.eq(n_cnt), trial.eq(n_cnt << 7)]
             m.d.sync += [rem[k].eq(summed[k] + (n_cnt << 7)) for k in range(L)]
-            m.d.sync += [q.eq(0) for q in quo]
-        for i in range(8):
-            with m.If(dstep == 8 - i):
-                m.d.sync += dstep.eq(dstep + 1)
-                trial = dcnt << i
-                for k in range(L):
-                    with m.If(rem[k] >= trial):
-                        m.d.sync += [rem[k].eq(rem[k] - trial), quo[k][i].eq(1)]
+        with m.If((dstep != 0) & (dstep != 9)):
+            m.d.sync += [dstep.eq(dstep + 1), trial.eq(trial >> 1)]
+            for k in range(L):
+                fits = rem[k] >= trial
+                m.d.sync += quo[k].eq(Cat(fits, quo[k][:7]))
+                with m.If(fits):
+                    m.d.sync += rem[k].eq(rem[k] - trial)
         with m.If((dstep == 9) & st_in.valid & st_in.ready):
             m.d.sync += dstep.eq(0)
         averaged = []
