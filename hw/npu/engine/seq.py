@@ -835,16 +835,29 @@ class Sequencer(wiring.Component):
         sum((COUNTk - 1) * STRIDEk)`` on each side must lie inside the side's memory."""
         cfg, aw, W = s.cfg, s.aw, s.W
         cmd = s.slot_cmd.copy
+        # dimension d's products are registered in the cycle before they are added (the
+        # command does not change while the slot is checked), so that no cycle holds both
+        # a multiplication and an addition
+        def products(d):
+            c1 = (cmd.count[d] - 1)[:16]
+            return c1 * cmd.src_stride[d - 1], c1 * cmd.dst_stride[d - 1]
+
+        src_prod, dst_prod = (Signal.like(p, name=n)
+                              for p, n in zip(products(1), ("src_prod", "dst_prod"),
+                                              strict=True))
         with m.If(s.slot_valid & ~s.slot_checked & s.running):
             with m.Switch(s.slot_dim):
-                with m.Case(0):
-                    m.d.sync += [s.src_end.eq(cmd.src + cmd.count[0]),
-                                 s.dst_end.eq(cmd.dst + cmd.count[0])]
-                for d in (1, 2, 3):
+                for d in (0, 1, 2, 3):
                     with m.Case(d):
-                        c1 = (cmd.count[d] - 1)[:16]
-                        m.d.sync += [s.src_end.eq(s.src_end + c1 * cmd.src_stride[d - 1]),
-                                     s.dst_end.eq(s.dst_end + c1 * cmd.dst_stride[d - 1])]
+                        if d == 0:
+                            m.d.sync += [s.src_end.eq(cmd.src + cmd.count[0]),
+                                         s.dst_end.eq(cmd.dst + cmd.count[0])]
+                        else:
+                            m.d.sync += [s.src_end.eq(s.src_end + src_prod),
+                                         s.dst_end.eq(s.dst_end + dst_prod)]
+                        if d < 3:
+                            m.d.sync += [src_prod.eq(products(d + 1)[0]),
+                                         dst_prod.eq(products(d + 1)[1])]
                 with m.Case(4):
                     sizes = Array([Const(cfg.ddr_bytes, aw + 1),
                                    Const(cfg.l2_depth * W, aw + 1),
