@@ -263,8 +263,9 @@ class Cstl(wiring.Component):
         m.d.comb += n_vec.eq(vec.count >> task.in_shift)
         per = Signal(range(L + 1))              # elements per part
         m.d.comb += per.eq(L >> task.out_shift)
-        first = Signal(range(L + 1))            # the part's first element
-        m.d.comb += first.eq(part * per)
+        # the part's first element (part * per), kept beside ``part`` rather than
+        # multiplied in the cycle
+        first = Signal(range(L + 1))
         left = Signal(range(L + 1))             # the vector's elements from ``first`` on
         m.d.comb += left.eq(Mux(n_vec > first, n_vec - first, 0))
         n_part = Signal(range(L + 1))
@@ -330,7 +331,8 @@ class Cstl(wiring.Component):
                 vin.ready.eq(st_in.ready & last_part),
             ]
         with m.If(st_in.valid & st_in.ready):
-            m.d.sync += part.eq(Mux(last_part, 0, part + 1))
+            m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
+                         first.eq(Mux(last_part, 0, first + per))]
         last_in = vin.valid & vin.ready & vec.tag.last & vec.last
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
@@ -340,7 +342,8 @@ class Cstl(wiring.Component):
                 m.d.comb += self.start.ready.eq(1)
                 with m.If(self.start.valid):
                     p = self.start.payload
-                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0),
+                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
+                                 first.eq(0),
                                  is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
                                  is_red.eq(p.red != 0),
                                  is_avg.eq(p.pool == POOL_OPS["avgpool"])]
