@@ -159,8 +159,9 @@ class Cstl(wiring.Component):
         m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
         # pooling: per lane the running max, or the running sum, of the window's taps so
-        # far (and the taps inside the input); a vector of a window's last tap leaves with
-        # the result: the max, or the sum divided by the count (below)
+        # far (and the taps inside the input); a vector of a window's last tap leaves its
+        # result (the max, or the sum divided by the count, below) in a register for the
+        # store
         # a register slice after the reader: the datapath's ready (per mode, through the
         # ALU's lane count, the reduction's stages, the store slice) stops there instead
         # of reaching the reader's window and the L1 read request
@@ -208,8 +209,6 @@ class Cstl(wiring.Component):
                 m.d.sync += quo[k].eq(Cat(fits, quo[k][:7]))
                 with m.If(fits):
                     m.d.sync += rem[k].eq(rem[k] - trial)
-        with m.If((dstep == 9) & st_in.valid & st_in.ready):
-            m.d.sync += dstep.eq(0)
         averaged = []
         for k in range(L):
             up = (rem[k] << 1 > dcnt) | ((rem[k] << 1 == dcnt) & quo[k][0])
@@ -217,6 +216,23 @@ class Cstl(wiring.Component):
             m.d.comb += a.eq(Mux(dcnt == 0, 0, (quo[k] + up - 128)[:8]))
             averaged.append(a)
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
+        # a window's result waits in a register for the store (its table lookup and
+        # output in the cycle after: the comparison with the running max, or the
+        # average's rounding, is not in the cycle of the lookup); one result a cycle
+        pool_valid = Signal()
+        pool_res = [Signal(8, name=f"pool_res{k}") for k in range(L)]
+        pool_count = Signal.like(vec.count)
+        pool_addr = Signal.like(tag.yaddr)
+        pool_free = Signal()
+        pool_take = Signal()
+        m.d.comb += [pool_free.eq(~pool_valid | st_in.ready),
+                     pool_take.eq(is_pool & vin.valid & last_tap & div_ready & pool_free)]
+        with m.If(pool_valid & st_in.ready):
+            m.d.sync += pool_valid.eq(0)
+        with m.If(pool_take):
+            m.d.sync += [pool_valid.eq(1), pool_count.eq(vec.count), pool_addr.eq(tag.yaddr),
+                         dstep.eq(0)]
+            m.d.sync += [r.eq(p) for r, p in zip(pool_res, pooled, strict=True)]
         # the reduction in two stages: the vector's comparison tree into a register, then
         # the merge with the row's running max; the row's result waits in a register for
         # the store (its table lookup and saturation in the cycle after)
@@ -243,7 +259,7 @@ class Cstl(wiring.Component):
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
             code = Signal(8, name=f"code{k}")
-            m.d.comb += code.eq(Mux(is_red, red_max, Mux(is_pool, pooled[k], vec.data[k])))
+            m.d.comb += code.eq(Mux(is_red, red_max, Mux(is_pool, pool_res[k], vec.data[k])))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready & ~task.entry),
                          rp.addr.eq(code[2:])]
@@ -257,7 +273,7 @@ class Cstl(wiring.Component):
         codes = [Signal(8, name=f"c{k}") for k in range(L)]
         for k in range(L):
             m.d.comb += codes[k].eq(Mux(task.table, looked[k],
-                                        Mux(is_pool, pooled[k], vec.data[k])))
+                                        Mux(is_pool, pool_res[k], vec.data[k])))
         part = Signal(2)
         n_vec = Signal(range(L + 1))            # elements in the vector
         m.d.comb += n_vec.eq(vec.count >> task.in_shift)
@@ -303,10 +319,13 @@ class Cstl(wiring.Component):
         with m.Else():
             m.d.comb += red_out.eq(Mux(task.table, looked[0], red_max))
         st_elems = Signal(range(L + 1))
-        m.d.comb += st_elems.eq(Mux(is_elt, elt.count, Mux(is_red, 1, n_part)))
+        # elements of the part going to the store: a pool's result has its window
+        # vector's count (i8 in and out, one part)
+        n_out = Mux(is_red, 1, Mux(is_pool, pool_count, n_part))
+        m.d.comb += st_elems.eq(Mux(is_elt, elt.count, n_out))
         m.d.comb += [st_in.payload.data.eq(Mux(is_elt, elt.data, Mux(is_red, red_out, out))),
                      st_in.payload.count.eq(Mux(is_elt, elt.count,
-                                                  Mux(is_red, 1, n_part) << task.out_shift))]
+                                                  n_out << task.out_shift))]
         with m.If(is_red):
             # one result per row, at the row's output address, two cycles after its last
             # vector
@@ -320,9 +339,9 @@ class Cstl(wiring.Component):
                          vin.ready.eq(~tag.kind[0] | elt.take)]
         with m.Elif(is_pool):
             # one part of i8 results at the chunk's output address, once per window
-            m.d.comb += [st_in.valid.eq(vin.valid & last_tap & div_ready),
-                         st_in.payload.addr.eq(tag.yaddr),
-                         vin.ready.eq(~last_tap | (st_in.ready & div_ready))]
+            m.d.comb += [st_in.valid.eq(pool_valid),
+                         st_in.payload.addr.eq(pool_addr),
+                         vin.ready.eq(~last_tap | (pool_free & div_ready))]
         with m.Else():
             m.d.comb += [
                 st_in.valid.eq(vin.valid),
@@ -390,7 +409,7 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                pending = elt.busy | red.busy | red_valid | store_slice.o.valid
+                pending = elt.busy | red.busy | red_valid | pool_valid | store_slice.o.valid
                 m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
                 with m.If(~store.busy & ~pending):
                     m.next = "DONE"
