@@ -587,8 +587,8 @@ class CstlUnit(wiring.Component):
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
     ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``; taken
-    ``CstlRegisters.LATENCY + 2`` cycles after the last write at the earliest: the decode
-    is registered); the table follows on ``table`` (when the decode says ``task.table`` and
+    ``CstlRegisters.LATENCY + 3`` cycles after the last write at the earliest: the decode
+    is registered twice); the table follows on ``table`` (when the decode says ``task.table`` and
     ``keep`` is low) and the result comes on ``done``. Ports and counters as for
     :class:`Cstl`.
     """
@@ -610,8 +610,13 @@ class CstlUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid, latency=regs.LATENCY)
+        # one more register between the decode and the core's start payload: the decode
+        # sits beside the shadow registers, the core's task register beside its datapath,
+        # and the wire between them (across the unit) gets a cycle of its own
+        task = Signal.like(regs.task, name="decode_out")
+        m.d.sync += task.eq(regs.task)
+        start_after_decode(m, self.start, core.start, task,
+                           self.clear | self.write.valid, latency=regs.LATENCY + 1)
         m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))
