@@ -387,12 +387,19 @@ class Sequencer(wiring.Component):
         s.cur_is_sdma = Signal()
         s.cur_is_nmu = Signal()
         s.cur_requant = Signal(32)
+        # where the task's entry and table lie, checked as they are written (the HAND
+        # state then tests flags): the requantisation entry misaligned or past the data
+        # section (NMU entry, eltwise entry), the table named, the table out of place
+        s.requant_bad_nmu = Signal()
+        s.requant_bad_elt = Signal()
         s.nmu_regs = REGISTER_MAPS[Unit.NMU]
         s.requant_index = s.nmu_regs.index("REQUANT")
         if s.cfg.n_cstl:
             s.cur_is_cstl = Signal()
             s.cur_inst = Signal(range(max(s.cfg.n_cstl, 2)))
             s.cur_table = Signal(32)
+            s.table_named = Signal()
+            s.table_bad = Signal()
             s.cur_table_op = Signal()
             s.cur_elt_op = Signal()
         # the data section: after the task stream, at a multiple of 8 (nem.taskformat)
@@ -671,10 +678,10 @@ class Sequencer(wiring.Component):
                     for k in range(cfg.n_cstl):
                         m.d.comb += self.cstl_clear[k].eq(is_cstl & (inst == k))
                     m.d.sync += [s.cur_is_cstl.eq(is_cstl), s.cur_inst.eq(inst),
-                                 s.cur_table.eq(0), s.cur_table_op.eq(0),
-                                 s.cur_elt_op.eq(0)]
+                                 s.cur_table.eq(0), *self._table_flags(s, 0),
+                                 s.cur_table_op.eq(0), s.cur_elt_op.eq(0)]
                 m.d.sync += [s.cur_unit.eq(unit_index), s.cur_is_nmu.eq(is_nmu),
-                             s.cur_requant.eq(0),
+                             s.cur_requant.eq(0), *self._requant_flags(s, 0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
                              s.cur_signal.eq(signal),
                              s.writes_left.eq(s.field(TASK_HEADER, "nwrites")),
@@ -701,7 +708,8 @@ class Sequencer(wiring.Component):
                     m.d.sync += [s.writes_left.eq(s.writes_left - 1),
                                  s.stream_left.eq(s.stream_left - WRITE.size)]
                     with m.If(indices[0] == s.requant_index):
-                        m.d.sync += s.cur_requant.eq(values[0])
+                        m.d.sync += [s.cur_requant.eq(values[0]),
+                                     *self._requant_flags(s, values[0])]
         if self.cstl_index is not None:
             with m.Elif(s.cur_is_cstl):
                 self._cstl_write(m, s)
@@ -738,8 +746,7 @@ class Sequencer(wiring.Component):
         zero = Cat(*[c == 0 for c in counts]).any()
         with m.If(s.cur_is_nmu):
             # the NMU checks its own registers; here only where its entry lies
-            with m.If((s.cur_requant % DATA_ALIGN != 0) |
-                      (s.cur_requant + REQUANT_ENTRY.size > s.data_bytes)):
+            with m.If(s.requant_bad_nmu):
                 self._fail(m, s, Cause.BAD_ENTRY)
             with m.Elif(~s.slot_valid | s.issue):
                 m.d.comb += s.slot_load.eq(1)
@@ -801,20 +808,35 @@ class Sequencer(wiring.Component):
                         with m.Case(*elt_codes()):
                             m.d.sync += s.cur_elt_op.eq(1)
                 with m.If(indices[0] == regs.index("REQUANT")):
-                    m.d.sync += s.cur_requant.eq(values[0])
+                    m.d.sync += [s.cur_requant.eq(values[0]),
+                                 *self._requant_flags(s, values[0])]
                 with m.If(indices[0] == regs.index("TABLE")):
-                    m.d.sync += s.cur_table.eq(values[0])
+                    m.d.sync += [s.cur_table.eq(values[0]), *self._table_flags(s, values[0])]
+
+    @staticmethod
+    def _requant_flags(s, v):
+        """Statements noting where a requantisation entry at data offset ``v`` lies (the
+        NMU's entry and the eltwise entry: ``DATA_ALIGN``-aligned and inside the data
+        section)."""
+        misaligned = v % DATA_ALIGN != 0
+        return [s.requant_bad_nmu.eq(misaligned | (v + REQUANT_ENTRY.size > s.data_bytes)),
+                s.requant_bad_elt.eq(misaligned | (v + ELTWISE_ENTRY.size > s.data_bytes))]
+
+    @staticmethod
+    def _table_flags(s, v):
+        """Statements noting whether ``TABLE`` = ``v`` names a table and whether that
+        table is out of place (not ``TABLE_ALIGN``-aligned or not inside the data
+        section)."""
+        return [s.table_named.eq(v != NO_TABLE),
+                s.table_bad.eq((v % TABLE_ALIGN != 0) | (v + TABLE_BYTES > s.data_bytes))]
 
     def _cstl_hand(self, m, s):
         """HAND of a CSTL task: the CSTL checks its own registers; here only where its
         table lies, for a task that reads one (a table opcode or a pool, ``TABLE`` not
         ``NO_TABLE``: ``TABLE_ALIGN``-aligned and inside the data section, else
         ``BAD_ENTRY``)."""
-        table = s.cur_table_op & (s.cur_table != NO_TABLE)
-        bad = (s.cur_table % TABLE_ALIGN != 0) | (s.cur_table + TABLE_BYTES > s.data_bytes)
-        elt_bad = (s.cur_requant % DATA_ALIGN != 0) | \
-            (s.cur_requant + ELTWISE_ENTRY.size > s.data_bytes)
-        with m.If((table & bad) | (s.cur_elt_op & elt_bad)):
+        table = s.cur_table_op & s.table_named
+        with m.If((table & s.table_bad) | (s.cur_elt_op & s.requant_bad_elt)):
             self._fail(m, s, Cause.BAD_ENTRY)
         with m.Elif(~s.slot_valid | s.issue):
             m.d.comb += s.slot_load.eq(1)
