@@ -3,9 +3,12 @@
 import random
 
 import pytest
+from amaranth import Fragment, Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from npu.bus.stream import SkidBuffer, StreamFIFO
+from npu.bus.stream import SkidBuffer, StreamFIFO, start_after_decode
 from sim.streams import StreamTimeout, stream_recv, stream_send
 
 
@@ -173,3 +176,72 @@ def test_skid_buffer_keeps_one_transfer_a_cycle():
     sim.add_testbench(bench)
     sim.run()
     assert seen == [(c, (c - 1) % 256, (c - 1) % 16) for c in range(1, n + 1)]
+
+
+class _DecodeHarness(wiring.Component):
+    """A shadow register written through ``write``, its decode (``value ^ 0x5A``) after
+    ``latency`` registers of its own, and ``start_after_decode`` passing ``start`` on."""
+
+    def __init__(self, latency, registers):
+        self.latency, self.registers = latency, registers
+        super().__init__({"write": In(stream.Signature(8)), "start": In(stream.Signature(1)),
+                          "core": Out(stream.Signature(8))})
+
+    def elaborate(self, platform):
+        m = Module()
+        shadow = Signal(8)
+        m.d.comb += self.write.ready.eq(1)
+        with m.If(self.write.valid):
+            m.d.sync += shadow.eq(self.write.payload)
+        decoded = shadow ^ 0x5A
+        for _ in range(self.latency):
+            stage = Signal(8)
+            m.d.sync += stage.eq(decoded)
+            decoded = stage
+        start_after_decode(m, self.start, self.core, decoded, self.write.valid,
+                           latency=self.latency, registers=self.registers)
+        return m
+
+
+@pytest.mark.parametrize(("latency", "registers"), [(0, 1), (0, 2), (1, 1), (1, 2), (2, 3)])
+def test_start_after_decode_waits_for_the_decode_of_the_registers_as_they_are(latency,
+                                                                              registers):
+    """Random writes, starts and core stalls, cycle by cycle: ``core.valid`` is high exactly
+    when ``start`` is and no write happened in the last ``latency + registers`` cycles, and
+    then the payload is the decode of the shadow register as it is now."""
+    dut = _DecodeHarness(latency, registers)
+    rng = random.Random(latency * 10 + registers)
+    wait = latency + registers
+    passed = []
+
+    async def bench(ctx):
+        shadow, since = 0, 0          # cycles without a write, back from the last (reset: 0)
+        for _cycle in range(2000):
+            write = rng.random() < 0.15
+            word = rng.getrandbits(8)
+            start = rng.random() < 0.6
+            ready = rng.random() < 0.7
+            ctx.set(dut.write.valid, write)
+            ctx.set(dut.write.payload, word)
+            ctx.set(dut.start.valid, start)
+            ctx.set(dut.core.ready, ready)
+            fresh = since >= wait
+            assert ctx.get(dut.core.valid) == (start and fresh)
+            assert ctx.get(dut.start.ready) == (ready and fresh)
+            if start and fresh:
+                assert ctx.get(dut.core.payload) == shadow ^ 0x5A
+                passed.append(ready)
+            await ctx.tick()
+            since = 0 if write else since + 1
+            shadow = word if write else shadow
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert sum(passed) > 100        # the check above saw many transfers
+
+
+def test_start_after_decode_wants_a_register():
+    with pytest.raises(ValueError, match="registers must be >= 1, not 0"):
+        Fragment.get(_DecodeHarness(0, 0), None)

@@ -97,14 +97,14 @@ class SkidBuffer(wiring.Component):
         return m
 
 
-def start_after_decode(m, start, core_start, decoded, changed, *, latency=0):
+def start_after_decode(m, start, core_start, decoded, changed, *, latency=0, registers=1):
     """Pass ``start`` to ``core_start`` with ``decoded`` registered as its payload.
 
     For a unit whose shadow registers feed a combinational ``decoded`` task: the decode
-    gets a register of its own (its logic and the wires to the core in separate cycles),
-    and a start waits until that register holds the decode of the registers as they are,
-    ``latency + 1`` cycles after the last cycle with ``changed`` high (a register write or
-    clear).
+    gets registers of its own (its logic and the wires to the core in separate cycles),
+    and a start waits until the last of them holds the decode of the registers as they
+    are, ``latency + registers`` cycles after the last cycle with ``changed`` high (a
+    register write or clear).
 
     Parameters
     ----------
@@ -118,11 +118,23 @@ def start_after_decode(m, start, core_start, decoded, changed, *, latency=0):
     latency : int
         Cycles from a change of the shadow registers to ``decoded`` following it (0: a
         combinational decode; more when the decode has registers of its own).
+    registers : int
+        Registers in a row between ``decoded`` and ``core_start.payload`` (at least 1;
+        more when the decode and the core lie far apart on the die and the wire between
+        them needs cycles of its own).
     """
-    task = Signal(decoded.shape(), name="decoded")
+    if registers < 1:
+        raise ValueError(f"start_after_decode: registers must be >= 1, not {registers}")
+    task = decoded
+    for i in range(registers):
+        stage = Signal(decoded.shape(), name="decoded" if i == registers - 1
+                       else f"decoded_{i}")
+        m.d.sync += stage.eq(task)
+        task = stage
     fresh = Signal(name="decode_fresh")
-    quiet = Signal(latency + 1, name="decode_quiet")     # no change 1 .. latency + 1 ago
-    m.d.sync += [task.eq(decoded), quiet.eq(Cat(~changed, quiet[:-1]))]
+    wait = latency + registers
+    quiet = Signal(wait, name="decode_quiet")     # no change 1 .. latency + registers ago
+    m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
     m.d.comb += fresh.eq(quiet.all())
     m.d.comb += [core_start.valid.eq(start.valid & fresh),
                  start.ready.eq(core_start.ready & fresh),

@@ -610,13 +610,12 @@ class CstlUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        # one more register between the decode and the core's start payload: the decode
-        # sits beside the shadow registers, the core's task register beside its datapath,
-        # and the wire between them (across the unit) gets a cycle of its own
-        task = Signal.like(regs.task, name="decode_out")
-        m.d.sync += task.eq(regs.task)
-        start_after_decode(m, self.start, core.start, task,
-                           self.clear | self.write.valid, latency=regs.LATENCY + 1)
+        # two registers between the decode and the core's start payload: the decode sits
+        # beside the shadow registers, the core's task register beside its datapath, and
+        # the wire between them (across the unit) gets a cycle of its own
+        start_after_decode(m, self.start, core.start, regs.task,
+                           self.clear | self.write.valid, latency=regs.LATENCY,
+                           registers=2)
         m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))

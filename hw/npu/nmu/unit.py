@@ -666,12 +666,10 @@ class NmuUnit(wiring.Component):
         m.submodules.core = core = self.core
         m.d.comb += regs.clear.eq(self.clear)
         wiring.connect(m, wiring.flipped(self.write), regs.write)
-        # the decode registered twice (once here, once by start_after_decode): its logic
-        # is shallow, but the shadow registers and the core lie far apart on the die
-        decoded = Signal.like(regs.task, name="decode_q")
-        m.d.sync += decoded.eq(regs.task)
-        start_after_decode(m, self.start, core.start, decoded,
-                           self.clear | self.write.valid, latency=1)
+        # the decode registered twice: its logic is shallow, but the shadow registers and
+        # the core lie far apart on the die
+        start_after_decode(m, self.start, core.start, regs.task,
+                           self.clear | self.write.valid, registers=2)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
