@@ -18,7 +18,8 @@ Loop levels, outermost first: n, oh, ow, chunk, u, v; the input address of each 
 kept (where the current index of that level started), so a step is one addition, as in
 :class:`npu.cstl.walk.RegionWalk`. The steps ``sh * xs_h`` and ``sw * xs_w`` and the
 window origin ``x - top * xs_h - left * xs_w`` are computed at start by one multiplier in
-four cycles. The Python model is :func:`pool_runs`.
+six cycles (the multiplier has a register on each side). The Python model is
+:func:`pool_runs`.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class PoolWalk(wiring.Component):
         lw = L.bit_length() - 1
         task = Signal(task_layout())
         act = Signal()
-        setup = Signal(3)          # 1..4: the setup products, one per cycle
+        setup = Signal(3)          # 1..6: the setup products, one per cycle (two behind)
         n = LEVELS
         idx = [Signal(DIM_BITS, name=f"i{j}") for j in range(n)]
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
@@ -129,24 +130,30 @@ class PoolWalk(wiring.Component):
             c.tag.last.eq(sum(wraps) == n),
         ]
 
-        # setup: step_h, step_w, then the origin, with one multiplier
+        # setup: step_h, step_w, then the origin, with one multiplier between registers
+        # (its operands chosen a cycle before, its product used a cycle after): cycle k
+        # chooses the operands of product k, cycle k + 1 multiplies, cycle k + 2 uses it
         mul_a, mul_b = Signal(DIM_BITS), Signal(32)
         prod = Signal(32)
-        m.d.comb += prod.eq(mul_a * mul_b)
+        m.d.sync += prod.eq(mul_a * mul_b)
+        operands = {1: (task.sh, task.xs[1]), 2: (task.sw, task.xs[2]),
+                    3: (task.top, task.xs[1]), 4: (task.left, task.xs[2])}
         with m.Switch(setup):
-            with m.Case(1):
-                m.d.comb += [mul_a.eq(task.sh), mul_b.eq(task.xs[1])]
-                m.d.sync += [step_h.eq(prod), setup.eq(2)]
-            with m.Case(2):
-                m.d.comb += [mul_a.eq(task.sw), mul_b.eq(task.xs[2])]
-                m.d.sync += [step_w.eq(prod), setup.eq(3)]
-            with m.Case(3):
-                m.d.comb += [mul_a.eq(task.top), mul_b.eq(task.xs[1])]
-                m.d.sync += [org.eq(task.x_addr - prod), setup.eq(4)]
-            with m.Case(4):
-                m.d.comb += [mul_a.eq(task.left), mul_b.eq(task.xs[2])]
-                m.d.sync += [setup.eq(0), act.eq(1)]
+            for k, (a, b) in operands.items():
+                with m.Case(k):
+                    m.d.sync += [mul_a.eq(a), mul_b.eq(b)]
+            with m.Case(5):
+                m.d.sync += org.eq(task.x_addr - prod)
+            with m.Case(6):
+                m.d.sync += act.eq(1)
                 m.d.sync += [s.eq(org - prod) for s in xb]
+        with m.Switch(setup):
+            with m.Case(3):
+                m.d.sync += step_h.eq(prod)
+            with m.Case(4):
+                m.d.sync += step_w.eq(prod)
+        with m.If(setup != 0):
+            m.d.sync += setup.eq(Mux(setup == 6, 0, setup + 1))
         with m.If(self.start.valid & self.start.ready):
             p = self.start.payload
             m.d.sync += [task.eq(p), setup.eq(1), row0.eq(-p.top), col0.eq(-p.left),
