@@ -387,6 +387,48 @@ def test_run_reader_forgets_the_held_word_when_idle():
     assert reads[0] == 2
 
 
+def test_run_reader_forgets_the_held_word_after_one_idle_cycle():
+    """The same with the next run offered in the very first cycle ``busy`` is low (the
+    cycle the held word is forgotten in): it still reads the word again."""
+    mem = bytearray(range(64))
+    for skid in (False, True):
+        dut = RunReader(lanes=8, depth=8, skid=skid)
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+        got, reads = [], [0]
+
+        async def bench(ctx, dut=dut):
+            l1 = L1Port(dut.rd, mem, 8, random.Random(41), deny=0.0)
+            ctx.set(dut.o.ready, 1)
+            mem[8:16] = bytes(range(8, 16))
+            ctx.set(dut.cmd.valid, 1)
+            ctx.set(dut.cmd.payload, _run_const(Run(8, 6, tag=(1, 0, 0, 0, 0))))
+            sent, was_busy = 1, False
+            for _ in range(30):
+                if sent == 1 and was_busy and not ctx.get(dut.busy):
+                    mem[8:16] = bytes(range(100, 108))  # L1 changes as the reader idles
+                    ctx.set(dut.cmd.valid, 1)
+                    ctx.set(dut.cmd.payload, _run_const(Run(10, 3, tag=(2, 0, 0, 0, 0))))
+                    sent = 2
+                was_busy = was_busy or ctx.get(dut.busy)
+                l1.before(ctx)
+                reads[0] += ctx.get(dut.rd.go)
+                if ctx.get(dut.o.valid):
+                    p = ctx.get(dut.o.payload)
+                    got.append([int(p.data[i]) for i in range(int(p.count))])
+                took = ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.ready)
+                await ctx.tick()
+                l1.after(ctx)
+                if took:
+                    ctx.set(dut.cmd.valid, 0)
+            assert sent == 2
+
+        sim.add_testbench(bench)
+        sim.run()
+        assert got == [[8, 9, 10, 11, 12, 13], [102, 103, 104]], skid
+        assert reads[0] == 2, skid
+
+
 def test_run_reader_lanes_must_be_a_power_of_two():
     for lanes in (0, 3, 6, 12):
         with pytest.raises(ValueError, match="power of two"):

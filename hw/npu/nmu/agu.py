@@ -148,11 +148,12 @@ class RunReader(wiring.Component):
         m.d.comb += can_issue.eq(act & (~pend | consume))
         # The port holds the last word read until the next read: a run that starts in the
         # word the previous run ended in takes it from there without a read. Forgotten
-        # whenever the reader is idle (L1 may change between tasks).
+        # whenever the reader is idle (L1 may change between tasks). ``hit`` (the word at
+        # ``waddr`` is the one the port holds) is a register, worked out as a run is loaded,
+        # so that no address comparison lies between ``waddr`` and the request.
         last_addr = Signal(ADDR - lw)
         last_ok = Signal()
         hit = Signal()
-        m.d.comb += hit.eq(last_ok & (last_addr == waddr))
         m.d.comb += [
             self.rd.req.eq(can_issue & ~cur_pad & ~hit),
             self.rd.addr.eq(waddr),
@@ -191,6 +192,14 @@ class RunReader(wiring.Component):
             m.d.sync += [act.eq(src.length != 0), waddr.eq(src.addr[lw:]),
                          skip.eq(Mux(src.pad, 0, src.addr[:lw])), remaining.eq(src.length),
                          cur_pad.eq(src.pad), cur_tag.eq(src.tag), first_word.eq(1)]
+            # the new run's first word is held when it is the word read this cycle, or (no
+            # read this cycle) the word the port already holds
+            m.d.sync += hit.eq(Mux(self.rd.go, src.addr[lw:] == waddr,
+                                   last_ok & self.busy & (src.addr[lw:] == last_addr)))
+        with m.Elif(issue):
+            # the next word of a run is never the one the port holds: that is this word (or,
+            # in a pad run, where ``hit`` is not looked at, any word)
+            m.d.sync += hit.eq(0)
         with m.If(load & nxt_ok):
             m.d.sync += nxt_ok.eq(0)
         with m.Elif(take_cmd & ~load):
