@@ -350,7 +350,14 @@ class Sequencer(wiring.Component):
             m.d.sync += [s.fetch_word.eq(s.jump_to), s.jump_pending.eq(0)]
 
     def _byte_window(self, m, s):
-        """The window of fetched bytes the decoder takes from (``take`` bytes a cycle)."""
+        """The window of fetched bytes the decoder takes from (``take`` bytes a cycle).
+
+        A state takes its bytes whether or not the checks on them pass: a failed check
+        ends in ERROR, and the window is not read again until a start empties it. So
+        ``take`` follows the state and the counts, not the values of the bytes (except
+        TASK waiting for a unit whose shadow registers are still held), and no check lies
+        on the path from the window through ``take`` back into it.
+        """
         C, W, fifo = s.C, s.W, s.fifo
         s.buf = Signal(8 * C)
         s.count = Signal(range(C + 1))
@@ -599,11 +606,12 @@ class Sequencer(wiring.Component):
             elif name == "data_bytes":
                 stores.append(s.data_bytes.eq(v))
         with m.If(s.count >= total):
+            # taken whether or not a check fails (see ``_byte_window``)
+            m.d.comb += s.take.eq(total)
             for n, (bad, cause) in enumerate(checks):
                 with (m.If if n == 0 else m.Elif)(bad):
                     self._fail(m, s, cause)
             with (m.Else() if checks else m.If(1)):
-                m.d.comb += s.take.eq(total)
                 m.d.sync += stores
                 if k < len(s.steps) - 1:
                     m.d.sync += s.step.eq(k + 1)
@@ -659,6 +667,8 @@ class Sequencer(wiring.Component):
             if self.cstl_index is not None:
                 held = held | (is_cstl & s.slot_valid & s.slot_is_cstl &
                                (s.slot_unit == self.cstl_index + inst))
+            # taken whether or not a check fails (see ``_byte_window``)
+            m.d.comb += s.take.eq(Mux(held, 0, TASK_HEADER.size))
             with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
                       & ~is_nmu & ~is_cstl):
                 self._fail(m, s, Cause.BAD_UNIT)
@@ -669,7 +679,7 @@ class Sequencer(wiring.Component):
             with m.Elif(held):
                 pass
             with m.Else():
-                m.d.comb += [s.take.eq(TASK_HEADER.size), self.nmu_clear.eq(is_nmu)]
+                m.d.comb += self.nmu_clear.eq(is_nmu)
                 unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
                 if self.nmu_index is not None:
                     unit_index = Mux(is_nmu, self.nmu_index, unit_index)
@@ -701,10 +711,11 @@ class Sequencer(wiring.Component):
         with m.Elif(s.cur_is_nmu):
             # one write per cycle straight into the NMU's shadow registers
             with m.If(s.count >= WRITE.size):
+                m.d.comb += s.take.eq(WRITE.size)
                 with m.If(indices[0] >= len(s.nmu_regs)):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
-                    m.d.comb += [s.take.eq(WRITE.size), self.nmu_write.valid.eq(1)]
+                    m.d.comb += self.nmu_write.valid.eq(1)
                     m.d.sync += [s.writes_left.eq(s.writes_left - 1),
                                  s.stream_left.eq(s.stream_left - WRITE.size)]
                     with m.If(indices[0] == s.requant_index):
@@ -721,11 +732,11 @@ class Sequencer(wiring.Component):
             if n > 1:
                 cond = cond & (s.writes_left >= n)
             with m.Elif(cond):
+                m.d.comb += s.take.eq(nbytes)
                 bad = Cat(*[indices[j] >= len(s.reg_names) for j in range(n)]).any()
                 with m.If(bad):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
-                    m.d.comb += s.take.eq(nbytes)
                     m.d.sync += [s.writes_left.eq(s.writes_left - n),
                                  s.stream_left.eq(s.stream_left - nbytes)]
                     m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
@@ -794,10 +805,11 @@ class Sequencer(wiring.Component):
         indices, values = s.indices, s.values
         regs = REGISTER_MAPS[Unit.CSTL]
         with m.If(s.count >= WRITE.size):
+            m.d.comb += s.take.eq(WRITE.size)
             with m.If(indices[0] >= len(regs)):
                 self._fail(m, s, Cause.BAD_REGISTER)
             with m.Else():
-                m.d.comb += [s.take.eq(WRITE.size), self.cstl_write.valid.eq(1)]
+                m.d.comb += self.cstl_write.valid.eq(1)
                 m.d.sync += [s.writes_left.eq(s.writes_left - 1),
                              s.stream_left.eq(s.stream_left - WRITE.size)]
                 with m.If(indices[0] == regs.index("OPCODE")):
