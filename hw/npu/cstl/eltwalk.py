@@ -22,6 +22,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from npu.cstl.nest import LoopNest
 from npu.cstl.regs import DIM_BITS, LEVELS_WALKED, task_layout
 from npu.nmu.agu import run_layout
 
@@ -84,21 +85,15 @@ class EltWalk(wiring.Component):
         task = Signal(task_layout())
         act = Signal()
         phase = Signal()            # 0: the run of x, 1: the run of b
-        idx = [Signal(DIM_BITS, name=f"i{j}") for j in range(n)]
+        nest = LoopNest(n, DIM_BITS, indices=False)
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
         bb = [Signal(32, name=f"bb{j}") for j in range(n)]
         yb = [Signal(32, name=f"yb{j}") for j in range(n)]
         cleft = Signal(DIM_BITS)
 
-        chunks = Signal(DIM_BITS)
-        m.d.comb += chunks.eq(Mux(task.run, (task.dims[-1] + L - 1) >> lw, task.dims[-1]))
-        lim = [task.dims[j] for j in range(n - 1)] + [chunks]
-
         def step(strides, j):
             return strides[j] if j < n - 1 else Mux(task.run, strides[j] << lw, strides[j])
 
-        wraps = [Signal(name=f"wrap{j}") for j in range(n)]
-        m.d.comb += [wraps[j].eq(idx[j] + 1 >= lim[j]) for j in range(n)]
         count = Signal(range(L + 1))
         m.d.comb += count.eq(Mux(task.run, Mux(cleft < L, cleft, L), 1))
         spread = Signal()
@@ -115,12 +110,13 @@ class EltWalk(wiring.Component):
             c.tag.first.eq(spread),
             c.tag.lane.eq(count),
             c.tag.yaddr.eq(yb[-1]),
-            c.tag.last.eq(phase & (sum(wraps) == n)),
+            c.tag.last.eq(phase & nest.all_last()),
         ]
         with m.If(self.start.valid & self.start.ready):
             p = self.start.payload
             m.d.sync += [task.eq(p), act.eq(1), phase.eq(0), cleft.eq(p.dims[-1])]
-            m.d.sync += [s.eq(0) for s in idx]
+            chunks = Mux(p.run, (p.dims[-1] + L - 1) >> lw, p.dims[-1])
+            nest.load(m, [p.dims[j] for j in range(n - 1)] + [chunks])
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
 
@@ -130,12 +126,8 @@ class EltWalk(wiring.Component):
                 m.d.sync += act.eq(0)
             with m.If(phase):
                 for j in reversed(range(n)):
-                    inner_wrap = 1
-                    for k in range(j + 1, n):
-                        inner_wrap = inner_wrap & wraps[k]
-                    with m.If(inner_wrap & ~wraps[j]):
-                        m.d.sync += idx[j].eq(idx[j] + 1)
-                        m.d.sync += [s.eq(0) for s in idx[j + 1:]]
+                    with m.If(nest.stepping(j)):
+                        nest.step(m, j)
                         for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
                             nxt = regs[j] + step(strides, j)
                             m.d.sync += [regs[k].eq(nxt) for k in range(j, n)]

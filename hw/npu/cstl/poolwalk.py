@@ -28,6 +28,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from npu.cstl.nest import LoopNest
 from npu.cstl.regs import DIM_BITS, task_layout
 from npu.nmu.agu import run_layout
 
@@ -95,7 +96,8 @@ class PoolWalk(wiring.Component):
         act = Signal()
         setup = Signal(3)          # 1..6: the setup products, one per cycle (two behind)
         n = LEVELS
-        idx = [Signal(DIM_BITS, name=f"i{j}") for j in range(n)]
+        nest = LoopNest(n, DIM_BITS)
+        idx = nest.idx
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
         yb = [Signal(32, name=f"yb{j}") for j in range(4)]
         step_h, step_w, org = Signal(32), Signal(32), Signal(32)
@@ -103,15 +105,10 @@ class PoolWalk(wiring.Component):
         row0, col0 = Signal(signed(DIM_BITS + 2)), Signal(signed(DIM_BITS + 2))
         cleft = Signal(DIM_BITS)   # channels from the current chunk on
 
-        chunks = Signal(DIM_BITS)
-        m.d.comb += chunks.eq(Mux(task.run, (task.dims[3] + L - 1) >> lw, task.dims[3]))
-        lim = [task.dims[0], task.dims[1], task.dims[2], chunks, task.kh, task.kw]
         xstep = [task.xs[0], step_h, step_w,
                  Mux(task.run, task.xs[3] << lw, task.xs[3]), task.xs[1], task.xs[2]]
         ystep = [task.ys[0], task.ys[1], task.ys[2],
                  Mux(task.run, task.ys[3] << lw, task.ys[3])]
-        wraps = [Signal(name=f"wrap{j}") for j in range(n)]
-        m.d.comb += [wraps[j].eq(idx[j] + 1 >= lim[j]) for j in range(n)]
         row, col = row0 + idx[4], col0 + idx[5]
         inside = (row >= 0) & (row < task.ih) & (col >= 0) & (col < task.iw)
 
@@ -125,9 +122,9 @@ class PoolWalk(wiring.Component):
             c.pad.eq(~inside),
             c.tag.yaddr.eq(yb[-1]),
             c.tag.first.eq((idx[4] == 0) & (idx[5] == 0)),
-            c.tag.kind.eq(wraps[4] & wraps[5]),
+            c.tag.kind.eq(nest.last[4] & nest.last[5]),
             c.tag.row.eq(inside),
-            c.tag.last.eq(sum(wraps) == n),
+            c.tag.last.eq(nest.all_last()),
         ]
 
         # setup: step_h, step_w, then the origin, with one multiplier between registers
@@ -158,7 +155,8 @@ class PoolWalk(wiring.Component):
             p = self.start.payload
             m.d.sync += [task.eq(p), setup.eq(1), row0.eq(-p.top), col0.eq(-p.left),
                          cleft.eq(p.dims[3])]
-            m.d.sync += [s.eq(0) for s in idx]
+            chunks = Mux(p.run, (p.dims[3] + L - 1) >> lw, p.dims[3])
+            nest.load(m, [p.dims[0], p.dims[1], p.dims[2], chunks, p.kh, p.kw])
             m.d.sync += [s.eq(p.y_addr) for s in yb]
 
         with m.If(self.cmd.valid & self.cmd.ready):
@@ -166,14 +164,10 @@ class PoolWalk(wiring.Component):
             with m.If(c.tag.last):
                 m.d.sync += act.eq(0)
             for j in reversed(range(n)):
-                inner_wrap = 1
-                for k in range(j + 1, n):
-                    inner_wrap = inner_wrap & wraps[k]
-                with m.If(inner_wrap & ~wraps[j]):
+                with m.If(nest.stepping(j)):
                     nx = xb[j] + xstep[j]
-                    m.d.sync += idx[j].eq(idx[j] + 1)
+                    nest.step(m, j)
                     m.d.sync += [xb[k].eq(nx) for k in range(j, n)]
-                    m.d.sync += [s.eq(0) for s in idx[j + 1:]]
                     if j < 4:
                         ny = yb[j] + ystep[j]
                         m.d.sync += [yb[k].eq(ny) for k in range(j, 4)]

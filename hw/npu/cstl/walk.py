@@ -12,7 +12,8 @@ row: ``tag.first`` marks its first run, ``tag.kind`` bit 0 its last, and ``tag.r
 the index of the run's first element in the row (0 when the row is one run).
 
 Addresses are kept per level (the address where the current index of that level
-started), so a step is one addition per level and no multiplication. The Python model is
+started), so a step is one addition per level and no multiplication; whether a level is
+at its last index is a register (:class:`npu.cstl.nest.LoopNest`). The Python model is
 :func:`runs`.
 """
 
@@ -22,6 +23,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from npu.cstl.nest import LoopNest
 from npu.cstl.regs import LEVELS_WALKED, task_layout
 from npu.nmu.agu import run_layout
 
@@ -75,14 +77,10 @@ class RegionWalk(wiring.Component):
         n = LEVELS_WALKED
         task = Signal(task_layout())
         act = Signal()
-        idx = [Signal(16, name=f"i{j}") for j in range(n)]
+        nest = LoopNest(n, 16)
+        idx = nest.idx
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
         yb = [Signal(32, name=f"yb{j}") for j in range(n)]
-        lim = [Signal(16, name=f"lim{j}") for j in range(n)]
-        m.d.comb += [lim[j].eq(task.dims[j]) for j in range(n - 1)]
-        m.d.comb += lim[-1].eq(Mux(task.run, 1, task.dims[-1]))
-        wraps = [Signal(name=f"wrap{j}") for j in range(n)]
-        m.d.comb += [wraps[j].eq(idx[j] + 1 >= lim[j]) for j in range(n)]
 
         m.d.comb += [
             self.busy.eq(act),
@@ -91,9 +89,9 @@ class RegionWalk(wiring.Component):
             self.cmd.payload.addr.eq(xb[-1]),
             self.cmd.payload.length.eq(Mux(task.run, task.dims[-1], 1) << task.in_shift),
             self.cmd.payload.tag.yaddr.eq(yb[-1]),
-            self.cmd.payload.tag.last.eq(sum(wraps) == n if n > 1 else wraps[0]),
+            self.cmd.payload.tag.last.eq(nest.all_last()),
             self.cmd.payload.tag.first.eq(idx[-1] == 0),
-            self.cmd.payload.tag.kind.eq(wraps[-1]),
+            self.cmd.payload.tag.kind.eq(nest.last[-1]),
             self.cmd.payload.tag.row.eq(idx[-1]),
         ]
         with m.If(self.start.valid & self.start.ready):
@@ -102,7 +100,7 @@ class RegionWalk(wiring.Component):
             for j in range(n):
                 empty = empty | (p.dims[j] == 0)
             m.d.sync += [task.eq(p), act.eq(~empty)]
-            m.d.sync += [s.eq(0) for s in idx]
+            nest.load(m, [p.dims[j] for j in range(n - 1)] + [Mux(p.run, 1, p.dims[-1])])
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.y_addr) for s in yb]
 
         with m.If(self.cmd.valid & self.cmd.ready):
@@ -110,14 +108,9 @@ class RegionWalk(wiring.Component):
             with m.If(self.cmd.payload.tag.last):
                 m.d.sync += act.eq(0)
             for j in reversed(range(n)):
-                inner_wrap = 1
-                for k in range(j + 1, n):
-                    inner_wrap = inner_wrap & wraps[k]
-                with m.If(inner_wrap & ~wraps[j]):
+                with m.If(nest.stepping(j)):
                     nx, ny = xb[j] + task.xs[j], yb[j] + task.ys[j]
-                    m.d.sync += idx[j].eq(idx[j] + 1)
+                    nest.step(m, j)
                     for k in range(j, n):
                         m.d.sync += [xb[k].eq(nx), yb[k].eq(ny)]
-                    for k in range(j + 1, n):
-                        m.d.sync += idx[k].eq(0)
         return m

@@ -1,0 +1,81 @@
+"""The loop counters of the CSTL's walks, with each level's "at its last index" flag in a
+register.
+
+A walk (:class:`npu.cstl.walk.RegionWalk`, :class:`npu.cstl.poolwalk.PoolWalk`,
+:class:`npu.cstl.eltwalk.EltWalk`) steps a loop nest one innermost iteration per cycle:
+the innermost level whose index is not at its last value steps, and the levels inside
+it restart at 0. Whether a level is at its last value (``index + 1 >= limit``) is an
+addition and a comparison; computed from the index in the cycle of the step, it lay
+between the index registers and the address registers the step selects. Here each level
+counts down what is left of it beside its index, and the flag is a register, set from
+``left == 1`` as the level steps (the comparison runs beside the step, not before it) and
+from the limit kept at start as the level restarts.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Signal
+
+__all__ = ["LoopNest"]
+
+
+class LoopNest:
+    """Counters of an ``n``-level loop nest, outermost first, for a walk's ``elaborate``.
+
+    Parameters
+    ----------
+    n : int
+        Levels.
+    width : int
+        Bits of an index (limits are below ``2 ** width``).
+    indices : bool
+        Keep the index of each level (a walk that only needs the flags leaves them out).
+
+    Attributes
+    ----------
+    idx : list of Signal(width), or None
+        The current index of each level (with ``indices``).
+    last : list of Signal
+        Registers: the level's index is its last (``idx + 1 >= limit``).
+    """
+
+    def __init__(self, n, width, *, indices=True):
+        self.n = n
+        self.idx = [Signal(width, name=f"i{j}") for j in range(n)] if indices else None
+        self._left = [Signal(width, name=f"left{j}") for j in range(n)]
+        self.last = [Signal(name=f"last{j}") for j in range(n)]
+        self._top = [Signal(width, name=f"top{j}") for j in range(n)]    # limit - 1
+        self._one = [Signal(name=f"one{j}") for j in range(n)]           # limit <= 1
+
+    def load(self, m, limits):
+        """Start the nest at index 0 of every level with ``limits`` (values, outermost
+        first; each at least 1 for a walk that steps), at the end of this cycle; call
+        inside the condition of the start."""
+        for j, lim in enumerate(limits):
+            if self.idx is not None:
+                m.d.sync += self.idx[j].eq(0)
+            m.d.sync += [self._left[j].eq(lim - 1),
+                         self.last[j].eq(lim <= 1), self._top[j].eq(lim - 1),
+                         self._one[j].eq(lim <= 1)]
+
+    def stepping(self, j):
+        """The condition under which level ``j`` steps (every level inside it is at its
+        last index, level ``j`` is not)."""
+        cond = ~self.last[j]
+        for k in range(j + 1, self.n):
+            cond = cond & self.last[k]
+        return cond
+
+    def step(self, m, j):
+        """Step level ``j`` and restart the levels inside it, at the end of this cycle;
+        call inside ``stepping(j)`` (and whatever else makes the walk move)."""
+        m.d.sync += [self._left[j].eq(self._left[j] - 1), self.last[j].eq(self._left[j] == 1)]
+        for k in range(j + 1, self.n):
+            m.d.sync += [self._left[k].eq(self._top[k]), self.last[k].eq(self._one[k])]
+        if self.idx is not None:
+            m.d.sync += self.idx[j].eq(self.idx[j] + 1)
+            m.d.sync += [self.idx[k].eq(0) for k in range(j + 1, self.n)]
+
+    def all_last(self):
+        """Every level is at its last index: the walk's last iteration."""
+        return Cat(*self.last).all()
