@@ -33,6 +33,8 @@ def _decode(dut, regs):
             ctx.set(dut.write.payload, {"index": index, "value": value})
             await ctx.tick()
         ctx.set(dut.write.valid, 0)
+        for _ in range(dut.LATENCY):      # the decode's first stage
+            await ctx.tick()
         out["task"] = ctx.get(dut.task.as_value())
 
     sim = Simulator(dut)

@@ -3,8 +3,8 @@
 The compute register map is ``nem.taskformat.REGISTER_MAPS[Unit.NMU]`` (indices imported,
 never written out here). The sequencer writes a task's registers one by one (``write``,
 as the task record lists them, after ``clear``: an unwritten register reads 0, as in
-``nem.binder.plan_from_binary``); the decode is combinational from the shadow registers
-and gives the NMU's convolution view (:func:`npu.nmu.agu.task_fields_layout`) with the
+``nem.binder.plan_from_binary``); the decode, in two stages (:attr:`NmuRegisters.LATENCY`),
+gives the NMU's convolution view (:func:`npu.nmu.agu.task_fields_layout`) with the
 :class:`npu.nmu.model.Cause` of a task the NMU refuses. The Python model is
 :func:`npu.nmu.model.decode_task`.
 
@@ -74,7 +74,12 @@ def write_layout():
 
 
 class NmuRegisters(wiring.Component):
-    """Shadow registers of the NMU and the combinational task decode.
+    """Shadow registers of the NMU and the task decode.
+
+    The decode's first stage registers what selects the fields (three operands or two,
+    the opcode, the ranks, the output type) and the type checks; the second selects the
+    fields and checks the layout. ``task`` is the decode of the registers as they were
+    :attr:`LATENCY` cycles earlier.
 
     Attributes
     ----------
@@ -85,6 +90,9 @@ class NmuRegisters(wiring.Component):
     task : Signal(task_fields_layout()), out
         The decoded task; ``task.cause`` is non-zero when the NMU refuses it.
     """
+
+    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode.
+    LATENCY = 1
 
     def __init__(self):
         super().__init__({
@@ -108,47 +116,64 @@ class NmuRegisters(wiring.Component):
         def op(k, f):
             return r[f"OP{k}_{f}"]
 
+        def early(name, value):
+            """A function of the shadow registers, registered (the decode's first stage)."""
+            sig = Signal(name=name)
+            m.d.sync += sig.eq(value)
+            return sig
+
         t = self.task
         nin, nout, opcode = r["NIN"], r["NOUT"], r["OPCODE"]
-        is_conv = opcode == OPCODES.index("conv2d")
-        is_matmul = opcode == OPCODES.index("matmul")
-        three = nin == 3
-
-        def out(f):  # the output slot: NIN
-            return Mux(three, op(3, f), op(2, f))
-
         code = {n: ELEM_TYPES.index(n) for n in ("i8", *OUT_BYTES)}
-        out_elem = out("ELEM")
-        bad_count = (nout != 1) | ~((nin == 2) | (three & ~is_matmul))
-        out_ok = functools.reduce(operator.or_, [out_elem == code[n] for n in OUT_BYTES])
+
+        # first stage: from the shadow registers into flags
+        three_c = nin == 3
+        out_elem_c = Mux(three_c, op(3, "ELEM"), op(2, "ELEM"))
+        ry_c = Mux(three_c, op(3, "RANK"), op(2, "RANK"))
+        bad_count = (nout != 1) | ~((nin == 2) |
+                                    (three_c & (opcode != OPCODES.index("matmul"))))
+        out_ok = functools.reduce(operator.or_, [out_elem_c == code[n] for n in OUT_BYTES])
         bad_elem = (op(0, "ELEM") != code["i8"]) | (op(1, "ELEM") != code["i8"]) | \
-            (three & (op(2, "ELEM") != code["i32"])) | ~out_ok
+            (three_c & (op(2, "ELEM") != code["i32"])) | ~out_ok
         bad_level = 0
         for k in range(SLOTS):
-            used = (k <= 2) | three
+            used = (k <= 2) | three_c
             bad_level = bad_level | (used & ((op(k, "LEVEL") != 2) | (op(k, "ADDR_HI") != 0)))
-        ra, rb, ry = op(0, "RANK"), op(1, "RANK"), out("RANK")
+        ra_c, rb_c = op(0, "RANK"), op(1, "RANK")
+        three = early("three", three_c)
+        is_conv = early("is_conv", opcode == OPCODES.index("conv2d"))
+        bad_opcode = early("bad_opcode", opcode > nmu_last_code())
+        bad_type = early("bad_type", bad_count | bad_elem | bad_level)
+        out_i32 = early("out_i32", out_elem_c == code["i32"])
+        out_i16 = early("out_i16", out_elem_c == code["i16"])
+        rank3 = {0: early("ra3", ra_c == 3), 1: early("rb3", rb_c == 3),
+                 "out": early("ry3", ry_c == 3)}
+        conv_ranks_ok = early("conv_ranks_ok", (ra_c == 4) & (rb_c == 4) & (ry_c == 4))
+        mm_rank_ok = early("mm_rank_ok", (ra_c >= 2) & (ra_c <= 3) & (rb_c >= 2) &
+                           (rb_c <= 3) & (ry_c == Mux(ra_c > rb_c, ra_c, rb_c)))
+        brank1 = early("brank1", op(2, "RANK") == 1)
+        brank2 = early("brank2", op(2, "RANK") == 2)
+
+        # second stage: the fields and the layout checks
+        def out(f):  # the output slot: NIN
+            return Mux(three, op(3, f), op(2, f))
 
         def last(k, field, j):
             """Field of dimension rank-1-j (gemm / matmul operands of rank 2 or 3)."""
             if k == "out":
-                return Mux(ry == 3, out(f"{field}{2 - j}"), out(f"{field}{1 - j}"))
-            rank = op(k, "RANK")
-            return Mux(rank == 3, op(k, f"{field}{2 - j}"), op(k, f"{field}{1 - j}"))
+                return Mux(rank3[k], out(f"{field}{2 - j}"), out(f"{field}{1 - j}"))
+            return Mux(rank3[k], op(k, f"{field}{2 - j}"), op(k, f"{field}{1 - j}"))
 
         mats = Signal(16)
-        m.d.comb += mats.eq(Mux(ry == 3, out("DIM0"), 1))
+        m.d.comb += mats.eq(Mux(rank3["out"], out("DIM0"), 1))
         steps, bad_batch = [], 0
         for k in (0, 1, "out"):
-            rank = ry if k == "out" else op(k, "RANK")
             d0 = out("DIM0") if k == "out" else op(k, "DIM0")
             s0 = out("STRIDE0") if k == "out" else op(k, "STRIDE0")
-            batched = (rank == 3) & (d0 != 1)
+            batched = rank3[k] & (d0 != 1)
             steps.append(Mux(batched, s0, 0))
             bad_batch = bad_batch | (batched & (d0 != mats))
-        mm_rank_ok = (ra >= 2) & (ra <= 3) & (rb >= 2) & (rb <= 3) & \
-            (ry == Mux(ra > rb, ra, rb))
-        bad_rank = Mux(is_conv, (ra != 4) | (rb != 4) | (ry != 4), ~mm_rank_ok | bad_batch)
+        bad_rank = Mux(is_conv, ~conv_ranks_ok, ~mm_rank_ok | bad_batch)
         attr = {name: r[reg] for name, reg in conv_attr_registers().items()}
         groups = attr["groups"]
         bad_groups = is_conv & (groups != 1)
@@ -162,18 +187,17 @@ class NmuRegisters(wiring.Component):
         inner = Mux(is_conv, (stride(0, 3) != 1) | (stride(1, 3) != 1) | (ostride(3) != 1),
                     (last(0, "STRIDE", 0) != 1) | (last(1, "STRIDE", 0) != 1)
                     | (last("out", "STRIDE", 0) != 1))
-        brank = op(2, "RANK")
         cout = Mux(is_conv, op(1, "DIM3"), last(1, "DIM", 0))
         rows_m = last(0, "DIM", 1)
-        pix_bias = ~is_conv & (brank == 2) & (op(2, "DIM0") != 1) & \
+        pix_bias = ~is_conv & brank2 & (op(2, "DIM0") != 1) & \
             (op(2, "DIM0") == rows_m) & (op(2, "DIM1") == cout)
-        bias_ok = ((brank == 1) & (op(2, "DIM0") == cout)) | \
-            ((brank == 2) & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout)) | pix_bias
+        bias_ok = (brank1 & (op(2, "DIM0") == cout)) | \
+            (brank2 & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout)) | pix_bias
         bad_bias = three & ~bias_ok
 
-        with m.If(opcode > nmu_last_code()):
+        with m.If(bad_opcode):
             m.d.comb += t.cause.eq(Cause.OPCODE)
-        with m.Elif(bad_count | bad_elem | bad_level):
+        with m.Elif(bad_type):
             m.d.comb += t.cause.eq(Cause.TYPE)
         with m.Elif(bad_rank | bad_groups | inner | bad_bias):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
@@ -186,10 +210,9 @@ class NmuRegisters(wiring.Component):
             t.has_bias.eq(three & ~pix_bias), t.pix_bias.eq(three & pix_bias),
             t.b_mstride.eq(Mux(three & pix_bias, stride(2, 0), 0)),
             t.b_addr.eq(Mux(three, op(2, "ADDR_LO"), 0)),
-            t.b_stride.eq(Mux(three, Mux(brank == 2, stride(2, 1), stride(2, 0)), 0)),
-            t.out_bytes.eq(Mux(out_elem == code["i32"], 4,
-                               Mux(out_elem == code["i16"], 2, 1))),
-            t.raw.eq(out_elem == code["i32"]),
+            t.b_stride.eq(Mux(three, Mux(brank2, stride(2, 1), stride(2, 0)), 0)),
+            t.out_bytes.eq(Mux(out_i32, 4, Mux(out_i16, 2, 1))),
+            t.raw.eq(out_i32),
         ]
         with m.If(is_conv):
             m.d.comb += [

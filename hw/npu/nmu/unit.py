@@ -628,8 +628,8 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (taken three cycles after the last write at the
-    earliest: the decode is registered twice); the requantisation entry follows on ``rq`` and
+    ready), then a transfer on ``start`` (taken four cycles after the last write at the
+    earliest: the decode has two stages and is registered twice more); the requantisation entry follows on ``rq`` and
     the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
     the entry has been read). Ports and counters as for :class:`Nmu`.
 
@@ -669,7 +669,7 @@ class NmuUnit(wiring.Component):
         # the decode registered twice: its logic is shallow, but the shadow registers and
         # the core lie far apart on the die
         start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid, registers=2)
+                           self.clear | self.write.valid, latency=regs.LATENCY, registers=2)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
