@@ -13,15 +13,15 @@ Designs (``--designs``, default ``nmu_array``):
   one ``bench_nmu.py --synth`` counts); about 1 minute of synthesis, 3 of place and route.
 * ``nmu_unit``: the small engine's NMU as ``NemEngine`` builds it (``NmuUnit`` with the
   small device's geometry: 8 x 8, 512 weight rows, 128 channels, 1024-word L1, and the
-  weight read port), ``-noabc9``.
-* ``nmu_unit_1port``: the same without the weight port, ``-noabc9``.
+  weight read port).
+* ``nmu_unit_1port``: the same without the weight port.
 * ``nmu_reader``, ``nmu_agu``, ``nmu_output``: the unit's blocks alone with the small
   engine's parameters (``RunReader`` with its command skid register as the weight reader,
-  ``SteppedAgu``, ``NmuOutput``), ``-noabc9``; a block that misses the clock alone misses
+  ``SteppedAgu``, ``NmuOutput``); a block that misses the clock alone misses
   it inside the unit. Minutes each.
 * ``cstl``, ``seq``: the small engine's CSTL (``CstlUnit`` with its lanes, L1 depth and
-  eltwise lanes) and sequencer (``Sequencer`` of its ``EngineConfig``), ``-noabc9``.
-* ``nem_engine``: ``NemEngine(device="small")``, ``-noabc9``.
+  eltwise lanes) and sequencer (``Sequencer`` of its ``EngineConfig``).
+* ``nem_engine``: ``NemEngine(device="small")``.
 * ``nac_decoder``: the NAC ABCD decoder as ``npu.tools.toplevels`` builds it
   (``InstructionDecoder(max_args=8, max_consts=8)``, a byte per transfer); seconds.
 * ``nac_decoder_w2``: the same with ``width=2`` (two bytes per transfer).
@@ -120,22 +120,22 @@ def _engine():
     return NemEngine(device="small")
 
 
-# name -> (factory, synth_ecp5 -noabc9, description)
+# name -> (factory, description)
 DESIGNS = {
-    "nmu_array": (_array, False, "NmuArray 8 x 8, 512 weight rows"),
-    "nmu_unit": (lambda: _unit(True), True,
+    "nmu_array": (_array, "NmuArray 8 x 8, 512 weight rows"),
+    "nmu_unit": (lambda: _unit(True),
                  "the small engine's NmuUnit: 8 x 8, 512 weight rows, 128 channels, "
                  "1024-word L1, weight port"),
-    "nmu_unit_1port": (lambda: _unit(False), True, "NmuUnit as nmu_unit, one L1 read port"),
-    "nmu_reader": (_reader, True, "RunReader(lanes=8, depth=1024, skid=True), the weight reader"),
-    "nmu_agu": (_agu, True, "SteppedAgu(lanes=8, cols=8)"),
-    "nmu_output": (_output, True, "NmuOutput of the small engine's NMU"),
-    "cstl": (_cstl, True, "the small engine's CstlUnit"),
-    "seq": (_seq, True, "the small engine's Sequencer"),
-    "nem_engine": (_engine, True, 'NemEngine(device="small")'),
-    "nac_decoder": (lambda: _decoder(1), False,
+    "nmu_unit_1port": (lambda: _unit(False), "NmuUnit as nmu_unit, one L1 read port"),
+    "nmu_reader": (_reader, "RunReader(lanes=8, depth=1024, skid=True), the weight reader"),
+    "nmu_agu": (_agu, "SteppedAgu(lanes=8, cols=8)"),
+    "nmu_output": (_output, "NmuOutput of the small engine's NMU"),
+    "cstl": (_cstl, "the small engine's CstlUnit"),
+    "seq": (_seq, "the small engine's Sequencer"),
+    "nem_engine": (_engine, 'NemEngine(device="small")'),
+    "nac_decoder": (lambda: _decoder(1),
                     "InstructionDecoder(max_args=8, max_consts=8), 1 byte per transfer"),
-    "nac_decoder_w2": (lambda: _decoder(2), False,
+    "nac_decoder_w2": (lambda: _decoder(2),
                        "InstructionDecoder(max_args=8, max_consts=8, width=2), 2 bytes per "
                        "transfer"),
 }
@@ -191,7 +191,7 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
     print("; ".join(f"{k}: {v}" for k, v in versions.items()))
     ok = True
     for name in names:
-        factory, noabc9, description = DESIGNS[name]
+        factory, description = DESIGNS[name]
         fmax_by_seed = {}
         for seed in seeds:
             work = out / name if len(seeds) == 1 else out / name / f"seed{seed}"
@@ -201,7 +201,7 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
             path.write_text(verilog.convert(factory(), name=name, emit_src=False))
             gen = time.monotonic() - t0
             try:
-                report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq, noabc9=noabc9,
+                report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq,
                                   seed=seed, timeout=timeout)
             except SynthError as exc:
                 ok = False
@@ -209,7 +209,7 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
                 continue
             fmax_by_seed[seed] = dict(report.fmax)
             print(f"seed {seed}: " + "\n".join(format_report(report, description)))
-            print(f"  Verilog {gen:.0f} s; {'synth_ecp5 -noabc9' if noabc9 else 'synth_ecp5'}; "
+            print(f"  Verilog {gen:.0f} s; synth_ecp5 with {report.mapper.upper()} LUT mapping; "
                   f"{' '.join(report.command)}", flush=True)
         if len(fmax_by_seed) > 1:
             for clock, (lo, med, hi) in seed_summary(fmax_by_seed).items():

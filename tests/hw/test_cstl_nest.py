@@ -48,8 +48,8 @@ def test_loop_nest_walks_every_index_in_order(indices):
             want = list(itertools.product(*[range(lim) for lim in shape]))
             for k, tup in enumerate(want):
                 flags = tuple(ctx.get(f) for f in nest.last)
-                assert flags == tuple(int(i + 1 == lim) for i, lim in zip(tup, shape)), \
-                    (shape, tup, flags)
+                want_flags = tuple(int(i + 1 == lim) for i, lim in zip(tup, shape, strict=True))
+                assert flags == want_flags, (shape, tup, flags)
                 assert ctx.get(nest.all_last()) == (k == len(want) - 1)
                 if indices:
                     assert tuple(ctx.get(i) for i in nest.idx) == tup, shape

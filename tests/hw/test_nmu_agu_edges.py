@@ -397,7 +397,7 @@ def test_run_reader_forgets_the_held_word_after_one_idle_cycle():
         sim.add_clock(1e-6)
         got, reads = [], [0]
 
-        async def bench(ctx, dut=dut):
+        async def bench(ctx, dut=dut, got=got, reads=reads):
             l1 = L1Port(dut.rd, mem, 8, random.Random(41), deny=0.0)
             ctx.set(dut.o.ready, 1)
             mem[8:16] = bytes(range(8, 16))

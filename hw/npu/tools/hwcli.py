@@ -255,7 +255,7 @@ def _cmd_pnr(args) -> int:
     out = Path(args.output)
     failed = 0
     print(f"nextpnr-ecp5 --85k --package CABGA381 --speed 6 --out-of-context, "
-          f"target {args.freq:g} MHz" + (", synth_ecp5 -noabc9" if args.noabc9 else ""))
+          f"target {args.freq:g} MHz" + (", ABC LUT mapping" if args.noabc9 else ""))
     for name in names:
         factory, params = TOPLEVELS[name]
         work = out / name
@@ -274,7 +274,8 @@ def _cmd_pnr(args) -> int:
             continue
         fmax = ", ".join(f"{clock} {mhz:.1f} MHz" for clock, mhz in r.fmax.items())
         use = ", ".join(f"{cell} {used}" for cell, (used, _) in r.utilisation.items())
-        print(f"  {name:<16}{fmax}  [{use}]  ({r.synth_seconds + r.pnr_seconds:.0f} s)")
+        print(f"  {name:<16}{fmax}  [{use}]  ({r.synth_seconds + r.pnr_seconds:.0f} s, "
+              f"{r.mapper.upper()} LUT mapping)")
         for cp in r.critical_paths.values():
             print(f"  {'':<16}critical {cp.clock}: {cp.delay_ns:.2f} ns, {cp.start} "
                   f"-> {cp.end}")
@@ -333,7 +334,8 @@ def register(subparsers):
                    help="keep the hierarchy (synth_ecp5 -noflatten) and print each block's "
                         "own cells")
     p.add_argument("--noabc9", action="store_true",
-                   help="synth_ecp5 -noabc9 (yosys 0.70's ABC9 asserts on RequantStage)")
+                   help="map LUTs with ABC instead of ABC9 (ABC9 is the default, and ABC "
+                        "is used anyway where ABC9 fails on an assertion)")
     p.set_defaults(func=_cmd_synth)
 
     p = subparsers.add_parser("pnr", help="ECP5-85F place and route (nextpnr, out of "
@@ -344,7 +346,8 @@ def register(subparsers):
     p.add_argument("--freq", type=float, default=50.0, help="target clock in MHz")
     p.add_argument("--seed", type=int, default=1, help="placer seed")
     p.add_argument("--noabc9", action="store_true",
-                   help="synth_ecp5 -noabc9 (yosys 0.70's ABC9 asserts on RequantStage)")
+                   help="map LUTs with ABC instead of ABC9 (ABC9 is the default, and ABC "
+                        "is used anyway where ABC9 fails on an assertion)")
     p.set_defaults(func=_cmd_pnr)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")

