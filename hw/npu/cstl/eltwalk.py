@@ -85,6 +85,7 @@ class EltWalk(wiring.Component):
         task = Signal(task_layout())
         act = Signal()
         phase = Signal()            # 0: the run of x, 1: the run of b
+        loaded = Signal()           # the task register holds a new task: load the nest
         nest = LoopNest(n, DIM_BITS, indices=False)
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
         bb = [Signal(32, name=f"bb{j}") for j in range(n)]
@@ -115,10 +116,17 @@ class EltWalk(wiring.Component):
         with m.If(self.start.valid & self.start.ready):
             p = self.start.payload
             m.d.sync += [task.eq(p), act.eq(1), phase.eq(0), cleft.eq(p.dims[-1])]
-            chunks = Mux(p.run, (p.dims[-1] + L - 1) >> lw, p.dims[-1])
-            nest.load(m, [p.dims[j] for j in range(n - 1)] + [chunks])
+            m.d.sync += loaded.eq(1)
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
+
+        # the loop nest from the task register (not the start's payload) in the cycle after
+        # the start: its flags are first looked at when the first run of b is taken, a
+        # cycle later at the earliest
+        with m.If(loaded):
+            m.d.sync += loaded.eq(0)
+            chunks = Mux(task.run, (task.dims[-1] + L - 1) >> lw, task.dims[-1])
+            nest.load(m, [task.dims[j] for j in range(n - 1)] + [chunks])
 
         with m.If(self.cmd.valid & self.cmd.ready):
             m.d.sync += phase.eq(~phase)

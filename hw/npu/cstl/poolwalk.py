@@ -149,14 +149,17 @@ class PoolWalk(wiring.Component):
                 m.d.sync += step_h.eq(prod)
             with m.Case(4):
                 m.d.sync += step_w.eq(prod)
+        # the loop nest from the task register (not the start's payload), in the first
+        # setup cycle: the walk steps only after the setup
+        with m.If(setup == 1):
+            chunks = Mux(task.run, (task.dims[3] + L - 1) >> lw, task.dims[3])
+            nest.load(m, [task.dims[0], task.dims[1], task.dims[2], chunks, task.kh, task.kw])
         with m.If(setup != 0):
             m.d.sync += setup.eq(Mux(setup == 6, 0, setup + 1))
         with m.If(self.start.valid & self.start.ready):
             p = self.start.payload
             m.d.sync += [task.eq(p), setup.eq(1), row0.eq(-p.top), col0.eq(-p.left),
                          cleft.eq(p.dims[3])]
-            chunks = Mux(p.run, (p.dims[3] + L - 1) >> lw, p.dims[3])
-            nest.load(m, [p.dims[0], p.dims[1], p.dims[2], chunks, p.kh, p.kw])
             m.d.sync += [s.eq(p.y_addr) for s in yb]
 
         with m.If(self.cmd.valid & self.cmd.ready):
