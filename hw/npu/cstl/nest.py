@@ -44,8 +44,9 @@ class LoopNest:
         self.idx = [Signal(width, name=f"i{j}") for j in range(n)] if indices else None
         self._left = [Signal(width, name=f"left{j}") for j in range(n)]
         self.last = [Signal(name=f"last{j}") for j in range(n)]
-        self._top = [Signal(width, name=f"top{j}") for j in range(n)]    # limit - 1
-        self._one = [Signal(name=f"one{j}") for j in range(n)]           # limit <= 1
+        # what a level restarts with (level 0 never restarts): limit - 1, limit <= 1
+        self._top = [None] + [Signal(width, name=f"top{j}") for j in range(1, n)]
+        self._one = [None] + [Signal(name=f"one{j}") for j in range(1, n)]
 
     def load(self, m, limits):
         """Start the nest at index 0 of every level with ``limits`` (values, outermost
@@ -54,9 +55,9 @@ class LoopNest:
         for j, lim in enumerate(limits):
             if self.idx is not None:
                 m.d.sync += self.idx[j].eq(0)
-            m.d.sync += [self._left[j].eq(lim - 1),
-                         self.last[j].eq(lim <= 1), self._top[j].eq(lim - 1),
-                         self._one[j].eq(lim <= 1)]
+            m.d.sync += [self._left[j].eq(lim - 1), self.last[j].eq(lim <= 1)]
+            if j:
+                m.d.sync += [self._top[j].eq(lim - 1), self._one[j].eq(lim <= 1)]
 
     def stepping(self, j):
         """The condition under which level ``j`` steps (every level inside it is at its

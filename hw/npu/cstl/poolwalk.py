@@ -133,27 +133,25 @@ class PoolWalk(wiring.Component):
         mul_a, mul_b = Signal(DIM_BITS), Signal(32)
         prod = Signal(32)
         m.d.sync += prod.eq(mul_a * mul_b)
-        operands = {1: (task.sh, task.xs[1]), 2: (task.sw, task.xs[2]),
-                    3: (task.top, task.xs[1]), 4: (task.left, task.xs[2])}
         with m.Switch(setup):
-            for k, (a, b) in operands.items():
-                with m.Case(k):
-                    m.d.sync += [mul_a.eq(a), mul_b.eq(b)]
+            with m.Case(1):
+                m.d.sync += [mul_a.eq(task.sh), mul_b.eq(task.xs[1])]
+                # the loop nest from the task register (not the start's payload): the walk
+                # steps only after the setup
+                chunks = Mux(task.run, (task.dims[3] + L - 1) >> lw, task.dims[3])
+                nest.load(m, [task.dims[0], task.dims[1], task.dims[2], chunks,
+                              task.kh, task.kw])
+            with m.Case(2):
+                m.d.sync += [mul_a.eq(task.sw), mul_b.eq(task.xs[2])]
+            with m.Case(3):
+                m.d.sync += [mul_a.eq(task.top), mul_b.eq(task.xs[1]), step_h.eq(prod)]
+            with m.Case(4):
+                m.d.sync += [mul_a.eq(task.left), mul_b.eq(task.xs[2]), step_w.eq(prod)]
             with m.Case(5):
                 m.d.sync += org.eq(task.x_addr - prod)
             with m.Case(6):
                 m.d.sync += act.eq(1)
                 m.d.sync += [s.eq(org - prod) for s in xb]
-        with m.Switch(setup):
-            with m.Case(3):
-                m.d.sync += step_h.eq(prod)
-            with m.Case(4):
-                m.d.sync += step_w.eq(prod)
-        # the loop nest from the task register (not the start's payload), in the first
-        # setup cycle: the walk steps only after the setup
-        with m.If(setup == 1):
-            chunks = Mux(task.run, (task.dims[3] + L - 1) >> lw, task.dims[3])
-            nest.load(m, [task.dims[0], task.dims[1], task.dims[2], chunks, task.kh, task.kw])
         with m.If(setup != 0):
             m.d.sync += setup.eq(Mux(setup == 6, 0, setup + 1))
         with m.If(self.start.valid & self.start.ready):

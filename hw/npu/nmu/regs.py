@@ -126,10 +126,14 @@ class NmuRegisters(wiring.Component):
         nin, nout, opcode = r["NIN"], r["NOUT"], r["OPCODE"]
         code = {n: ELEM_TYPES.index(n) for n in ("i8", *OUT_BYTES)}
 
+        def out_slot(three, f):
+            """Field ``f`` of the output operand: slot 3 with three inputs, else slot 2."""
+            return Mux(three, op(3, f), op(2, f))
+
         # first stage: from the shadow registers into flags
         three_c = nin == 3
-        out_elem_c = Mux(three_c, op(3, "ELEM"), op(2, "ELEM"))
-        ry_c = Mux(three_c, op(3, "RANK"), op(2, "RANK"))
+        out_elem_c = out_slot(three_c, "ELEM")
+        ry_c = out_slot(three_c, "RANK")
         bad_count = (nout != 1) | ~((nin == 2) |
                                     (three_c & (opcode != OPCODES.index("matmul"))))
         out_ok = functools.reduce(operator.or_, [out_elem_c == code[n] for n in OUT_BYTES])
@@ -155,8 +159,8 @@ class NmuRegisters(wiring.Component):
         brank2 = early("brank2", op(2, "RANK") == 2)
 
         # second stage: the fields and the layout checks
-        def out(f):  # the output slot: NIN
-            return Mux(three, op(3, f), op(2, f))
+        def out(f):
+            return out_slot(three, f)
 
         def last(k, field, j):
             """Field of dimension rank-1-j (gemm / matmul operands of rank 2 or 3)."""
