@@ -309,6 +309,11 @@ class Cstl(wiring.Component):
                     m.d.comb += out.eq(Cat(*sat))
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
         elt = self._eltwise(m, task, is_elt, vec, vin.valid, st_in.ready, entry)
+        # what CHECK decides on, in registers (no comparison in front of the walks' start):
+        # a dimension is 0 (set with the task), an entry word is outside ENTRY_RANGES (set
+        # as the word is loaded)
+        empty = Signal()
+        entry_bad = Signal()
         # a reduction's result: the row's max (through the table of lane 0 when the task
         # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
@@ -365,7 +370,9 @@ class Cstl(wiring.Component):
                                  first.eq(0),
                                  is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
                                  is_red.eq(p.red != 0),
-                                 is_avg.eq(p.pool == POOL_OPS["avgpool"])]
+                                 is_avg.eq(p.pool == POOL_OPS["avgpool"]),
+                                 empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
+                                 entry_bad.eq(0)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
                     with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
@@ -380,18 +387,19 @@ class Cstl(wiring.Component):
                         for j, reg in enumerate(entry):
                             with m.If(widx == j):
                                 m.d.sync += reg.eq(self.table.payload)
+                                if ENTRY_WORDS[j] in ENTRY_RANGES:
+                                    with m.If(self._entry_out_of_range(
+                                            ENTRY_WORDS[j], self.table.payload, task)):
+                                        m.d.sync += entry_bad.eq(1)
                         with m.If(widx == len(entry) - 1):
                             m.next = "CHECK"
                     with m.Elif(widx == TABLE_WORDS - 1):
                         m.next = "CHECK"
             with m.State("CHECK"):
                 m.d.comb += self.busy.eq(1)
-                empty = 0
-                for j in range(len(task.dims)):
-                    empty = empty | (task.dims[j] == 0)
                 with m.If((cause != 0) | empty):
                     m.next = "DONE"
-                with m.Elif(is_elt & elt.bad):
+                with m.Elif(is_elt & entry_bad):
                     m.d.sync += cause.eq(Cause.REQUANT)
                     m.next = "DONE"
                 with m.Elif(is_elt):
@@ -512,9 +520,8 @@ class Cstl(wiring.Component):
         the entry's words in ``entry``), its results gathered into a vector and that into an
         output register (``is_elt``: the task is an eltwise). Returns its ``data``,
         ``valid``, ``addr`` and ``count`` (the store's payload), ``take`` (the vector of
-        ``b`` leaves: its last lanes enter the ALU this cycle), ``busy`` (results still in
-        the ALU or the output register) and ``bad`` (the entry is outside
-        ``npu.cstl.model.ENTRY_RANGES``: ``REQUANT``)."""
+        ``b`` leaves: its last lanes enter the ALU this cycle) and ``busy`` (results still
+        in the ALU or the output register)."""
         L, P = self.lanes, self.elt_lanes
         e = dict(zip(ENTRY_WORDS, entry, strict=True))
         tag = vec.tag
@@ -570,15 +577,20 @@ class Cstl(wiring.Component):
         with m.If(take_a & vec_valid):
             m.d.sync += [a_reg[k].eq(byte(k)) for k in range(L)]
 
-        bad = 0
-        for field, (low_v, high_v) in ENTRY_RANGES.items():
-            value = e[field].as_signed()
-            out_of = (value < low_v) | (value > high_v)
-            if field in MUL_UNUSED:
-                out_of = out_of & (task.elt != ELT_OPS["mul"])
-            bad = bad | out_of
         return SimpleNamespace(data=o_data, valid=o_valid, addr=o_addr, count=o_count,
-                               take=take, busy=alu.busy | o_valid, bad=bad)
+                               take=take, busy=alu.busy | o_valid)
+
+    @staticmethod
+    def _entry_out_of_range(field, word, task):
+        """The eltwise entry's ``field``, the 32-bit ``word``, is outside
+        ``npu.cstl.model.ENTRY_RANGES`` for the task's operation (mul does not read the
+        fields of ``MUL_UNUSED``): the task is refused with ``REQUANT``."""
+        low_v, high_v = ENTRY_RANGES[field]
+        value = word.as_signed()
+        out_of = (value < low_v) | (value > high_v)
+        if field in MUL_UNUSED:
+            out_of = out_of & (task.elt != ELT_OPS["mul"])
+        return out_of
 
 
 class CstlUnit(wiring.Component):
