@@ -513,22 +513,28 @@ def test_contiguous_run_streams_one_word_per_cycle():
 
 
 def test_contiguous_rows_reduce_one_word_per_cycle():
-    """argmax over four contiguous, word-aligned rows of 200 codes with no stalls: input
-    elements per busy cycle approach the word width (8 a cycle)."""
+    """argmax over four contiguous, word-aligned rows with no stalls: rows of 200 codes
+    (25 words) against rows of 96 (12 words) cost exactly the 52 words more, one word a
+    cycle; over the rows of 200, input elements per busy cycle (the task's fixed cycles
+    included) are within 15 % of the word width (8 a cycle)."""
     rng = random.Random(6)
-    regs = _red_base("argmax") | {"OP0_ADDR_LO": 0, "OP0_DIM0": 4, "OP0_DIM1": 200,
-                                  "OP0_STRIDE0": 200, "OP1_DIM0": 4}
-    mem = _codes_mem(rng)
-    want = _want(regs, mem, b"")[0]
-    saved = L1Model.__init__.__defaults__
-    L1Model.__init__.__defaults__ = (0.0,)
-    try:
-        [(got, done, _, cnt)] = _run([(regs, b"", mem)], rng, table_gap=0, done_gap=0)
-    finally:
-        L1Model.__init__.__defaults__ = saved
-    assert got == want and done == (0, 0) and cnt["elems"] == 4
-    rate = 4 * 200 / cnt["busy"]
-    assert rate > 0.9 * LANES, (rate, cnt)
+    busy = {}
+    for row in (200, 96):
+        regs = _red_base("argmax") | {"OP0_ADDR_LO": 0, "OP0_DIM0": 4, "OP0_DIM1": row,
+                                      "OP0_STRIDE0": row, "OP1_DIM0": 4}
+        mem = _codes_mem(rng)
+        want = _want(regs, mem, b"")[0]
+        saved = L1Model.__init__.__defaults__
+        L1Model.__init__.__defaults__ = (0.0,)
+        try:
+            [(got, done, _, cnt)] = _run([(regs, b"", mem)], rng, table_gap=0, done_gap=0)
+        finally:
+            L1Model.__init__.__defaults__ = saved
+        assert got == want and done == (0, 0) and cnt["elems"] == 4
+        busy[row] = cnt["busy"]
+    assert busy[200] - busy[96] == 4 * (200 - 96) // LANES, busy
+    rate = 4 * 200 / busy[200]
+    assert rate > 0.85 * LANES, (rate, busy)
 
 
 @pytest.mark.parametrize("elt_lanes", [1, 2, LANES])

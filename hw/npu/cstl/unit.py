@@ -30,7 +30,9 @@ Interface (:class:`Cstl`)
 
 Sequence of a task: the table words into the lane tables (one word per cycle); then the
 walk, one run per cycle, the reader one L1 word per cycle, the lookups combinational
-between reader and store; ``done`` once the last result byte is written.
+between the reader (or the held pool or reduction result) and the output stage's
+register, the parts from there to the store; ``done`` once the last result byte is
+written.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ class Cstl(wiring.Component):
         # (they fan out to every lane's datapath and to the per-mode handshakes)
         is_pool, is_elt, is_red, is_avg = (Signal(name=n) for n in
                                            ("is_pool", "is_elt", "is_red", "is_avg"))
+        # a pool or a reduction: the lookup reads the held result, not the reader's vector;
+        # use_table: the output stage takes the looked-up bytes (a task with a table and
+        # bytes in: a narrowing cast saturates the bytes as read)
+        is_held, use_table = Signal(name="is_held"), Signal(name="use_table")
         # the reader takes the runs of the task's walk; a max pool pads with -128
         with m.If(is_pool):
             wiring.connect(m, pwalk.cmd, reader.cmd)
@@ -216,42 +222,44 @@ class Cstl(wiring.Component):
             m.d.comb += a.eq(Mux(dcnt == 0, 0, (quo[k] + up - 128)[:8]))
             averaged.append(a)
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
-        # a window's result waits in a register for the store (its table lookup and
-        # output in the cycle after: the comparison with the running max, or the
+        # a window's result (every lane) or a row's max (lane 0) waits in ``held`` for the
+        # table lookup in the cycle after (the comparison with the running max, or the
         # average's rounding, is not in the cycle of the lookup); one result a cycle
+        held = [Signal(8, name=f"held{k}") for k in range(L)]
         pool_valid = Signal()
-        pool_res = [Signal(8, name=f"pool_res{k}") for k in range(L)]
         pool_count = Signal.like(vec.count)
         pool_addr = Signal.like(tag.yaddr)
         pool_free = Signal()
         pool_take = Signal()
-        m.d.comb += [pool_free.eq(~pool_valid | st_in.ready),
+        # the output stage (below) takes what the datapath hands it this cycle
+        f_free = Signal()
+        m.d.comb += [pool_free.eq(~pool_valid | f_free),
                      pool_take.eq(is_pool & vin.valid & last_tap & div_ready & pool_free)]
-        with m.If(pool_valid & st_in.ready):
+        with m.If(pool_valid & f_free):
             m.d.sync += pool_valid.eq(0)
         with m.If(pool_take):
             m.d.sync += [pool_valid.eq(1), pool_count.eq(vec.count), pool_addr.eq(tag.yaddr),
                          dstep.eq(0)]
-            m.d.sync += [r.eq(p) for r, p in zip(pool_res, pooled, strict=True)]
+            m.d.sync += [r.eq(p) for r, p in zip(held, pooled, strict=True)]
         # the reduction in two stages: the vector's comparison tree into a register, then
         # the merge with the row's running max; the row's result waits in a register for
-        # the store (its table lookup and saturation in the cycle after)
+        # the output stage (its table lookup and saturation in the cycle after)
         red_valid = Signal()
-        red_max = Signal(signed(8))
+        red_max = held[0].as_signed()
         red_idx = Signal(DIM_BITS)
         red_addr = Signal.like(tag.yaddr)
         red_free = Signal()
-        m.d.comb += red_free.eq(~red_valid | st_in.ready)
+        m.d.comb += red_free.eq(~red_valid | f_free)
         red = self._reduce(m, vec, red_free)
         m.d.comb += red.take.eq(is_red & vin.valid & red.ready)
-        with m.If(red_valid & st_in.ready):
+        with m.If(red_valid & f_free):
             m.d.sync += red_valid.eq(0)
         with m.If(red.done):
-            m.d.sync += [red_valid.eq(1), red_max.eq(red.max), red_idx.eq(red.idx),
+            m.d.sync += [red_valid.eq(1), held[0].eq(red.max), red_idx.eq(red.idx),
                          red_addr.eq(red.addr)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
-        # combinationally by the lane's byte (the code read, or the pool's result)
+        # combinationally by the lane's byte (the vector's, or the held result's)
         looked = []
         for k in range(L):
             mem = Memory(shape=32, depth=TABLE_WORDS, init=[])
@@ -259,31 +267,54 @@ class Cstl(wiring.Component):
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
             code = Signal(8, name=f"code{k}")
-            m.d.comb += code.eq(Mux(is_red, red_max, Mux(is_pool, pool_res[k], vec.data[k])))
+            m.d.comb += code.eq(Mux(is_held, held[k], vec.data[k]))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready & ~task.entry),
                          rp.addr.eq(code[2:])]
             byte = Signal(8, name=f"y{k}")
             m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
-            looked.append(byte)
+            looked.append((code, byte))
 
-        # output vectors, one L1 word each: the looked-up bytes (or, without a table, the
-        # codes) as they are or sign-extended to 2 or 4 bytes (a vector leaves in 1, 2 or
-        # 4 parts); or elements of 2 or 4 bytes saturated to one (one part)
-        codes = [Signal(8, name=f"c{k}") for k in range(L)]
-        for k in range(L):
-            m.d.comb += codes[k].eq(Mux(task.table, looked[k],
-                                        Mux(is_pool, pool_res[k], vec.data[k])))
+        # a reduction's result: the row's max (through the table of lane 0 when the task
+        # has one) or the index of its first max, saturated to the output type
+        red_out = Signal(32)
+        idx_hi = Array([Const(127, 32), Const(32767, 32), Const(2**31 - 1, 32),
+                        Const(2**31 - 1, 32)])[task.out_shift]
+        with m.If(task.red == RED_OPS["argmax"]):
+            m.d.comb += red_out.eq(Mux(red_idx > idx_hi, idx_hi, red_idx))
+        with m.Else():
+            m.d.comb += red_out.eq(Mux(task.table, looked[0][1], red_max))
+
+        # the output stage: a register between the lookup and the store. It takes a vector
+        # of codes (the looked-up bytes, or without a table the bytes as read, or a row's
+        # result in its first four), its elements and its output address, from the reader
+        # (a table or cast task), the held window result (a pool) or the held row result
+        # (a reduction), and hands it to the store in parts; it is free when empty or when
+        # its last part leaves this cycle
+        f_valid = Signal()
+        f_data = [Signal(8, name=f"f_data{k}") for k in range(L)]
+        f_n = Signal(range(L + 1))              # elements in the vector
+        f_yaddr = Signal.like(tag.yaddr)
+        f_eidx = Signal(32)                     # element offset of the vector's first
+        s_valid = Signal()
+        s_data = Signal(8 * L)
+        m.d.comb += s_data.eq(Mux(is_red, red_out,
+                                  Cat(*[Mux(use_table, y, c) for c, y in looked])))
+        s_n = Mux(is_red, 1, Mux(is_pool, pool_count, vec.count >> task.in_shift))
+        s_yaddr = Mux(is_red, red_addr, Mux(is_pool, pool_addr, tag.yaddr))
+        s_eidx = Mux(is_held, 0, (vec.index * L) >> task.in_shift)
+
+        # output vectors, one L1 word each: the codes as they are or sign-extended to 2 or
+        # 4 bytes (a vector leaves in 1, 2 or 4 parts); or elements of 2 or 4 bytes
+        # saturated to one (one part); or a reduction's result
         part = Signal(2)
-        n_vec = Signal(range(L + 1))            # elements in the vector
-        m.d.comb += n_vec.eq(vec.count >> task.in_shift)
         per = Signal(range(L + 1))              # elements per part
         m.d.comb += per.eq(L >> task.out_shift)
         # the part's first element (part * per), kept beside ``part`` rather than
         # multiplied in the cycle
         first = Signal(range(L + 1))
         left = Signal(range(L + 1))             # the vector's elements from ``first`` on
-        m.d.comb += left.eq(Mux(n_vec > first, n_vec - first, 0))
+        m.d.comb += left.eq(Mux(f_n > first, f_n - first, 0))
         n_part = Signal(range(L + 1))
         m.d.comb += n_part.eq(Mux(left < per, left, per))
         last_part = Signal()
@@ -294,7 +325,7 @@ class Cstl(wiring.Component):
                 ob, n = 1 << so, L >> so
                 for pt in range(ob):
                     with m.Case(pt | so << 2):
-                        lanes = [codes[pt * n + i] for i in range(n)]
+                        lanes = [f_data[pt * n + i] for i in range(n)]
                         m.d.comb += out.eq(Cat(*[Cat(c, c[7].replicate(8 * ob - 8))
                                                  for c in lanes]))
             for si in (1, 2):                   # narrowing: saturate to i8
@@ -302,11 +333,23 @@ class Cstl(wiring.Component):
                 with m.Case(si << 4):
                     sat = []
                     for e in range(L // ib):
-                        v = Cat(*[vec.data[e * ib + b] for b in range(ib)]).as_signed()
+                        v = Cat(*[f_data[e * ib + b] for b in range(ib)]).as_signed()
                         q = Signal(8, name=f"sat{si}_{e}")
                         m.d.comb += q.eq(Mux(v > 127, 127, Mux(v < -128, -128, v)))
                         sat.append(q)
                     m.d.comb += out.eq(Cat(*sat))
+        f_leave = Signal()
+        m.d.comb += [f_leave.eq(f_valid & st_in.ready & last_part),
+                     f_free.eq(~f_valid | f_leave)]
+        with m.If(f_leave):
+            m.d.sync += f_valid.eq(0)
+        with m.If(s_valid & f_free):
+            m.d.sync += [f_valid.eq(1), Cat(*f_data).eq(s_data), f_n.eq(s_n),
+                         f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+        with m.If(f_valid & st_in.ready):
+            m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
+                         first.eq(Mux(last_part, 0, first + per))]
+
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
         elt = self._eltwise(m, task, is_elt, vec, vin.valid, st_in.ready, entry)
         # what CHECK decides on, in registers (no comparison in front of the walks' start):
@@ -314,49 +357,30 @@ class Cstl(wiring.Component):
         # as the word is loaded)
         empty = Signal()
         entry_bad = Signal()
-        # a reduction's result: the row's max (through the table of lane 0 when the task
-        # has one) or the index of its first max, saturated to the output type
-        red_out = Signal(32)
-        idx_hi = Array([Const(127, 32), Const(32767, 32), Const(2**31 - 1, 32),
-                        Const(2**31 - 1, 32)])[task.out_shift]
-        with m.If(task.red == RED_OPS["argmax"]):
-            m.d.comb += red_out.eq(Mux(red_idx > idx_hi, idx_hi, red_idx))
-        with m.Else():
-            m.d.comb += red_out.eq(Mux(task.table, looked[0], red_max))
         st_elems = Signal(range(L + 1))
-        # elements of the part going to the store: a pool's result has its window
-        # vector's count (i8 in and out, one part)
-        n_out = Mux(is_red, 1, Mux(is_pool, pool_count, n_part))
-        m.d.comb += st_elems.eq(Mux(is_elt, elt.count, n_out))
-        m.d.comb += [st_in.payload.data.eq(Mux(is_elt, elt.data, Mux(is_red, red_out, out))),
+        m.d.comb += st_elems.eq(Mux(is_elt, elt.count, n_part))
+        m.d.comb += [st_in.payload.data.eq(Mux(is_elt, elt.data,
+                                               Mux(is_red, Cat(*f_data)[:32], out))),
                      st_in.payload.count.eq(Mux(is_elt, elt.count,
-                                                  n_out << task.out_shift))]
-        with m.If(is_red):
-            # one result per row, at the row's output address, two cycles after its last
-            # vector
-            m.d.comb += [st_in.valid.eq(red_valid),
-                         st_in.payload.addr.eq(red_addr),
-                         vin.ready.eq(red.ready)]
-        with m.Elif(is_elt):
+                                                  n_part << task.out_shift))]
+        with m.If(is_elt):
             # a vector of x waits in the datapath; a vector of b leaves once its last lanes
             # are computed, its results go to the store from the output register
             m.d.comb += [st_in.valid.eq(elt.valid), st_in.payload.addr.eq(elt.addr),
                          vin.ready.eq(~tag.kind[0] | elt.take)]
-        with m.Elif(is_pool):
-            # one part of i8 results at the chunk's output address, once per window
-            m.d.comb += [st_in.valid.eq(pool_valid),
-                         st_in.payload.addr.eq(pool_addr),
-                         vin.ready.eq(~last_tap | (pool_free & div_ready))]
         with m.Else():
-            m.d.comb += [
-                st_in.valid.eq(vin.valid),
-                st_in.payload.addr.eq(tag.yaddr + ((((vec.index * L) >> task.in_shift)
-                                                      + first) << task.out_shift)),
-                vin.ready.eq(st_in.ready & last_part),
-            ]
-        with m.If(st_in.valid & st_in.ready):
-            m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
-                         first.eq(Mux(last_part, 0, first + per))]
+            m.d.comb += [st_in.valid.eq(f_valid),
+                         st_in.payload.addr.eq(f_yaddr + ((f_eidx + first) << task.out_shift))]
+            with m.If(is_red):
+                # one result per row, at the row's output address, three cycles after its
+                # last vector
+                m.d.comb += [s_valid.eq(red_valid), vin.ready.eq(red.ready)]
+            with m.Elif(is_pool):
+                # one part of i8 results at the chunk's output address, once per window
+                m.d.comb += [s_valid.eq(pool_valid),
+                             vin.ready.eq(~last_tap | (pool_free & div_ready))]
+            with m.Else():
+                m.d.comb += [s_valid.eq(vin.valid), vin.ready.eq(f_free)]
         last_in = vin.valid & vin.ready & vec.tag.last & vec.last
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
@@ -371,6 +395,8 @@ class Cstl(wiring.Component):
                                  is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
                                  is_red.eq(p.red != 0),
                                  is_avg.eq(p.pool == POOL_OPS["avgpool"]),
+                                 is_held.eq((p.pool != 0) | (p.red != 0)),
+                                 use_table.eq(p.table & (p.in_shift == 0)),
                                  empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
                                  entry_bad.eq(0)]
                     m.d.sync += [c.eq(0) for c in counters.values()]
@@ -417,7 +443,8 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                pending = elt.busy | red.busy | red_valid | pool_valid | store_slice.o.valid
+                pending = (elt.busy | red.busy | red_valid | pool_valid | f_valid |
+                           store_slice.o.valid)
                 m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
                 with m.If(~store.busy & ~pending):
                     m.next = "DONE"
