@@ -380,6 +380,11 @@ class Sequencer(wiring.Component):
         s.stream_want = Signal(32 + (BUFFER_ENTRY.size - 1).bit_length() + 1)
         s.stream_off = Signal(32)
         s.stream_left = Signal(33)
+        # "stream_left >= t" for the thresholds the states compare it with, as registers
+        # (set beside every store to stream_left, :meth:`_stream_left`): no comparison of
+        # the 33-bit count lies between it and ``take``
+        s.stream_at_least = {t: Signal(name=f"stream_left_ge{t}") for t in sorted(
+            {1, TASK_HEADER.size, *(n * WRITE.size for n in range(1, s.K + 1))})}
         s.stream_total = Signal(32)
         s.data_bytes = Signal(32)
         s.skip_left = Signal(32)
@@ -601,7 +606,7 @@ class Sequencer(wiring.Component):
                 stream_at = v
             elif name == "stream_bytes":
                 end = s.base + current("stream_offset", s.stream_off) + v
-                stores += [s.stream_left.eq(v), s.stream_total.eq(v),
+                stores += [*self._stream_left(s, v), s.stream_total.eq(v),
                            s.end_word.eq((end + W - 1) >> lw)]
             elif name == "data_bytes":
                 stores.append(s.data_bytes.eq(v))
@@ -639,16 +644,28 @@ class Sequencer(wiring.Component):
             m.d.comb += s.take.eq(n)
             m.d.sync += s.skip_left.eq(s.skip_left - n)
 
+    @staticmethod
+    def _stream_left(s, value=None, *, minus=None):
+        """Statements storing ``value`` (or ``stream_left - minus``, ``minus`` a constant no
+        larger than ``stream_left``) into ``stream_left`` and its threshold flags. A flag
+        after a subtraction compares the current count with ``t + minus``, beside the
+        subtraction rather than after it."""
+        if minus is None:
+            return [s.stream_left.eq(value),
+                    *(f.eq(value >= t) for t, f in s.stream_at_least.items())]
+        return [s.stream_left.eq(s.stream_left - minus),
+                *(f.eq(s.stream_left >= t + minus) for t, f in s.stream_at_least.items())]
+
     def _task_header(self, m, s):
         """TASK: check a task header (unit, engine, token masks), clear the staging."""
         cfg, T = s.cfg, s.T
         m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
         with m.If(s.task_index == s.ntasks):
-            with m.If(s.stream_left != 0):
+            with m.If(s.stream_at_least[1]):
                 self._fail(m, s, Cause.BAD_HEADER)       # bytes after the last task
             with m.Else():
                 m.next = "FINISH"
-        with m.Elif(s.stream_left < TASK_HEADER.size):
+        with m.Elif(~s.stream_at_least[TASK_HEADER.size]):
             self._fail(m, s, Cause.BAD_HEADER)           # stream ends inside a record
         with m.Elif(s.count >= TASK_HEADER.size):
             unit = s.field(TASK_HEADER, "unit")
@@ -695,7 +712,7 @@ class Sequencer(wiring.Component):
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
                              s.cur_signal.eq(signal),
                              s.writes_left.eq(s.field(TASK_HEADER, "nwrites")),
-                             s.stream_left.eq(s.stream_left - TASK_HEADER.size)]
+                             *self._stream_left(s, minus=TASK_HEADER.size)]
                 m.d.sync += [r.eq(0) for r in s.staging]
                 m.next = "WRITES"
 
@@ -706,7 +723,7 @@ class Sequencer(wiring.Component):
         m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
         with m.If(s.writes_left == 0):
             m.next = "HAND"
-        with m.Elif(s.stream_left < WRITE.size):
+        with m.Elif(~s.stream_at_least[WRITE.size]):
             self._fail(m, s, Cause.BAD_HEADER)
         with m.Elif(s.cur_is_nmu):
             # one write per cycle straight into the NMU's shadow registers
@@ -717,7 +734,7 @@ class Sequencer(wiring.Component):
                 with m.Else():
                     m.d.comb += self.nmu_write.valid.eq(1)
                     m.d.sync += [s.writes_left.eq(s.writes_left - 1),
-                                 s.stream_left.eq(s.stream_left - WRITE.size)]
+                                 *self._stream_left(s, minus=WRITE.size)]
                     with m.If(indices[0] == s.requant_index):
                         m.d.sync += [s.cur_requant.eq(values[0]),
                                      *self._requant_flags(s, values[0])]
@@ -728,7 +745,7 @@ class Sequencer(wiring.Component):
         # the same register wins
         for n in range(K, 0, -1):
             nbytes = n * WRITE.size
-            cond = (s.count >= nbytes) & (s.stream_left >= nbytes)
+            cond = (s.count >= nbytes) & s.stream_at_least[nbytes]
             if n > 1:
                 cond = cond & (s.writes_left >= n)
             with m.Elif(cond):
@@ -738,7 +755,7 @@ class Sequencer(wiring.Component):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
                     m.d.sync += [s.writes_left.eq(s.writes_left - n),
-                                 s.stream_left.eq(s.stream_left - nbytes)]
+                                 *self._stream_left(s, minus=nbytes)]
                     m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
 
     def _hand(self, m, s):
@@ -811,7 +828,7 @@ class Sequencer(wiring.Component):
             with m.Else():
                 m.d.comb += self.cstl_write.valid.eq(1)
                 m.d.sync += [s.writes_left.eq(s.writes_left - 1),
-                             s.stream_left.eq(s.stream_left - WRITE.size)]
+                             *self._stream_left(s, minus=WRITE.size)]
                 with m.If(indices[0] == regs.index("OPCODE")):
                     m.d.sync += [s.cur_table_op.eq(0), s.cur_elt_op.eq(0)]
                     with m.Switch(values[0]):
