@@ -297,9 +297,12 @@ class Cstl(wiring.Component):
         f_yaddr = Signal.like(tag.yaddr)
         f_eidx = Signal(32)                     # element offset of the vector's first
         s_valid = Signal()
-        s_data = Signal(8 * L)
-        m.d.comb += s_data.eq(Mux(is_red, red_out,
-                                  Cat(*[Mux(use_table, y, c) for c, y in looked])))
+        s_data = [Signal(8, name=f"s_data{k}") for k in range(L)]
+        for k, (c, y) in enumerate(looked):
+            m.d.comb += s_data[k].eq(Mux(use_table, y, c))
+            if k < 4:
+                with m.If(is_red):
+                    m.d.comb += s_data[k].eq(red_out[8 * k:8 * k + 8])
         s_n = Mux(is_red, 1, Mux(is_pool, pool_count, vec.count >> task.in_shift))
         s_yaddr = Mux(is_red, red_addr, Mux(is_pool, pool_addr, tag.yaddr))
         s_eidx = Mux(is_held, 0, (vec.index * L) >> task.in_shift)
@@ -344,8 +347,8 @@ class Cstl(wiring.Component):
         with m.If(f_leave):
             m.d.sync += f_valid.eq(0)
         with m.If(s_valid & f_free):
-            m.d.sync += [f_valid.eq(1), Cat(*f_data).eq(s_data), f_n.eq(s_n),
-                         f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+            m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
         with m.If(f_valid & st_in.ready):
             m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
                          first.eq(Mux(last_part, 0, first + per))]
