@@ -249,16 +249,31 @@ def fetch_into(m, fifo, depth, cmd, data, *, enable, word, end, lw, max_beats=16
     ``enable`` and ``fifo`` (of ``depth`` words) has room for every word in flight; the
     data words go into ``fifo``. Returns ``(fire, beats, inflight)``: the command is taken
     this cycle, its word count, and the words requested but not yet arrived.
+
+    The command is worked out a cycle ahead: its word count and "there is room for it" are
+    registers, set from the cycle before (so no subtraction or comparison lies between
+    ``word``, ``end`` or the FIFO's level and ``cmd.valid``), and cleared by a fire (the
+    next command waits a cycle for the new ``word``: at most one command every two
+    cycles). That is exact as long as the caller changes ``word`` and ``end`` only while
+    ``enable`` is low, by a fire, by ``end`` growing, or (``word``) when no word is left
+    to fetch; the room it saw can only have grown since (the FIFO is read, words in flight
+    only move into it).
     """
+    if not 1 <= max_beats <= depth:
+        raise ValueError(f"fetch_into: max_beats ({max_beats}) must be from 1 to the FIFO "
+                         f"depth ({depth}): a longer command would never find room")
     inflight = Signal(range(depth + 1))
     left = Signal.like(end)
     m.d.comb += left.eq(Mux(end > word, end - word, 0))
-    beats = Signal(range(max_beats + 1))
-    m.d.comb += beats.eq(Mux(left > max_beats, max_beats, left))
+    want = Signal(range(max_beats + 1))
+    m.d.comb += want.eq(Mux(left > max_beats, max_beats, left))
     room = depth - fifo.level - inflight
-    m.d.comb += [cmd.valid.eq(enable & (beats != 0) & (room >= beats)),
+    beats = Signal(range(max_beats + 1))
+    ready = Signal()
+    m.d.comb += [cmd.valid.eq(enable & ready),
                  cmd.payload.addr.eq(word << lw), cmd.payload.beats.eq(beats)]
     fire = cmd.valid & cmd.ready
+    m.d.sync += [beats.eq(want), ready.eq(enable & (want != 0) & (room >= want) & ~fire)]
     arrived = data.valid & data.ready
     m.d.sync += inflight.eq(inflight + Mux(fire, beats, 0) - arrived)
     m.d.comb += [data.ready.eq(fifo.w_rdy), fifo.w_en.eq(data.valid),
