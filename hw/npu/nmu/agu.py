@@ -214,12 +214,19 @@ class RunReader(wiring.Component):
         wtag = Signal(tag_layout())
         vidx = Signal(LEN)
 
+        # what the consumer and the placement look at, as registers set from the fill level
+        # and ``wend`` they are about to take (``fill_next``, ``wend_next`` below): a vector
+        # is out, at least a whole word is in the window, at most one is (no comparison of
+        # ``fill`` between it and the consumer's ready, which moves the window)
+        o_valid = Signal()
+        full = Signal()                 # fill >= W
+        at_most = Signal()              # fill <= W (read only with wend set)
         count = Signal(range(W + 1))
-        m.d.comb += count.eq(Mux(fill >= W, W, fill))
+        m.d.comb += count.eq(Mux(full, W, fill))
         out_last = Signal()
-        m.d.comb += out_last.eq(wend & (fill <= W))
+        m.d.comb += out_last.eq(wend & at_most)
         m.d.comb += [
-            self.o.valid.eq((fill >= W) | (wend & (fill != 0))),
+            self.o.valid.eq(o_valid),
             self.o.payload.count.eq(count),
             self.o.payload.index.eq(vidx),
             self.o.payload.last.eq(out_last),
@@ -234,7 +241,7 @@ class RunReader(wiring.Component):
         # next word's placement needs is computed before ``emit`` (the consumer's ready)
         # is known, which then only selects.
         f_emit = Signal(range(2 * W + 1))
-        m.d.comb += f_emit.eq(Mux(fill >= W, fill - W, 0))
+        m.d.comb += f_emit.eq(Mux(full, fill - W, 0))
         f_after = Signal(range(2 * W + 1))
         win_after = Signal(16 * W)
         m.d.comb += [f_after.eq(Mux(emit, f_emit, fill)),
@@ -253,21 +260,22 @@ class RunReader(wiring.Component):
                      fits_n.eq(Mux(p_first, fill == 0, fill + p_take <= 2 * W)),
                      consume.eq(pend & Mux(emit, fits_e, fits_n))]
 
-        m.d.sync += [win.eq(win_after), fill.eq(f_after)]
+        fill_next = Signal.like(fill)
+        wend_next = Signal()
+        m.d.comb += [fill_next.eq(Mux(consume, f_after + p_take, f_after)),
+                     wend_next.eq(Mux(consume & p_last, 1, wend & ~(emit & out_last)))]
+        m.d.sync += [win.eq(win_after), fill.eq(fill_next), wend.eq(wend_next),
+                     o_valid.eq((fill_next >= W) | (wend_next & (fill_next != 0))),
+                     full.eq(fill_next >= W), at_most.eq(fill_next <= W)]
         with m.If(emit):
             m.d.sync += vidx.eq(vidx + 1)
-            with m.If(out_last):
-                m.d.sync += wend.eq(0)
         with m.If(consume):
             placed_e, placed_n = Signal(16 * W), Signal(16 * W)
             m.d.comb += [placed_e.eq((shifted & mask) << (f_emit * 8)),
                          placed_n.eq((shifted & mask) << (fill * 8))]
-            m.d.sync += [win.eq(Mux(emit, (win >> (8 * W)) | placed_e, win | placed_n)),
-                         fill.eq(f_after + p_take)]
+            m.d.sync += win.eq(Mux(emit, (win >> (8 * W)) | placed_e, win | placed_n))
             with m.If(p_first):
                 m.d.sync += [vidx.eq(0), wtag.eq(p_tag)]
-            with m.If(p_last):
-                m.d.sync += wend.eq(1)
 
         m.d.comb += self.busy.eq(act | nxt_ok | pend | (fill != 0))
         return m
