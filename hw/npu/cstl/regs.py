@@ -438,24 +438,31 @@ class CstlRegisters(wiring.Component):
 
         is_pool_c, is_elt_c, is_red_c = is_pool, is_elt, is_red
         # ``run`` (both innermost strides are one element) from the operands' last
-        # strides as the registers give them, into a register of its own like the checks:
-        # not from the selected fields (the levels' alignment by rank, then comparisons,
-        # would be one path into the decode's register)
-        def last_stride(k, rank, name):
-            v = Signal(32, name=f"last_stride_{name}")
+        # strides as the registers give them, into registers of their own like the checks,
+        # one per kind of task (the second stage picks by the registered mode): not from the
+        # selected fields (the levels' alignment by rank, then comparisons, would be one
+        # path into the decode's register). "The last stride, shifted left by ``shift`` and
+        # cut to 32 bits, is ``1 << shift``" is "its low ``32 - shift`` bits are 1": bit 0
+        # set, bits 1..29 clear (worked out per stride, before the selection by rank), and
+        # bit 30 (31) clear unless the shift leaves it out
+        def last_stride_is_one(k, rank, shift, name):
+            one, b30, b31 = (Signal(name=f"last_stride_{name}_{f}") for f in
+                             ("low", "b30", "b31"))
             with m.Switch(rank):
                 for rk in range(1, LEVELS_WALKED + 1):
                     with m.Case(rk):
-                        m.d.comb += v.eq(op(k, f"STRIDE{rk - 1}"))
-            return v
+                        v = op(k, f"STRIDE{rk - 1}")
+                        m.d.comb += [one.eq(v[0] & (v[1:30] == 0)), b30.eq(v[30]),
+                                     b31.eq(v[31])]
+            return one & (~b30 | (shift == 2)) & (~b31 | (shift != 0))
 
         si_c, so_c = shifts[:2]
         exs, ebs = (st[-1] for st in elt_strides)
-        run_elt = (last_stride(2, op(2, "RANK"), "elt_y") == 1) & (exs <= 1) & (ebs <= 1)
-        run_red = last_stride(0, op(0, "RANK"), "red_x") == 1
-        run_other = (((last_stride(0, rank, "x") << si_c)[:32] == (1 << si_c))
-                     & ((last_stride(1, rank, "y") << so_c)[:32] == (1 << so_c)))
-        run = held(Mux(is_elt_c, run_elt, Mux(is_red_c, run_red, run_other)), "run_q")
+        run_elt = held(last_stride_is_one(2, op(2, "RANK"), 0, "elt_y") & (exs <= 1)
+                       & (ebs <= 1), "run_elt")
+        run_red = held(last_stride_is_one(0, op(0, "RANK"), 0, "red_x"), "run_red")
+        run_other = held(last_stride_is_one(0, rank, si_c, "x")
+                         & last_stride_is_one(1, rank, so_c, "y"), "run_other")
         is_table, is_cast, is_pool, is_elt, is_red = (
             held(v, f"is_{n}") for v, n in ((is_table, "table"), (is_cast, "cast"),
                                             (is_pool, "pool"), (is_elt, "elt"),
@@ -495,7 +502,7 @@ class CstlRegisters(wiring.Component):
             xs, bs = elt_strides
             m.d.comb += [t.elt.eq(elt), t.x_addr.eq(op(0, "ADDR_LO")),
                          t.b_addr.eq(op(1, "ADDR_LO")), t.y_addr.eq(op(2, "ADDR_LO")),
-                         t.run.eq(run)]
+                         t.run.eq(run_elt)]
             m.d.comb += [t.xs[j].eq(xs[j]) for j in range(LEVELS_WALKED)]
             m.d.comb += [t.bs[j].eq(bs[j]) for j in range(LEVELS_WALKED)]
             with m.Switch(op(2, "RANK")):
@@ -512,7 +519,7 @@ class CstlRegisters(wiring.Component):
             # the input's region; the output's strides on the outer levels, 0 on the last
             m.d.comb += [t.red.eq(red), t.x_addr.eq(op(0, "ADDR_LO")),
                          t.y_addr.eq(op(1, "ADDR_LO")), t.out_shift.eq(shifts[1]),
-                         t.run.eq(run)]
+                         t.run.eq(run_red)]
             with m.Switch(op(0, "RANK")):
                 for rk in range(1, LEVELS_WALKED + 1):
                     with m.Case(rk):
@@ -529,7 +536,7 @@ class CstlRegisters(wiring.Component):
             si, so = shifts[:2]
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
                          t.in_shift.eq(si), t.out_shift.eq(so),
-                         t.run.eq(run)]
+                         t.run.eq(run_other)]
             with m.If(is_pool):
                 m.d.comb += [t.pool.eq(pool), t.ih.eq(op(0, "DIM1")), t.iw.eq(op(0, "DIM2"))]
                 m.d.comb += [getattr(t, f).eq(pa[f]) for f in
