@@ -11,6 +11,7 @@ that is complete, or that the vector leaves behind (it has a ``hi`` part), is wr
 when its ``lo`` merges into the new pending word: merging the same bytes twice is
 harmless). So a run streams at one word per cycle at any alignment. ``flush`` writes the
 pending word once no vector is offered (the end of a task); ``busy`` while one is held.
+A vector taken waits a cycle in the input stage, shifted to its address.
 
 Writes use byte enables (``npu.bus.ports.write_client_signature``); a write waits for its
 grant and holds everything meanwhile (``stall``).
@@ -61,17 +62,29 @@ class VectorStore(wiring.Component):
         lw = L.bit_length() - 1
         v = self.i.payload
 
+        # the input stage: a vector taken is shifted to its address into registers (its
+        # ``lo`` and ``hi`` parts and their byte enables), and the pending-word logic below
+        # works from those, so the shift and the enables' arithmetic are not in the cycle
+        # that decides the write (one cycle more per task, none per vector)
         off = Signal(range(L))
-        waddr = Signal(32 - lw)
-        m.d.comb += [off.eq(v.addr[:lw] if lw else 0), waddr.eq(v.addr[lw:])]
+        m.d.comb += off.eq(v.addr[:lw] if lw else 0)
         wide = Signal(16 * L)
         wen = Signal(2 * L)
         m.d.comb += [wide.eq(v.data << (off * 8)),
                      wen.eq((((Const(1, L + 1) << v.count) - 1)[:L]) << off)]
-        lo, hi = wide[:8 * L], wide[8 * L:]
-        lo_en, hi_en = wen[:L], wen[L:]
+        a_valid = Signal()
+        lo, hi = Signal(8 * L), Signal(8 * L)
+        lo_en, hi_en = Signal(L), Signal(L)
         has_hi = Signal()
-        m.d.comb += has_hi.eq(hi_en != 0)
+        waddr = Signal(32 - lw)
+        take = Signal()         # the pending-word logic takes the staged vector
+        m.d.comb += self.i.ready.eq(~a_valid | take)
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [a_valid.eq(1), lo.eq(wide[:8 * L]), hi.eq(wide[8 * L:]),
+                         lo_en.eq(wen[:L]), hi_en.eq(wen[L:]), has_hi.eq(wen[L:] != 0),
+                         waddr.eq(v.addr[lw:])]
+        with m.Elif(take):
+            m.d.sync += a_valid.eq(0)
 
         p_valid = Signal()
         p_addr = Signal(32 - lw)
@@ -91,24 +104,24 @@ class VectorStore(wiring.Component):
         req = Signal()
         m.d.comb += [self.wr.req.eq(req), self.wr.addr.eq(w_addr), self.wr.data.eq(w_data),
                      self.wr.en.eq(w_en), self.wr.go.eq(req & self.wr.gnt),
-                     self.stall.eq(req & ~self.wr.gnt), self.busy.eq(p_valid)]
+                     self.stall.eq(req & ~self.wr.gnt), self.busy.eq(p_valid | a_valid)]
         go = self.wr.go
 
-        with m.If(self.i.valid):
+        with m.If(a_valid):
             with m.If(p_valid & ~same):
                 # another word: write the pending one; lo becomes pending
                 m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
                 with m.If(go):
                     m.d.sync += [p_addr.eq(waddr), p_data.eq(lo), p_en.eq(lo_en)]
-                    m.d.comb += self.i.ready.eq(~has_hi)
+                    m.d.comb += take.eq(~has_hi)
             with m.Elif(has_hi | (merged_en == (1 << L) - 1)):
                 m.d.comb += [req.eq(1), w_addr.eq(waddr), w_data.eq(merged), w_en.eq(merged_en)]
                 with m.If(go):
-                    m.d.comb += self.i.ready.eq(1)
+                    m.d.comb += take.eq(1)
                     m.d.sync += [p_valid.eq(has_hi), p_addr.eq(waddr + 1), p_data.eq(hi),
                                  p_en.eq(hi_en)]
             with m.Else():
-                m.d.comb += self.i.ready.eq(1)
+                m.d.comb += take.eq(1)
                 m.d.sync += [p_valid.eq(1), p_addr.eq(waddr), p_data.eq(merged),
                              p_en.eq(merged_en)]
         with m.Elif(self.flush & p_valid):

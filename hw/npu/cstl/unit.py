@@ -461,10 +461,15 @@ class Cstl(wiring.Component):
             m.d.sync += counters["busy"].eq(counters["busy"] + 1)
         with m.If(st_in.valid & st_in.ready):
             m.d.sync += counters["elems"].eq(counters["elems"] + st_elems)
-        with m.If(reader.stall):
-            m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
-        with m.If(store.stall):
-            m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
+        # the stall counters count a cycle late, from registers beside the reader and the
+        # store (their stall follows the L1 grant: not a path across the unit to the
+        # counters); a task's last stall is counted before its done
+        stalled = {}
+        for name, unit in (("stall_read", reader), ("stall_write", store)):
+            stalled[name] = Signal(name=f"{name}_q")
+            m.d.sync += stalled[name].eq(unit.stall)
+            with m.If(stalled[name]):
+                m.d.sync += counters[name].eq(counters[name] + 1)
         return m
 
 
