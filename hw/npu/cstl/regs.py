@@ -456,10 +456,23 @@ class CstlRegisters(wiring.Component):
                                      b31.eq(v[31])]
             return one & (~b30 | (shift == 2)) & (~b31 | (shift != 0))
 
+        # an eltwise input's stride on the last level is at most one byte: it has no
+        # dimension there (rank 0), broadcasts there (its last dimension is 1) or its last
+        # stride is 0 or 1; from the registers by the input's own rank, not from the
+        # broadcast strides (a selection by both ranks and a comparison more)
+        def last_elt_stride_short(k):
+            out = Signal(name=f"last_stride_elt{k}_short")
+            m.d.comb += out.eq(1)
+            with m.Switch(op(k, "RANK")):
+                for rk in range(1, LEVELS_WALKED + 1):
+                    with m.Case(rk):
+                        m.d.comb += out.eq((op(k, f"DIM{rk - 1}") == 1)
+                                           | (op(k, f"STRIDE{rk - 1}")[1:] == 0))
+            return out
+
         si_c, so_c = shifts[:2]
-        exs, ebs = (st[-1] for st in elt_strides)
-        run_elt = held(last_stride_is_one(2, op(2, "RANK"), 0, "elt_y") & (exs <= 1)
-                       & (ebs <= 1), "run_elt")
+        run_elt = held(last_stride_is_one(2, op(2, "RANK"), 0, "elt_y")
+                       & last_elt_stride_short(0) & last_elt_stride_short(1), "run_elt")
         run_red = held(last_stride_is_one(0, op(0, "RANK"), 0, "red_x"), "run_red")
         run_other = held(last_stride_is_one(0, rank, si_c, "x")
                          & last_stride_is_one(1, rank, so_c, "y"), "run_other")

@@ -478,11 +478,11 @@ class Cstl(wiring.Component):
 
         The vector's largest of its ``count`` bytes and the lowest lane holding it come
         from a tree of comparisons (lanes past ``count`` read -128 and, being above every
-        valid lane, never win a tie): its first two levels into the first stage's register
+        valid lane, never win a tie): its first level into the first stage's register
         with the vector's element index of lane 0 (``tag.row + index * lanes``: a strided
         row is one element a run at index ``tag.row``, a contiguous row one run), whether it
         ends its row and the row's output address; the rest of the tree into the second
-        stage's register, the lane added to the index; then the merge into the row's
+        stage's register; then the merge, the lane added to the index, into the row's
         running max and the index of its first occurrence (a later vector wins only when
         strictly larger).
 
@@ -511,7 +511,7 @@ class Cstl(wiring.Component):
             v = Signal(signed(8), name=f"red_v{k}")
             m.d.comb += v.eq(Mux(k < vec.count, vec.data[k], 0x80))
             lanes.append((v, Const(k, range(L))))
-        first_levels = min(2, lw)
+        first_levels = min(1, lw)     # the mask by ``count`` and one comparison
         part = tree(lanes, first_levels, "a")
 
         # the stages' registers: valid, row start, row end, output address, and the data
@@ -521,7 +521,8 @@ class Cstl(wiring.Component):
                    for i in range(len(part))]
         s1_base = Signal(DIM_BITS, name="red_s1base")
         s2_max = Signal(signed(8), name="red_s2max")
-        s2_idx = Signal(DIM_BITS, name="red_s2idx")
+        s2_base = Signal(DIM_BITS, name="red_s2base")
+        s2_lane = Signal(range(L), name="red_s2lane")
         # the pipeline moves unless a row's result waits for the result register
         move = Signal(name="red_move")
         m.d.comb += move.eq(~(s2.valid & s2.last & ~free))
@@ -537,13 +538,14 @@ class Cstl(wiring.Component):
                          s1_base.eq(tag.row + (vec.index << lw))]
             m.d.sync += [r.eq(x) for pair, got in zip(s1_part, part, strict=True)
                          for r, x in zip(pair, got, strict=True)]
-            m.d.sync += [s2.eq(s1), s2_max.eq(vmax), s2_idx.eq(s1_base + vlane)]
+            m.d.sync += [s2.eq(s1), s2_max.eq(vmax), s2_base.eq(s1_base),
+                         s2_lane.eq(vlane)]
         # the merge
         run_max = Signal(signed(8))
         run_idx = Signal(DIM_BITS)
         better = s2.first | (s2_max > run_max)
         m.d.comb += [out.max.eq(Mux(better, s2_max, run_max)),
-                     out.idx.eq(Mux(better, s2_idx, run_idx)),
+                     out.idx.eq(Mux(better, (s2_base + s2_lane)[:DIM_BITS], run_idx)),
                      out.done.eq(s2.valid & s2.last & free)]
         with m.If(s2.valid & move):
             m.d.sync += [run_max.eq(out.max), run_idx.eq(out.idx)]
