@@ -986,6 +986,17 @@ def _task_cases(rng):
            Cause.BAD_VALUE, 2) for d in range(4)),
         ("count_huge", copy_task(2, src=0, dst=0, counts=(1, 1, 1, 1 << 31)), Cause.BAD_VALUE,
          2),
+        # a count written twice: the later write decides (the SEQ keeps the counts' checks
+        # as flags set per write); rewritten valid, the task fails on SRC_HI instead
+        ("count_rewritten", with_task(2, replace(t[2], writes=(
+            *t[2].writes, (COPY.index("COUNT1"), 0), (COPY.index("COUNT1"), 1 << 16),
+            (COPY.index("COUNT1"), 1), (COPY.index("SRC_HI"), 1)))), Cause.BAD_REGION, 2),
+        ("count_rewritten_0", with_task(1, replace(t[1], writes=(
+            *t[1].writes, (COPY.index("COUNT0"), 7), (COPY.index("COUNT0"), 0)))),
+         Cause.BAD_VALUE, 1),
+        ("count_rewritten_big", with_task(2, replace(t[2], writes=(
+            *t[2].writes, (COPY.index("COUNT3"), 1), (COPY.index("COUNT3"), 1 << 20)))),
+         Cause.BAD_VALUE, 2),
         ("no_writes", with_task(1, Task(Unit.DMA, 1, 0, 0, 0, ())), Cause.BAD_LEVEL, 1),
         ("levels_only", with_task(1, Task(Unit.DMA, 1, 0, 0, 0, levels)), Cause.BAD_VALUE, 1),
         ("count+hi", with_task(1, Task(Unit.DMA, 1, 0, 0, 0, ((COPY.index("SRC_HI"), 1),

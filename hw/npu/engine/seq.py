@@ -395,6 +395,11 @@ class Sequencer(wiring.Component):
         s.reg_names = copy_register_names()
         s.staging = Array(Signal(32, name=f"stage_{n}") for n in s.reg_names)
         s.reg = {n: s.staging[k] for k, n in enumerate(s.reg_names)}
+        # HAND's checks of the copy counts as flags per dimension, set as each count is
+        # written (:meth:`_count_flags`): "the count is 0", "it does not fit
+        # COPY_COUNT_BITS"; the cleared staging registers are counts of 0
+        s.count_zero = Signal(4, init=0b1111)
+        s.count_big = Signal(4)
         s.cur_unit = Signal(range(self.n_units))
         s.cur_is_sdma = Signal()
         s.cur_is_nmu = Signal()
@@ -714,6 +719,7 @@ class Sequencer(wiring.Component):
                              s.writes_left.eq(s.field(TASK_HEADER, "nwrites")),
                              *self._stream_left(s, minus=TASK_HEADER.size)]
                 m.d.sync += [r.eq(0) for r in s.staging]
+                m.d.sync += [s.count_zero.eq(0b1111), s.count_big.eq(0)]
                 m.next = "WRITES"
 
     def _writes(self, m, s):
@@ -750,13 +756,17 @@ class Sequencer(wiring.Component):
                 cond = cond & (s.writes_left >= n)
             with m.Elif(cond):
                 m.d.comb += s.take.eq(nbytes)
+                # the staging registers are written whether or not an index is in range
+                # (the index checks stay off their enables): a bad index ends the run in
+                # ERROR, and the next task clears them
+                m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
+                self._count_flags(m, s, n)
                 bad = Cat(*[indices[j] >= len(s.reg_names) for j in range(n)]).any()
                 with m.If(bad):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
                     m.d.sync += [s.writes_left.eq(s.writes_left - n),
                                  *self._stream_left(s, minus=nbytes)]
-                    m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
 
     def _hand(self, m, s):
         """HAND: the checks that need the full registers, then hand the task to the issue
@@ -770,8 +780,7 @@ class Sequencer(wiring.Component):
             ((dl == on_chip[0]) | (dl == on_chip[1]))
         ddr, l2 = level_code("DDR"), level_code("L2")
         sdma_ok = ((sl == ddr) & (dl == l2)) | ((sl == l2) & (dl == ddr))
-        big = Cat(*[(c >> COPY_COUNT_BITS) != 0 for c in counts]).any()
-        zero = Cat(*[c == 0 for c in counts]).any()
+        big, zero = s.count_big.any(), s.count_zero.any()
         with m.If(s.cur_is_nmu):
             # the NMU checks its own registers; here only where its entry lies
             with m.If(s.requant_bad_nmu):
@@ -841,6 +850,17 @@ class Sequencer(wiring.Component):
                                  *self._requant_flags(s, values[0])]
                 with m.If(indices[0] == regs.index("TABLE")):
                     m.d.sync += [s.cur_table.eq(values[0]), *self._table_flags(s, values[0])]
+
+    @staticmethod
+    def _count_flags(m, s, n):
+        """Update the copy counts' flags for the first ``n`` writes of the window, in order
+        like the staging registers (a later write to the same count wins)."""
+        for j in range(n):
+            index, value = s.indices[j], s.values[j]
+            for d in range(4):
+                with m.If(index == s.reg_names.index(f"COUNT{d}")):
+                    m.d.sync += [s.count_zero[d].eq(value == 0),
+                                 s.count_big[d].eq(value[COPY_COUNT_BITS:] != 0)]
 
     @staticmethod
     def _requant_flags(s, v):
