@@ -224,11 +224,12 @@ class Cstl(wiring.Component):
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
         # a window's result (every lane) or a row's max (lane 0) waits in ``held`` for the
         # table lookup in the cycle after (the comparison with the running max, or the
-        # average's rounding, is not in the cycle of the lookup); one result a cycle
+        # average's rounding, is not in the cycle of the lookup), with its output address
+        # in ``held_addr``; one result a cycle
         held = [Signal(8, name=f"held{k}") for k in range(L)]
+        held_addr = Signal.like(tag.yaddr)
         pool_valid = Signal()
         pool_count = Signal.like(vec.count)
-        pool_addr = Signal.like(tag.yaddr)
         pool_free = Signal()
         pool_take = Signal()
         # the output stage (below) takes what the datapath hands it this cycle
@@ -238,7 +239,7 @@ class Cstl(wiring.Component):
         with m.If(pool_valid & f_free):
             m.d.sync += pool_valid.eq(0)
         with m.If(pool_take):
-            m.d.sync += [pool_valid.eq(1), pool_count.eq(vec.count), pool_addr.eq(tag.yaddr),
+            m.d.sync += [pool_valid.eq(1), pool_count.eq(vec.count), held_addr.eq(tag.yaddr),
                          dstep.eq(0)]
             m.d.sync += [r.eq(p) for r, p in zip(held, pooled, strict=True)]
         # the reduction in two stages: the vector's comparison tree into a register, then
@@ -247,7 +248,6 @@ class Cstl(wiring.Component):
         red_valid = Signal()
         red_max = held[0].as_signed()
         red_idx = Signal(DIM_BITS)
-        red_addr = Signal.like(tag.yaddr)
         red_free = Signal()
         m.d.comb += red_free.eq(~red_valid | f_free)
         red = self._reduce(m, vec, red_free)
@@ -256,7 +256,7 @@ class Cstl(wiring.Component):
             m.d.sync += red_valid.eq(0)
         with m.If(red.done):
             m.d.sync += [red_valid.eq(1), held[0].eq(red.max), red_idx.eq(red.idx),
-                         red_addr.eq(red.addr)]
+                         held_addr.eq(red.addr)]
 
         # one table copy per lane: 64 words of 4 entries, written together, read
         # combinationally by the lane's byte (the vector's, or the held result's)
@@ -304,7 +304,7 @@ class Cstl(wiring.Component):
                 with m.If(is_red):
                     m.d.comb += s_data[k].eq(red_out[8 * k:8 * k + 8])
         s_n = Mux(is_red, 1, Mux(is_pool, pool_count, vec.count >> task.in_shift))
-        s_yaddr = Mux(is_red, red_addr, Mux(is_pool, pool_addr, tag.yaddr))
+        s_yaddr = Mux(is_held, held_addr, tag.yaddr)
         s_eidx = Mux(is_held, 0, (vec.index * L) >> task.in_shift)
 
         # output vectors, one L1 word each: the codes as they are or sign-extended to 2 or
