@@ -60,7 +60,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.ports import read_client_signature, write_client_signature
-from npu.bus.stream import start_after_decode
+from npu.bus.stream import SkidBuffer, start_after_decode
 from npu.cstl.requant import param_layout
 from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
 from npu.nmu.agu_step import SteppedAgu
@@ -479,6 +479,13 @@ class Nmu(wiring.Component):
         wiring.connect(m, wagu.cmd, wreader.cmd)
         wiring.connect(m, wreader.rd, wiring.flipped(self.l1_wrd))
         m.d.comb += wreader.pad_byte.eq(0)  # (weight and bias runs are never pads)
+        # the weight reader's vectors through a register slice: the array's bank state
+        # (whether a bias may be written) is its ready, and no longer reaches the reader's
+        # window, its next read and the L1 arbitration in the same cycle
+        m.submodules.wslice = wslice = SkidBuffer(wreader.o.payload.shape())
+        wiring.connect(m, wreader.o, wslice.i)
+        wbusy = Signal()  # a weight or bias vector is in the reader or the slice
+        m.d.comb += wbusy.eq(wreader.busy | wslice.o.valid)
 
         # activation side: tile (n0, tile) of product mat in bank ab; X and Y move per product
         n0, mat, ab = Signal(16), Signal(16), Signal()
@@ -519,18 +526,18 @@ class Nmu(wiring.Component):
                         m.d.sync += bias[b][c].eq(word.as_signed())
 
         # weight reader -> weight bank / bias of its tag's bank
-        wv = wreader.o.payload
+        wv = wslice.o.payload
         m.d.comb += [array.w_row.eq(wv.tag.row), array.w_lane.eq(wv.tag.lane),
                      array.w_count.eq(wv.count), array.w_bank.eq(wv.tag.bank)]
         m.d.comb += [array.w_data[c].eq(wv.data[c]) for c in range(C)]
         bias_free = Signal()  # the bank's bias no longer read by the array
         m.d.comb += bias_free.eq(~array.bank_busy.bit_select(wv.tag.bank, 1))
         with m.If(wv.tag.kind == NmuAgu.MODE_B):
-            m.d.comb += wreader.o.ready.eq(bias_free)
-            with m.If(wreader.o.valid & bias_free):
+            m.d.comb += wslice.o.ready.eq(bias_free)
+            with m.If(wslice.o.valid & bias_free):
                 write_bias(wv.tag.bank, wv.tag.lane, wv.data.as_value()[:32])
         with m.Else():
-            m.d.comb += [wreader.o.ready.eq(1), array.w_en.eq(wreader.o.valid)]
+            m.d.comb += [wslice.o.ready.eq(1), array.w_en.eq(wslice.o.valid)]
 
         # activation reader -> array; per-pixel bias words (gemm [M, N]) into the bias of
         # the tile's bank once the previous pixel has left the array
@@ -542,8 +549,8 @@ class Nmu(wiring.Component):
             m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready),
                          array.i.payload.bank.eq(vec.tag.bank)]
 
-        wgo, widle = self._weight_fsm(m, s, wagu, wreader, full, wb, wn0, wmat, w_addr, bias)
-        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wreader.busy & widle
+        wgo, widle = self._weight_fsm(m, s, wagu, wbusy, full, wb, wn0, wmat, w_addr, bias)
+        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wbusy & widle
         ready = Signal()  # the activation side's bank is loaded (and not a stale load)
         m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
         waiting_w = Signal()
@@ -559,7 +566,7 @@ class Nmu(wiring.Component):
             quiet=quiet)
         return waiting_w, reader.stall | wreader.stall
 
-    def _weight_fsm(self, m, s, wagu, wreader, full, wb, wn0, wmat, w_addr, bias):
+    def _weight_fsm(self, m, s, wagu, wbusy, full, wb, wn0, wmat, w_addr, bias):
         """Weight side of the weight-port unit: per tile, wait for bank ``wb`` to be free,
         load its weight rows and bias, then mark it full. Started by ``wgo`` (returned with
         ``widle``, high while it has nothing to load)."""
@@ -591,7 +598,7 @@ class Nmu(wiring.Component):
                 with m.If(~wagu.busy):
                     m.next = "FILL"
             with m.State("FILL"):
-                with m.If(~wreader.busy):  # every weight row and bias word written
+                with m.If(~wbusy):  # every weight row and bias word written
                     m.d.sync += [full.bit_select(wb, 1).eq(1), wb.eq(~wb), wn0.eq(wn0 + C)]
                     m.next = "BANK"
                     with m.If(wn0 + C >= task.cout):
