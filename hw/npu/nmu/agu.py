@@ -220,7 +220,8 @@ class RunReader(wiring.Component):
         # ``fill`` between it and the consumer's ready, which moves the window)
         o_valid = Signal()
         full = Signal()                 # fill >= W
-        at_most = Signal()              # fill <= W (read only with wend set)
+        at_most = Signal(init=1)        # fill <= W
+        empty = Signal(init=1)          # fill == 0
         count = Signal(range(W + 1))
         m.d.comb += count.eq(Mux(full, W, fill))
         out_last = Signal()
@@ -255,9 +256,14 @@ class RunReader(wiring.Component):
         m.d.comb += shifted.eq(word >> (p_skip * 8))
         mask = Signal(8 * W)
         m.d.comb += mask.eq((Const(1, 8 * W + 1) << (p_take * 8)) - 1)
+        # the pending word fits the window after this cycle's emit (``fits_e``) or
+        # without one (``fits_n``); a run's first word needs the window empty. After an
+        # emit at most one word is left (``f_emit`` is 0 unless ``full``, then ``fill - W``,
+        # and ``fill <= 2 * W``), so any other word fits, and "empty after the emit" is
+        # ``at_most``: from registers, no comparison of ``fill`` in front of ``consume``
         fits_e, fits_n = Signal(), Signal()
-        m.d.comb += [fits_e.eq(Mux(p_first, f_emit == 0, f_emit + p_take <= 2 * W)),
-                     fits_n.eq(Mux(p_first, fill == 0, fill + p_take <= 2 * W)),
+        m.d.comb += [fits_e.eq(~p_first | at_most),
+                     fits_n.eq(Mux(p_first, empty, fill + p_take <= 2 * W)),
                      consume.eq(pend & Mux(emit, fits_e, fits_n))]
 
         fill_next = Signal.like(fill)
@@ -266,7 +272,8 @@ class RunReader(wiring.Component):
                      wend_next.eq(Mux(consume & p_last, 1, wend & ~(emit & out_last)))]
         m.d.sync += [win.eq(win_after), fill.eq(fill_next), wend.eq(wend_next),
                      o_valid.eq((fill_next >= W) | (wend_next & (fill_next != 0))),
-                     full.eq(fill_next >= W), at_most.eq(fill_next <= W)]
+                     full.eq(fill_next >= W), at_most.eq(fill_next <= W),
+                     empty.eq(fill_next == 0)]
         with m.If(emit):
             m.d.sync += vidx.eq(vidx + 1)
         with m.If(consume):
