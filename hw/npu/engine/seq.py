@@ -427,6 +427,9 @@ class Sequencer(wiring.Component):
         s.cur_wait = Signal(32)
         s.cur_signal = Signal(32)
         s.writes_left = Signal(8)
+        # "writes_left >= n" for the write counts WRITES takes at once, as registers set
+        # beside every store to writes_left (:meth:`_writes_left`), like stream_at_least
+        s.writes_at_least = {n: Signal(name=f"writes_left_ge{n}") for n in range(1, s.K + 1)}
 
     def _scoreboard(self, m, s):
         """Token scoreboard and unit occupancy: completions set the signal tokens of the
@@ -661,6 +664,17 @@ class Sequencer(wiring.Component):
         return [s.stream_left.eq(s.stream_left - minus),
                 *(f.eq(s.stream_left >= t + minus) for t, f in s.stream_at_least.items())]
 
+    @staticmethod
+    def _writes_left(s, value=None, *, minus=None):
+        """Statements storing ``value`` (or ``writes_left - minus``, ``minus`` a constant no
+        larger than ``writes_left``) into ``writes_left`` and its threshold flags, as
+        :meth:`_stream_left` does."""
+        if minus is None:
+            return [s.writes_left.eq(value),
+                    *(f.eq(value >= n) for n, f in s.writes_at_least.items())]
+        return [s.writes_left.eq(s.writes_left - minus),
+                *(f.eq(s.writes_left >= n + minus) for n, f in s.writes_at_least.items())]
+
     def _task_header(self, m, s):
         """TASK: check a task header (unit, engine, token masks), clear the staging."""
         cfg, T = s.cfg, s.T
@@ -716,7 +730,7 @@ class Sequencer(wiring.Component):
                              s.cur_requant.eq(0), *self._requant_flags(s, 0),
                              s.cur_is_sdma.eq(is_sdma), s.cur_wait.eq(wait),
                              s.cur_signal.eq(signal),
-                             s.writes_left.eq(s.field(TASK_HEADER, "nwrites")),
+                             *self._writes_left(s, s.field(TASK_HEADER, "nwrites")),
                              *self._stream_left(s, minus=TASK_HEADER.size)]
                 m.d.sync += [r.eq(0) for r in s.staging]
                 m.d.sync += [s.count_zero.eq(0b1111), s.count_big.eq(0)]
@@ -727,7 +741,7 @@ class Sequencer(wiring.Component):
         for an NMU task, one a cycle into the NMU's shadow registers."""
         K, indices, values = s.K, s.indices, s.values
         m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
-        with m.If(s.writes_left == 0):
+        with m.If(~s.writes_at_least[1]):
             m.next = "HAND"
         with m.Elif(~s.stream_at_least[WRITE.size]):
             self._fail(m, s, Cause.BAD_HEADER)
@@ -739,7 +753,7 @@ class Sequencer(wiring.Component):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
                     m.d.comb += self.nmu_write.valid.eq(1)
-                    m.d.sync += [s.writes_left.eq(s.writes_left - 1),
+                    m.d.sync += [*self._writes_left(s, minus=1),
                                  *self._stream_left(s, minus=WRITE.size)]
                     with m.If(indices[0] == s.requant_index):
                         m.d.sync += [s.cur_requant.eq(values[0]),
@@ -753,7 +767,7 @@ class Sequencer(wiring.Component):
             nbytes = n * WRITE.size
             cond = (s.count >= nbytes) & s.stream_at_least[nbytes]
             if n > 1:
-                cond = cond & (s.writes_left >= n)
+                cond = cond & s.writes_at_least[n]
             with m.Elif(cond):
                 m.d.comb += s.take.eq(nbytes)
                 # the staging registers are written whether or not an index is in range
@@ -765,7 +779,7 @@ class Sequencer(wiring.Component):
                 with m.If(bad):
                     self._fail(m, s, Cause.BAD_REGISTER)
                 with m.Else():
-                    m.d.sync += [s.writes_left.eq(s.writes_left - n),
+                    m.d.sync += [*self._writes_left(s, minus=n),
                                  *self._stream_left(s, minus=nbytes)]
 
     def _hand(self, m, s):
@@ -836,7 +850,7 @@ class Sequencer(wiring.Component):
                 self._fail(m, s, Cause.BAD_REGISTER)
             with m.Else():
                 m.d.comb += self.cstl_write.valid.eq(1)
-                m.d.sync += [s.writes_left.eq(s.writes_left - 1),
+                m.d.sync += [*self._writes_left(s, minus=1),
                              *self._stream_left(s, minus=WRITE.size)]
                 with m.If(indices[0] == regs.index("OPCODE")):
                     m.d.sync += [s.cur_table_op.eq(0), s.cur_elt_op.eq(0)]
