@@ -31,16 +31,21 @@ A run command is taken on ``cmd`` when the previous run's last word is being req
 (back-to-back runs, no bubble). Each cycle one word of the current run is requested on
 the L1 read client port (``req``; the access happens when ``gnt``, then ``go``); its
 data show on the port one cycle later and stay until the next read, so the word waits in
-a *pending* slot until the window takes it. The window holds up to ``2*lanes`` bytes of
-one run; a vector leaves when it holds ``lanes`` bytes or the run's last bytes. A word of
-a new run enters only an empty window, so a vector never mixes two runs. Aligned runs
-stream one vector per cycle; an unaligned run costs one extra word (a cycle). A run that
-starts in the word the previous run ended in (contiguous rows, neighbouring taps) takes
-that word from the port, which still holds it, without a read: it saves the L1 access
-(the port is shared with the engine's other units), not the cycle.
+a *pending* queue of two entries (each keeps its word in a register from the cycle its
+data show) until the window takes it; a word is requested while the queue has room at
+the start of the cycle, so the consumer's ready does not reach the request. The window
+holds up to ``2*lanes`` bytes of one run; a vector leaves when it holds ``lanes`` bytes or
+the run's last bytes. A word of a new run enters only an empty window, so a vector never
+mixes two runs. Aligned runs stream one vector per cycle; an unaligned run costs one
+extra word (a cycle). A run that starts in the word the previous run ended in (contiguous
+rows, neighbouring taps) takes that word from the port, which still holds it, without a
+read: it saves the L1 access (the port is shared with the engine's other units), not the
+cycle.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
@@ -133,19 +138,30 @@ class RunReader(wiring.Component):
         last_word = Signal()
         m.d.comb += last_word.eq(remaining <= room)
 
-        # pending word (issued last cycle or earlier, not yet in the window)
-        pend = Signal()
-        p_skip = Signal(range(W))
-        p_take = Signal(range(W + 1))
-        p_last = Signal()
-        p_first = Signal()
-        p_pad = Signal()
-        p_tag = Signal(tag_layout())
+        # Pending words (issued, not yet in the window): a queue of two entries, the
+        # oldest (``p``, the one the window looks at) and the next (``q``). A word may be
+        # issued while the queue has room for it at the start of the cycle, whether or not
+        # the window takes the oldest this cycle: the consumer's ready (which moves the
+        # window) does not reach the L1 request and grant. The port shows a word's data in
+        # the cycle after its issue (``fresh``) and holds it only until the next read, so
+        # each entry keeps its word in a register of its own from then on.
+        def entry(name):
+            return SimpleNamespace(
+                valid=Signal(name=f"{name}_valid"), skip=Signal(range(W), name=f"{name}_skip"),
+                take=Signal(range(W + 1), name=f"{name}_take"), last=Signal(name=f"{name}_last"),
+                first=Signal(name=f"{name}_first"), pad=Signal(name=f"{name}_pad"),
+                tag=Signal(tag_layout(), name=f"{name}_tag"), fresh=Signal(name=f"{name}_fresh"),
+                data=Signal(8 * W, name=f"{name}_data"))
+
+        pe, qe = entry("p"), entry("q")
+        pend = pe.valid
+        p_skip, p_take, p_last, p_first, p_pad, p_tag = (
+            pe.skip, pe.take, pe.last, pe.first, pe.pad, pe.tag)
 
         consume = Signal()
         can_issue = Signal()
         issue = Signal()
-        m.d.comb += can_issue.eq(act & (~pend | consume))
+        m.d.comb += can_issue.eq(act & ~qe.valid)
         # The port holds the last word read until the next read: a run that starts in the
         # word the previous run ended in takes it from there without a read. Forgotten
         # whenever the reader is idle (L1 may change between tasks). ``hit`` (the word at
@@ -168,12 +184,40 @@ class RunReader(wiring.Component):
         with m.If(issue):
             m.d.sync += [waddr.eq(waddr + 1), remaining.eq(remaining - take), skip.eq(0),
                          first_word.eq(0)]
-            m.d.sync += [pend.eq(1), p_skip.eq(skip), p_take.eq(take), p_last.eq(last_word),
-                         p_first.eq(first_word), p_pad.eq(cur_pad), p_tag.eq(cur_tag)]
             with m.If(last_word):
                 m.d.sync += act.eq(0)
-        with m.Elif(consume):
-            m.d.sync += pend.eq(0)
+
+        # the queue: an entry's word from the port in its fresh cycle (a hit's too: no read
+        # lies between the read of the word it names and the cycle after its issue), kept
+        # in its register after that; the word issued this cycle enters behind what stays
+        def word_of(e):
+            return Mux(e.fresh, self.rd.data, e.data)
+
+        def fill_entry(e, valid):
+            return [e.valid.eq(valid), e.skip.eq(skip), e.take.eq(take), e.last.eq(last_word),
+                    e.first.eq(first_word), e.pad.eq(cur_pad), e.tag.eq(cur_tag),
+                    e.fresh.eq(1)]
+
+        def move_entry(dst, src):
+            return [dst.valid.eq(src.valid), dst.skip.eq(src.skip), dst.take.eq(src.take),
+                    dst.last.eq(src.last), dst.first.eq(src.first), dst.pad.eq(src.pad),
+                    dst.tag.eq(src.tag), dst.fresh.eq(0), dst.data.eq(word_of(src))]
+
+        m.d.sync += [pe.data.eq(word_of(pe)), pe.fresh.eq(0),
+                     qe.data.eq(word_of(qe)), qe.fresh.eq(0)]
+        with m.If(consume):
+            m.d.sync += move_entry(pe, qe)
+            m.d.sync += qe.valid.eq(0)
+            with m.If(issue):
+                with m.If(qe.valid):
+                    m.d.sync += fill_entry(qe, 1)
+                with m.Else():
+                    m.d.sync += fill_entry(pe, 1)
+        with m.Elif(issue):
+            with m.If(pe.valid):
+                m.d.sync += fill_entry(qe, 1)
+            with m.Else():
+                m.d.sync += fill_entry(pe, 1)
 
         # Command skid register (``skid``): ``cmd.ready`` is a flip-flop (no free skid
         # entry), so the run source's step does not wait on this cycle's grant and window
@@ -251,7 +295,7 @@ class RunReader(wiring.Component):
         word = Signal(8 * W)
         pad_word = Signal(8 * W)
         m.d.comb += pad_word.eq(Const(0, 8 * W) | self.pad_byte.replicate(W))
-        m.d.comb += word.eq(Mux(p_pad, pad_word, self.rd.data))
+        m.d.comb += word.eq(Mux(p_pad, pad_word, word_of(pe)))
         shifted = Signal(8 * W)
         m.d.comb += shifted.eq(word >> (p_skip * 8))
         mask = Signal(8 * W)

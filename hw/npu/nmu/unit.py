@@ -501,8 +501,9 @@ class Nmu(wiring.Component):
                      wagu.bank.eq(wb)]
 
         # bank state: full (loaded, not yet released), issued (every activation run of the
-        # bank's tile handed to the reader), runs of the bank in the reader (at most 3:
-        # the run being read, a pending word's, the window's)
+        # bank's tile handed to the reader), runs of the bank in the reader (at most 5:
+        # the one in the command skid register, the run being read, the two pending
+        # words', the window's)
         full, issued = Signal(2), Signal(2)
         inflight = [Signal(range(8), name=f"inflight{b}") for b in range(2)]
         took_cmd = agu.cmd.valid & agu.cmd.ready
