@@ -436,7 +436,7 @@ class CstlRegisters(wiring.Component):
             m.d.sync += out.eq(value)
             return out
 
-        is_pool_c, is_elt_c, is_red_c = is_pool, is_elt, is_red
+        is_elt_c = is_elt
         # ``run`` (both innermost strides are one element) from the operands' last
         # strides as the registers give them, into registers of their own like the checks,
         # one per kind of task (the second stage picks by the registered mode): not from the
@@ -488,8 +488,12 @@ class CstlRegisters(wiring.Component):
              | mem_bad(0)),
             ("rank0", rank_bad(0)), ("mem1", mem_bad(1)), ("rank1", rank_bad(1)),
             ("mem2", mem_bad(2)), ("rank2", rank_bad(2)), ("elem", ~elem_ok),
-            ("layout", Mux(is_pool_c, pool_bad, Mux(is_elt_c, bcast_bad,
-                                                    Mux(is_red_c, red_bad, differ)))))}
+            # the layout checks one register per kind of task, selected by the registered
+            # kind in the second stage (not by the opcode in front of the register)
+            ("layout_pool", pool_bad), ("layout_elt", bcast_bad), ("layout_red", red_bad),
+            ("layout_other", differ))}
+        layout_bad = Mux(is_pool, bad["layout_pool"], Mux(
+            is_elt, bad["layout_elt"], Mux(is_red, bad["layout_red"], bad["layout_other"])))
         m.d.comb += [t.table.eq(reads & has_table), t.entry.eq(is_elt)]
         with m.If(~is_table & ~is_cast & ~is_pool & ~is_elt & ~is_red):
             m.d.comb += t.cause.eq(Cause.OPCODE)
@@ -507,7 +511,7 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(bad["elem"]):
             m.d.comb += t.cause.eq(Cause.TYPE)
-        with m.Elif(bad["layout"]):
+        with m.Elif(layout_bad):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
