@@ -28,6 +28,10 @@ Decode (states of the FSM)
     instance below the device's count, the engine 0, the token masks inside
     ``SEQ.max_active_tokens``. The staging registers are cleared (an unwritten register
     is 0, as in the executor's front-end).
+``HOLD``
+    (an NMU or CSTL task) waits while the issue slot still holds a task for the same
+    unit, whose shadow registers then still hold that task; then clears them (a cycle
+    per compute task).
 ``WRITES``
     register writes into the staging registers, as many per cycle as the window holds up
     to ``max(2, word bytes // 5)`` (index checked against the unit's ``REGISTER_MAPS``
@@ -302,6 +306,9 @@ class Sequencer(wiring.Component):
                 self._errors(m, s)
             with m.State("TASK"):
                 self._task_header(m, s)
+                self._errors(m, s)
+            with m.State("HOLD"):
+                self._hold(m, s)
                 self._errors(m, s)
             with m.State("WRITES"):
                 self._writes(m, s)
@@ -676,7 +683,8 @@ class Sequencer(wiring.Component):
                 *(f.eq(s.writes_left >= n + minus) for n, f in s.writes_at_least.items())]
 
     def _task_header(self, m, s):
-        """TASK: check a task header (unit, engine, token masks), clear the staging."""
+        """TASK: check a task header (unit, engine, token masks), clear the staging; a
+        compute task's header goes on to HOLD."""
         cfg, T = s.cfg, s.T
         m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
         with m.If(s.task_index == s.ntasks):
@@ -698,13 +706,9 @@ class Sequencer(wiring.Component):
                 (unit == Unit.NMU) & (inst < cfg.n_nmu)
             is_cstl = Const(0) if self.cstl_index is None else \
                 (unit == Unit.CSTL) & (inst < cfg.n_cstl)
-            # a compute unit's shadow registers still hold the task waiting in the slot
-            held = is_nmu & s.slot_valid & s.slot_is_nmu
-            if self.cstl_index is not None:
-                held = held | (is_cstl & s.slot_valid & s.slot_is_cstl &
-                               (s.slot_unit == self.cstl_index + inst))
-            # taken whether or not a check fails (see ``_byte_window``)
-            m.d.comb += s.take.eq(Mux(held, 0, TASK_HEADER.size))
+            # taken whether or not a check fails (see ``_byte_window``), and whether or
+            # not the unit's shadow registers are free: that waits in HOLD, from registers
+            m.d.comb += s.take.eq(TASK_HEADER.size)
             with m.If(~(is_dma & (inst < cfg.n_dma)) & ~(is_sdma & (inst < cfg.n_sdma))
                       & ~is_nmu & ~is_cstl):
                 self._fail(m, s, Cause.BAD_UNIT)
@@ -712,17 +716,12 @@ class Sequencer(wiring.Component):
                 self._fail(m, s, Cause.BAD_UNIT)
             with m.Elif(((wait | signal) >> T) != 0 if T < 32 else Const(0)):
                 self._fail(m, s, Cause.BAD_TOKEN)
-            with m.Elif(held):
-                pass
             with m.Else():
-                m.d.comb += self.nmu_clear.eq(is_nmu)
                 unit_index = Mux(is_sdma, cfg.n_dma + inst, inst)
                 if self.nmu_index is not None:
                     unit_index = Mux(is_nmu, self.nmu_index, unit_index)
                 if self.cstl_index is not None:
                     unit_index = Mux(is_cstl, self.cstl_index + inst, unit_index)
-                    for k in range(cfg.n_cstl):
-                        m.d.comb += self.cstl_clear[k].eq(is_cstl & (inst == k))
                     m.d.sync += [s.cur_is_cstl.eq(is_cstl), s.cur_inst.eq(inst),
                                  s.cur_table.eq(0), *self._table_flags(s, 0),
                                  s.cur_table_op.eq(0), s.cur_elt_op.eq(0)]
@@ -734,7 +733,25 @@ class Sequencer(wiring.Component):
                              *self._stream_left(s, minus=TASK_HEADER.size)]
                 m.d.sync += [r.eq(0) for r in s.staging]
                 m.d.sync += [s.count_zero.eq(0b1111), s.count_big.eq(0)]
-                m.next = "WRITES"
+                with m.If(is_nmu | is_cstl):
+                    m.next = "HOLD"
+                with m.Else():
+                    m.next = "WRITES"
+
+    def _hold(self, m, s):
+        """HOLD: a compute task's header waits while its unit's shadow registers still
+        hold the task in the issue slot; then they are cleared (a pulse) for its writes."""
+        m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
+        held = s.cur_is_nmu & s.slot_valid & s.slot_is_nmu
+        if self.cstl_index is not None:
+            held = held | (s.cur_is_cstl & s.slot_valid & s.slot_is_cstl &
+                           (s.slot_unit == s.cur_unit))
+        with m.If(~held):
+            m.d.comb += self.nmu_clear.eq(s.cur_is_nmu)
+            if self.cstl_index is not None:
+                for k in range(s.cfg.n_cstl):
+                    m.d.comb += self.cstl_clear[k].eq(s.cur_is_cstl & (s.cur_inst == k))
+            m.next = "WRITES"
 
     def _writes(self, m, s):
         """WRITES: register writes into the staging registers (up to ``K`` a cycle) or,
