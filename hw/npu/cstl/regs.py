@@ -710,16 +710,29 @@ class CstlRegisters(wiring.Component):
         m.d.sync += early.eq(bad)
         late = early | wide(taps)
         # out = (in + pad_a + pad_b - k) // s + 1, i.e. (out - 1) * s <= in + pads - k
-        # < out * s, without a division or a negative number
-        for d, k, s, pa, pb in ((1, kh, sh, pads[0], pads[2]), (2, kw, sw, pads[1], pads[3])):
-            prod = Signal(2 * DIM_BITS, name=f"pool_prod{d}")
-            span = Signal(DIM_BITS + 2, name=f"pool_span{d}")
+        # < out * s, without a division or a negative number. The product from the
+        # strides' words as given and without them (s = 1), the choice by the registered
+        # tag in the second stage; the span from the pads' words as they are (absent pads
+        # have words of 0, else the task is refused above): no tag comparison in front of
+        # the multiplier and the adders
+        strides_given = Signal(name="pool_strides_given")
+        m.d.sync += strides_given.eq(given["strides"])
+        for d, k, s, sb, pa, pb in ((1, kh, sh, body("strides", 0), body("pads", 0),
+                                     body("pads", 2)),
+                                    (2, kw, sw, body("strides", 1), body("pads", 1),
+                                     body("pads", 3))):
+            out_q = Signal(DIM_BITS, name=f"pool_out{d}")
+            prod_q = Signal(2 * DIM_BITS, name=f"pool_prod{d}")
+            span_q = Signal(DIM_BITS + 2, name=f"pool_span{d}")
             k_q = Signal(DIM_BITS, name=f"pool_k{d}")
             s_q = Signal(DIM_BITS, name=f"pool_s{d}")
-            m.d.sync += [prod.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * s[:DIM_BITS]),
-                         span.eq(r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS] + pb[:DIM_BITS]),
+            m.d.sync += [out_q.eq(r[f"OP1_DIM{d}"][:DIM_BITS]),
+                         prod_q.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * sb[:DIM_BITS]),
+                         span_q.eq(r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS]
+                                   + pb[:DIM_BITS]),
                          k_q.eq(k[:DIM_BITS]), s_q.eq(s[:DIM_BITS])]
-            late = late | (prod + k_q > span + s_q) | (span >= prod + k_q)
+            prod = Mux(strides_given, prod_q, out_q)
+            late = late | (prod + k_q > span_q + s_q) | (span_q >= prod + k_q)
         bad = late
         return bad, {"kh": kh[:DIM_BITS], "kw": kw[:DIM_BITS], "sh": sh[:DIM_BITS],
                      "sw": sw[:DIM_BITS], "top": pads[0][:DIM_BITS],
