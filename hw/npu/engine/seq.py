@@ -660,27 +660,23 @@ class Sequencer(wiring.Component):
             m.d.sync += s.skip_left.eq(s.skip_left - n)
 
     @staticmethod
-    def _stream_left(s, value=None, *, minus=None):
-        """Statements storing ``value`` (or ``stream_left - minus``, ``minus`` a constant no
-        larger than ``stream_left``) into ``stream_left`` and its threshold flags. A flag
-        after a subtraction compares the current count with ``t + minus``, beside the
-        subtraction rather than after it."""
+    def _store_count(count, at_least, value=None, *, minus=None):
+        """Statements storing ``value`` (or ``count - minus``, ``minus`` a constant no
+        larger than ``count``) into the register ``count`` and its threshold flags
+        ``at_least`` (``{t: "count >= t"}``). A flag after a subtraction compares the
+        current count with ``t + minus``, beside the subtraction rather than after it."""
         if minus is None:
-            return [s.stream_left.eq(value),
-                    *(f.eq(value >= t) for t, f in s.stream_at_least.items())]
-        return [s.stream_left.eq(s.stream_left - minus),
-                *(f.eq(s.stream_left >= t + minus) for t, f in s.stream_at_least.items())]
+            return [count.eq(value), *(f.eq(value >= t) for t, f in at_least.items())]
+        return [count.eq(count - minus),
+                *(f.eq(count >= t + minus) for t, f in at_least.items())]
 
-    @staticmethod
-    def _writes_left(s, value=None, *, minus=None):
-        """Statements storing ``value`` (or ``writes_left - minus``, ``minus`` a constant no
-        larger than ``writes_left``) into ``writes_left`` and its threshold flags, as
-        :meth:`_stream_left` does."""
-        if minus is None:
-            return [s.writes_left.eq(value),
-                    *(f.eq(value >= n) for n, f in s.writes_at_least.items())]
-        return [s.writes_left.eq(s.writes_left - minus),
-                *(f.eq(s.writes_left >= n + minus) for n, f in s.writes_at_least.items())]
+    def _stream_left(self, s, value=None, *, minus=None):
+        """:meth:`_store_count` of ``stream_left``."""
+        return self._store_count(s.stream_left, s.stream_at_least, value, minus=minus)
+
+    def _writes_left(self, s, value=None, *, minus=None):
+        """:meth:`_store_count` of ``writes_left``."""
+        return self._store_count(s.writes_left, s.writes_at_least, value, minus=minus)
 
     def _task_header(self, m, s):
         """TASK: check a task header (unit, engine, token masks), clear the staging; a
