@@ -193,15 +193,15 @@ class RunReader(wiring.Component):
         def word_of(e):
             return Mux(e.fresh, self.rd.data, e.data)
 
-        def fill_entry(e, valid):
-            return [e.valid.eq(valid), e.skip.eq(skip), e.take.eq(take), e.last.eq(last_word),
+        def fill_entry(e):
+            return [e.valid.eq(1), e.skip.eq(skip), e.take.eq(take), e.last.eq(last_word),
                     e.first.eq(first_word), e.pad.eq(cur_pad), e.tag.eq(cur_tag),
                     e.fresh.eq(1)]
 
         def move_entry(dst, src):
             return [dst.valid.eq(src.valid), dst.skip.eq(src.skip), dst.take.eq(src.take),
                     dst.last.eq(src.last), dst.first.eq(src.first), dst.pad.eq(src.pad),
-                    dst.tag.eq(src.tag), dst.fresh.eq(0), dst.data.eq(word_of(src))]
+                    dst.tag.eq(src.tag), dst.data.eq(word_of(src))]
 
         m.d.sync += [pe.data.eq(word_of(pe)), pe.fresh.eq(0),
                      qe.data.eq(word_of(qe)), qe.fresh.eq(0)]
@@ -210,14 +210,14 @@ class RunReader(wiring.Component):
             m.d.sync += qe.valid.eq(0)
             with m.If(issue):
                 with m.If(qe.valid):
-                    m.d.sync += fill_entry(qe, 1)
+                    m.d.sync += fill_entry(qe)
                 with m.Else():
-                    m.d.sync += fill_entry(pe, 1)
+                    m.d.sync += fill_entry(pe)
         with m.Elif(issue):
             with m.If(pe.valid):
-                m.d.sync += fill_entry(qe, 1)
+                m.d.sync += fill_entry(qe)
             with m.Else():
-                m.d.sync += fill_entry(pe, 1)
+                m.d.sync += fill_entry(pe)
 
         # Command skid register (``skid``): ``cmd.ready`` is a flip-flop (no free skid
         # entry), so the run source's step does not wait on this cycle's grant and window
