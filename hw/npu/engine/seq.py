@@ -372,12 +372,14 @@ class Sequencer(wiring.Component):
         s.append = Signal()
         m.d.comb += s.append.eq(s.running & fifo.r_rdy & (s.count + W <= C))
         m.d.comb += fifo.r_en.eq(s.append | ~s.running)      # drain when not running
-        s.rest = Signal(range(C + 1))
-        m.d.comb += s.rest.eq(s.count - s.take)
+        # The fetched word goes in above the bytes held (placed by ``count``, a register)
+        # before the window shifts by ``take``: (buf | word << count) >> take is
+        # buf >> take | word << (count - take) as take <= count, and only one shifter
+        # lies after ``take``, not a subtraction and a second shifter
         s.incoming = Signal(8 * C)
-        m.d.comb += s.incoming.eq(Mux(s.append, fifo.r_data << (s.rest * 8), 0))
-        m.d.sync += [s.buf.eq((s.buf >> (s.take * 8)) | s.incoming),
-                     s.count.eq(s.rest + Mux(s.append, W, 0))]
+        m.d.comb += s.incoming.eq(Mux(s.append, fifo.r_data << (s.count * 8), 0))
+        m.d.sync += [s.buf.eq((s.buf | s.incoming) >> (s.take * 8)),
+                     s.count.eq(s.count - s.take + Mux(s.append, W, 0))]
 
     def _run_registers(self, m, s):
         """What the header gave, the task being decoded and its staging registers."""
