@@ -54,10 +54,12 @@ REGRESSIONS: tuple[Regression, ...] = (
     Regression(Design("csr_demo", "sim.csr_demo:CsrDemo", {}), "sim.tb_csr"),
     Regression(Design("requant", "npu.cstl.requant:RequantStage",
                       {"lanes": 4, "rows": 4, "out_type": "i8"}), "sim.tb_requant"),
-    # The NEM engine of both shipped devices (hw/npu/devices), bound programs vs executor.
+    # The NEM engine of the shipped devices (hw/npu/devices), bound programs vs executor.
     Regression(Design("nem_engine", "npu.engine.top:NemEngine", {"device": "small"}),
                "sim.tb_engine"),
     Regression(Design("nem_engine", "npu.engine.top:NemEngine", {"device": "sim"}),
+               "sim.tb_engine"),
+    Regression(Design("nem_engine", "npu.engine.top:NemEngine", {"device": "tiny"}),
                "sim.tb_engine"),
 )
 

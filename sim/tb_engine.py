@@ -317,9 +317,9 @@ async def _malformed_run(dut, stalls):
         if error_task is not None:
             got = await tb.read("ERROR_TASK")
             assert got == error_task, f"{name}: ERROR_TASK {got}, expected {error_task}"
-    # a misaligned program address
+    # a program address inside a bus word (half a word on: word-aligned programs only)
     await tb.reset()
-    status = await tb.run(g.ddr_init, g.base + 4, max_cycles=5000)
+    status = await tb.run(g.ddr_init, g.base + CFG.wbytes // 2, max_cycles=5000)
     assert status == Status.ERROR and await tb.read("ERROR_CAUSE") == Cause.BAD_HEADER
 
 

@@ -317,7 +317,7 @@ def register(subparsers):
                    help="MODEL is a file in this format (default: detected when MODEL is a "
                    "file)")
     _add_ckernel_options(p)
-    p.add_argument("--target", help="lower for the NPU: small, sim or a NEM device file; "
+    p.add_argument("--target", help="lower for the NPU: small, sim, tiny or a NEM device file; "
                    "-o is then a build directory (docs/backend.md)")
     p.add_argument("--calibration", help="with --target: .npz, one array per model input, "
                    "samples along axis 0")

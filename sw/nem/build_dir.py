@@ -30,7 +30,7 @@ from nem.memimage import MemoryImageError, build_image, read_image, write_image
 from nem.modelgraph import GraphError, evaluate, read_graph
 from nem.numerics import QuantParams, dequantize_codes, quantize_real
 from nem.quantize import calibrate, load_calibration
-from nem.target import resolve_target
+from nem.target import SHIPPED, resolve_target
 from nem.taskformat import TaskFormatError, decode, encode
 
 __all__ = ["BuildError", "PreparedRun", "compile_model", "decode_outputs", "execute_prepared",
@@ -163,7 +163,7 @@ def compile_model(nac_path, target_spec, out_dir, *, calibration=None, samples=N
     (out / "quant.json").write_text(json.dumps(quant, indent=1) + "\n", encoding="utf-8")
     manifest = {
         "version": MANIFEST_VERSION,
-        "target": target_spec if target_spec in ("small", "sim") else target.device_file,
+        "target": target_spec if target_spec in SHIPPED else target.device_file,
         "device": target.device.name,
         "files": {"nac": "model.nac", "nem": "model.nem", "binary": "model.bin",
                   "image": "model.image.safetensors", "device": target.device_file,

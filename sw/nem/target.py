@@ -1,9 +1,9 @@
 """Compile targets of the back-end: a NEM device and the numbers the tiling needs.
 
-``small`` and ``sim`` are the engine devices shipped with the hardware
-(``hw/npu/devices/engine_small.nem``, ``engine_sim.nem``, located as package data of ``npu``
-without importing it); any other value is a device file. For ``small`` and ``sim`` the build
-device is the shipped one when it has a CSTL per engine (small has one, sim two), so the
+``small``, ``sim`` and ``tiny`` are the engine devices shipped with the hardware
+(``hw/npu/devices/engine_small.nem``, ``engine_sim.nem``, ``engine_tiny.nem``, located as
+package data of ``npu`` without importing it); any other value is a device file. For a
+shipped one the build device is the shipped one when it has a CSTL per engine (all do), so the
 bound binary runs on the engine RTL generated from it; a shipped engine without one is
 extended by ``device.nem`` with one CSTL per engine; a device file is taken as it
 is, and an operation its units cannot run is refused.
@@ -24,8 +24,10 @@ from nem.checker import check_text
 __all__ = ["SHIPPED", "Target", "TargetError", "resolve_target"]
 
 #: Shipped engine devices: short name -> (file in hw/npu/devices, device name inside it).
+#: The one table of them: ``npu.engine.config.DEVICES`` is this dict.
 SHIPPED = {"small": ("engine_small.nem", "nem_engine_small"),
-           "sim": ("engine_sim.nem", "nem_engine_sim")}
+           "sim": ("engine_sim.nem", "nem_engine_sim"),
+           "tiny": ("engine_tiny.nem", "nem_engine_tiny")}
 
 
 class TargetError(ValueError):
@@ -90,8 +92,8 @@ class Target:
 def _shipped_dir():
     spec = importlib.util.find_spec("npu")
     if spec is None or not spec.submodule_search_locations:
-        raise TargetError("the shipped devices (small, sim) live in the npu package, which is "
-                          "not installed; give a device file")
+        raise TargetError(f"the shipped devices ({', '.join(SHIPPED)}) live in the npu "
+                          "package, which is not installed; give a device file")
     return Path(next(iter(spec.submodule_search_locations))) / "devices"
 
 
@@ -147,7 +149,7 @@ def resolve_target(spec):
         return Target(spec, files, "device.nem", _resolve(files, "device.nem"))
     path = Path(spec)
     if not path.is_file():
-        raise TargetError(f"target {spec!r}: not small, sim or a device file")
+        raise TargetError(f"target {spec!r}: not {', '.join(SHIPPED)} or a device file")
     name = os.path.basename(spec)
     if name == "model.nem":
         raise TargetError(f"target {spec!r}: a device file may not be called model.nem")

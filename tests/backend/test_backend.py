@@ -401,7 +401,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         assert text.startswith("npu: error: ") and text.count("\n") == 1, text
         return text
 
-    assert "target 'nowhere': not small, sim or a device file" in err(
+    assert "target 'nowhere': not small, sim, tiny or a device file" in err(
         "compile", path, "--target", "nowhere", "--calibration", tmp_path / "cal.npz", "-o",
         tmp_path / "d")
     assert "give --calibration FILE.npz" in err("compile", path, "--target", "sim", "-o",

@@ -22,6 +22,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from nem.target import SHIPPED
+
 
 def _cocotb_seconds(run_dir):
     """Real seconds of the cocotb test (results.xml), or None."""
@@ -35,7 +37,7 @@ def _cocotb_seconds(run_dir):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=["digits", "mlp", "cnn", "residual"])
-    parser.add_argument("--device", default="sim", choices=("small", "sim"))
+    parser.add_argument("--device", default="sim", choices=tuple(SHIPPED))
     parser.add_argument("--cold", action="store_true",
                         help="time the digits step with a cold Verilator build first")
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nem.target import SHIPPED
 from npu.board import protocol as p
 
 __all__ = ["BoardError", "BoardRun", "SerialLink", "board_image", "drive", "drive_async",
@@ -318,7 +319,7 @@ def register(subparsers):
     r.add_argument("program", help="a task binary, a .nem program, or a build directory "
                    "of npu compile (its model.bin and memory image)")
     r.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0)")
-    r.add_argument("--device", default="small", choices=("small", "sim"),
+    r.add_argument("--device", default="small", choices=tuple(SHIPPED),
                    help="the engine device of the bitstream (default small)")
     r.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by name")
     r.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")

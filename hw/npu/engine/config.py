@@ -21,7 +21,8 @@ device hash       ``nem.binder.device_hash`` (baked into the SEQ's header check)
 ================  ==================================================================
 
 Shipped devices live in ``hw/npu/devices/``: ``small`` (``engine_small.nem``, fits an
-ECP5-85F) and ``sim`` (``engine_sim.nem``, a larger simulation device).
+ECP5-85F), ``tiny`` (``engine_tiny.nem``, the small one at a 32-bit word: the board's
+engine) and ``sim`` (``engine_sim.nem``, a larger simulation device).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from nem.binder import device_hash
 from nem.device import Device
 from nem.diagnostics import Span
 from nem.loader import load
+from nem.target import SHIPPED
 from nem.taskformat import DDR_ADDRESS_BITS, MAX_TOKENS
 from npu.cstl.eltalu import LATENCY as ELT_ALU_LATENCY
 from npu.nmu.model import NmuGeometry
@@ -43,11 +45,9 @@ __all__ = ["DEVICES", "DEVICE_DIR", "MAX_CSTL", "EngineConfig", "load_device"]
 MAX_CSTL = 4
 
 DEVICE_DIR = Path(__file__).resolve().parents[1] / "devices"
-#: Shipped devices: short name -> (file in DEVICE_DIR, device name inside it).
-DEVICES = {
-    "small": ("engine_small.nem", "nem_engine_small"),
-    "sim": ("engine_sim.nem", "nem_engine_sim"),
-}
+#: Shipped devices: short name -> (file in DEVICE_DIR, device name inside it); the
+#: back-end's table (``nem.target.SHIPPED``), defined once there.
+DEVICES = SHIPPED
 
 
 def load_device(name: str) -> Device:

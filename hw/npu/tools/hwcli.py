@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from nem.target import SHIPPED
+
 __all__ = ["SimSetupError", "register"]
 
 WAIVERS = Path(__file__).resolve().parents[1] / "lint_waivers.vlt"
@@ -305,7 +307,7 @@ def register(subparsers):
                    help="after the models, N random bound programs (copies, gemm, conv, "
                    "CSTL tables and casts; sim.random_programs) on the RTL against the "
                    "executor (default 30; 0: none; none with --only unless --models)")
-    p.add_argument("--device", choices=("small", "sim"), default="sim",
+    p.add_argument("--device", choices=tuple(SHIPPED), default="sim",
                    help="the engine the models run on (default sim)")
     p.add_argument("--batch", type=int, default=8,
                    help="held-out digits images per RTL run (default 8)")

@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+from nem.target import SHIPPED
+
 __all__ = ["register"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -196,7 +198,7 @@ def register(subparsers):
     p = sub.add_parser("sim", help="run a NEM program or task binary on the engine RTL "
                        "(Verilator), checked against the executor")
     p.add_argument("file", help="a .nem program (checked and bound) or a task binary")
-    p.add_argument("--device", required=True, choices=("small", "sim"),
+    p.add_argument("--device", required=True, choices=tuple(SHIPPED),
                    help="the shipped engine device to build and run on")
     p.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by buffer name")
     p.add_argument("--image", metavar="IMG.safetensors",
