@@ -60,16 +60,18 @@ fuzz: $(STAMP)
 	@set -e; for s in tests/fuzz/fuzz_*.py; do \
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
 
-# The board build (npu.board.build): PLL_MHZ, BOARD_DEVICE (small | none), BOARD_SEED,
-# BOARD_ROUTER (router2 | router1), MEMORY (bytes).
+# The board build (npu.board.build): PLL_MHZ, BOARD_DEVICE (tiny | small | sim | none),
+# BOARD_SEED, BOARD_ROUTER (router2 | router1), BOARD_DENSITY (placer density), MEMORY (bytes).
 BITSTREAM_DIR ?= build/fpga/ulx3s-85f
 PLL_MHZ ?= 25
-BOARD_DEVICE ?= small
+BOARD_DEVICE ?= tiny
 BOARD_SEED ?= 1
 BOARD_ROUTER ?= router2
+BOARD_DENSITY ?=
 bitstream: $(FPGA_STAMP)
 	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) --pll-mhz $(PLL_MHZ) \
-	  --seed $(BOARD_SEED) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY))
+	  --seed $(BOARD_SEED) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY)) \
+	  $(if $(BOARD_DENSITY),--density $(BOARD_DENSITY))
 
 program:
 	@test -f $(BITSTREAM_DIR)/board_top.bit || { \

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from npu.board.build import build_bitstream
+from npu.tools.synth import SynthError
 
 pytestmark = pytest.mark.slow
 
@@ -41,3 +42,15 @@ def test_bridge_bitstream(tmp_path):
     assert util["TRELLIS_IO"][0] == 11                         # clk25, uart_rx/tx, 8 LEDs
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
+    assert not report.synth_reused and report.synth_seconds > 0
+    # again with another seed and a placer density: the same Verilog, so the netlist is
+    # reused and only nextpnr runs; a bad density is refused before any tool runs
+    netlist = (tmp_path / "board_top.json").stat().st_mtime_ns
+    again = build_bitstream(tmp_path, engine=None, pll_mhz=25.0, memory_bytes=16384,
+                            seed=2, density=0.8)
+    assert again.synth_reused and again.synth_seconds == 0
+    assert (tmp_path / "board_top.json").stat().st_mtime_ns == netlist
+    assert again.fmax[clock] >= target and again.bitstream.is_file()
+    assert "synthesis reused" in (tmp_path / "report.txt").read_text()
+    with pytest.raises(SynthError, match=r"placer density 1\.5"):
+        build_bitstream(tmp_path, engine=None, density=1.5)

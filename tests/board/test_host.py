@@ -157,8 +157,8 @@ def test_npu_board_run_compares_with_the_executor(tmp_path, monkeypatch, capsys,
         y[5] ^= 0x40
     _FakeBoard.results = {"Y": (table["Y"].address, bytes(y))}
     monkeypatch.setattr(host, "SerialLink", _FakeBoard)
-    status = main(["board", "run", str(source), "--port", "fake", "--memory",
-                   str(tmp_path / "in.npz")])
+    status = main(["board", "run", str(source), "--port", "fake", "--device", "small",
+                   "--memory", str(tmp_path / "in.npz")])
     out = capsys.readouterr().out
     assert "board: STATUS DONE after 1234 cycles" in out
     if corrupt:
@@ -191,6 +191,7 @@ def test_npu_board_run_on_a_build_directory(tmp_path, monkeypatch, capsys):
     _FakeBoard.results = {b.name: (b.address, want[b.name].tobytes())
                           for b in prep.program.buffers if b.level == "DDR"}
     monkeypatch.setattr(host, "SerialLink", _FakeBoard)
+    # no --device: the build directory's target (small), not the default tiny
     assert main(["board", "run", str(tmp_path / "b"), "--port", "fake"]) == 0
     out = capsys.readouterr().out
     assert "inputs: memory image" in out and "match: " in out

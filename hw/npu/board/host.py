@@ -20,6 +20,7 @@ were not checked).
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import sys
@@ -239,6 +240,20 @@ def _program_path(path):
     return path, None
 
 
+def _built_for(program):
+    """The shipped device a build directory of ``npu compile`` was built for (its
+    manifest's target), else None."""
+    manifest = os.path.join(program, "manifest.json")
+    if not os.path.isfile(manifest):
+        return None
+    try:
+        with open(manifest, encoding="utf-8") as f:
+            target = json.load(f).get("target")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return target if target in SHIPPED else None
+
+
 def _cmd_run(args):
     import sim.program_run as run
     from npu.engine.config import EngineConfig
@@ -256,13 +271,14 @@ def _cmd_run(args):
     from nem.executor import ExecError
     from nem.memimage import MemoryImageError
 
+    device = args.device or _built_for(args.program) or "tiny"
     try:
-        prep = run.prepare(path, args.device, memory=args.memory, image=image_file,
+        prep = run.prepare(path, device, memory=args.memory, image=image_file,
                            seed=args.seed)
     except (run.SimError, BindError, ExecError, MemoryImageError) as exc:
         print(f"npu board run: error: {exc}", file=sys.stderr)
         return 1
-    regmap = engine_register_map(EngineConfig.shipped(args.device))
+    regmap = engine_register_map(EngineConfig.shipped(device))
     want = run.expected(prep)
     link = SerialLink(args.port, baud=args.baud, timeout=args.timeout)
     try:
@@ -319,8 +335,9 @@ def register(subparsers):
     r.add_argument("program", help="a task binary, a .nem program, or a build directory "
                    "of npu compile (its model.bin and memory image)")
     r.add_argument("--port", required=True, help="serial port (e.g. /dev/ttyUSB0)")
-    r.add_argument("--device", default="small", choices=tuple(SHIPPED),
-                   help="the engine device of the bitstream (default small)")
+    r.add_argument("--device", choices=tuple(SHIPPED),
+                   help="the engine device of the bitstream (default: a build directory's "
+                   "target, else tiny, make bitstream's)")
     r.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by name")
     r.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
     r.add_argument("--timeout", type=float, default=2.0,
