@@ -61,16 +61,18 @@ fuzz: $(STAMP)
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
 
 # The board build (npu.board.build): PLL_MHZ, BOARD_DEVICE (tiny | small | sim | none),
-# BOARD_SEED, BOARD_ROUTER (router2 | router1), BOARD_DENSITY (placer density), MEMORY (bytes).
+# BOARD_SEED, BOARD_PLACER (static | heap), BOARD_ROUTER (router2 | router1), BOARD_DENSITY
+# (heap placer density), MEMORY (bytes).
 BITSTREAM_DIR ?= build/fpga/ulx3s-85f
 PLL_MHZ ?= 25
 BOARD_DEVICE ?= tiny
 BOARD_SEED ?= 1
 BOARD_ROUTER ?= router2
 BOARD_DENSITY ?=
+BOARD_PLACER ?= static
 bitstream: $(FPGA_STAMP)
 	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) --pll-mhz $(PLL_MHZ) \
-	  --seed $(BOARD_SEED) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY)) \
+	  --seed $(BOARD_SEED) --placer $(BOARD_PLACER) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY)) \
 	  $(if $(BOARD_DENSITY),--density $(BOARD_DENSITY))
 
 program:

