@@ -11,9 +11,10 @@ from sim.runner import Design, build, run_cocotb
 
 pytestmark = [pytest.mark.cocotb, pytest.mark.xdist_group("board_core")]
 
-#: The small engine, 64 KiB of block RAM, 8 clock cycles per UART bit, a short timeout.
+#: The tiny engine (the bitstream's), 64 KiB of block RAM, 8 clock cycles per UART bit, a
+#: short timeout.
 DESIGN = Design("board_core", "npu.board.top:BoardCore",
-                {"device": "small", "memory_bytes": 65536, "divisor": 8, "timeout": 4096,
+                {"device": "tiny", "memory_bytes": 65536, "divisor": 8, "timeout": 4096,
                  "stretch_bits": 4})
 
 
