@@ -66,7 +66,7 @@ fuzz: $(STAMP)
 BITSTREAM_DIR ?= build/fpga/ulx3s-85f
 PLL_MHZ ?= 25
 BOARD_DEVICE ?= tiny
-BOARD_SEED ?= 1
+BOARD_SEED ?= 2
 BOARD_ROUTER ?= router2
 BOARD_DENSITY ?=
 BOARD_PLACER ?= static

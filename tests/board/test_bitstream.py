@@ -47,7 +47,7 @@ def test_bridge_bitstream(tmp_path):
     # netlist is reused and only nextpnr runs; a bad density is refused before any tool
     netlist = (tmp_path / "board_top.json").stat().st_mtime_ns
     again = build_bitstream(tmp_path, engine=None, pll_mhz=25.0, memory_bytes=16384,
-                            seed=2, placer="heap", density=0.8)
+                            seed=3, placer="heap", density=0.8)
     assert again.synth_reused and again.synth_seconds == 0
     assert (tmp_path / "board_top.json").stat().st_mtime_ns == netlist
     assert again.fmax[clock] >= target and again.bitstream.is_file()

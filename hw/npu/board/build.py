@@ -107,7 +107,7 @@ def _synth_stamp(verilog_text):
     return digest.hexdigest()
 
 
-def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, seed=1,
+def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, seed=2,
                     baud=1_000_000, timeout=None, lpf=LPF, router="router2",
                     density=None, placer="static"):
     """Build the bitstream; return a :class:`BitstreamReport`.
@@ -222,7 +222,8 @@ def main(argv=None):
     parser.add_argument("--pll-mhz", type=float, default=25.0,
                         help="engine clock from the 25 MHz oscillator (default 25)")
     parser.add_argument("--memory", type=int, help="block RAM bytes")
-    parser.add_argument("--seed", type=int, default=1, help="placer seed")
+    parser.add_argument("--seed", type=int, default=2,
+                        help="placer seed (default 2: it routes the tiny board top)")
     parser.add_argument("--router", choices=("router2", "router1"), default="router2",
                         help="nextpnr router (default router2)")
     parser.add_argument("--placer", choices=("static", "heap"), default="static",
