@@ -227,6 +227,13 @@ class NemEngine(wiring.Component):
             m.d.comb += nmu_stall.eq((nmu.l1_rd.req & ~nmu.l1_rd.gnt) |
                                      (nmu.l1_wrd.req & ~nmu.l1_wrd.gnt) |
                                      (nmu.l1_wr.req & ~nmu.l1_wr.gnt))
+        # a unit moved data: gathered from every unit across the die, so registered before
+        # the SEQ's watchdog (which then sees it a cycle late; it counts quiet cycles)
+        progress = Signal()
+        m.d.sync += progress.eq(Cat(
+            *[u.busy & ~u.stall for u in units],
+            *([nmu.busy & ~nmu_stall] if nmu is not None else []),
+            *[u.busy & ~st for u, st in zip(cstls, cstl_stall, strict=True)]).any())
         rd_error_before = Signal()
         with m.If(regs.START):
             m.d.sync += rd_error_before.eq(port.rd_error)
@@ -235,10 +242,7 @@ class NemEngine(wiring.Component):
             seq.watchdog.eq(regs.WATCHDOG),
             # the reader's error flag is sticky: only a rise during this run counts
             seq.fetch_error.eq(port.rd_error & ~rd_error_before),
-            seq.progress.eq(Cat(*[u.busy & ~u.stall for u in units],
-                                *([nmu.busy & ~nmu_stall] if nmu is not None else []),
-                                *[u.busy & ~st for u, st in zip(cstls, cstl_stall, strict=True)]
-                                ).any()),
+            seq.progress.eq(progress),
             regs.ID.eq(ENGINE_ID), regs.STATUS.eq(seq.status),
             regs.ERROR_CAUSE.eq(seq.cause), regs.ERROR_TASK.eq(seq.error_task),
             regs.TASKS_ISSUED.eq(seq.issued), regs.TASKS_DONE.eq(seq.completed),
