@@ -1,6 +1,7 @@
 """LoopNest (the CSTL walks' counters) against itertools.product, in the Amaranth
-simulator: every index tuple in order, the ``last`` flags as ``index + 1 == limit``, and a
-second start with other limits restarting everything."""
+simulator: every index tuple in order, the ``last`` flags as ``index + 1 == limit``, the
+level to step next as the innermost one not at its last index, and a second start with
+other limits restarting everything."""
 
 import itertools
 import random
@@ -27,13 +28,13 @@ def _harness(n, width, indices):
     return m, nest, start, move, limits
 
 
-@pytest.mark.parametrize("indices", [True, False])
-def test_loop_nest_walks_every_index_in_order(indices):
-    n = 4
+@pytest.mark.parametrize(("n", "indices"), [(4, True), (4, False), (6, True)])
+def test_loop_nest_walks_every_index_in_order(n, indices):
     m, nest, start, move, limits = _harness(n, 16, indices)
-    rng = random.Random(5 + indices)
-    shapes = [(1, 1, 1, 1), (3, 1, 2, 1), (1, 4, 1, 3), (2, 2, 2, 2)] + \
-        [tuple(rng.choice([1, 1, 2, 3, 5]) for _ in range(n)) for _ in range(6)]
+    rng = random.Random(5 + indices + n)
+    shapes = [(1, 1, 1, 1), (3, 1, 2, 1), (1, 4, 1, 3), (2, 2, 2, 2)] if n == 4 else \
+        [(1,) * 6, (2, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 3), (2, 1, 3, 1, 1, 2)]
+    shapes += [tuple(rng.choice([1, 1, 2, 3]) for _ in range(n)) for _ in range(6)]
 
     async def bench(ctx):
         for shape in shapes:
@@ -51,6 +52,12 @@ def test_loop_nest_walks_every_index_in_order(indices):
                 want_flags = tuple(int(i + 1 == lim) for i, lim in zip(tup, shape, strict=True))
                 assert flags == want_flags, (shape, tup, flags)
                 assert ctx.get(nest.all_last()) == (k == len(want) - 1)
+                # the registered choice of the level to step: the innermost not at its last
+                # index, as worked out from the flags (none at the last iteration)
+                movable = [j for j in range(n) if not want_flags[j]]
+                sel = tuple(ctx.get(nest.stepping(j)) for j in range(n))
+                assert sel == tuple(int(bool(movable) and j == movable[-1]) for j in range(n)), \
+                    (shape, tup, sel)
                 if indices:
                     assert tuple(ctx.get(i) for i in nest.idx) == tup, shape
                 # stalls: the nest moves only when told to

@@ -10,11 +10,19 @@ between the index registers and the address registers the step selects. Here eac
 counts down what is left of it beside its index, and the flag is a register, set from
 ``left == 1`` as the level steps (the comparison runs beside the step, not before it) and
 from the limit kept at start as the level restarts.
+
+Which level steps next (the innermost one not at its last index) is a register too, one
+bit per level: worked out from the flags in the cycle of the step, the flags' priority
+chain lay in front of the enables of every index and address register. It is set as a
+level steps, from what the flags will be: the levels inside the stepping one restart, so
+the next to step is the innermost level whose limit is above 1 (a register per task) if
+it lies inside; else the stepping level itself unless it reaches its last index; else
+the innermost level outside it that is not at its last index.
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, Signal
+from amaranth import Cat, Signal, Value
 
 __all__ = ["LoopNest"]
 
@@ -47,30 +55,48 @@ class LoopNest:
         # what a level restarts with (level 0 never restarts): limit - 1, limit <= 1
         self._top = [None] + [Signal(width, name=f"top{j}") for j in range(1, n)]
         self._one = [None] + [Signal(name=f"one{j}") for j in range(1, n)]
+        # the level that steps next (one-hot; none at the walk's last iteration)
+        self._sel = [Signal(name=f"sel{j}") for j in range(n)]
+        # per task: level j is the innermost with a limit above 1 (what steps after a
+        # restart of the levels inside a stepping one); every level inside j has limit <= 1
+        self._inner = [Signal(name=f"inner{j}") for j in range(n)]
+        self._ones_in = [Signal(name=f"ones_in{j}") for j in range(n)]
 
     def load(self, m, limits):
         """Start the nest at index 0 of every level with ``limits`` (values, outermost
         first; each at least 1 for a walk that steps), at the end of this cycle; call
         inside the condition of the start."""
+        one = [Value.cast(lim) <= 1 for lim in limits]
         for j, lim in enumerate(limits):
             if self.idx is not None:
                 m.d.sync += self.idx[j].eq(0)
-            m.d.sync += [self._left[j].eq(lim - 1), self.last[j].eq(lim <= 1)]
+            m.d.sync += [self._left[j].eq(lim - 1), self.last[j].eq(one[j])]
             if j:
-                m.d.sync += [self._top[j].eq(lim - 1), self._one[j].eq(lim <= 1)]
+                m.d.sync += [self._top[j].eq(lim - 1), self._one[j].eq(one[j])]
+            ones_in = _all(one[j + 1:])
+            m.d.sync += [self._ones_in[j].eq(ones_in), self._inner[j].eq(~one[j] & ones_in),
+                         self._sel[j].eq(~one[j] & ones_in)]
 
     def stepping(self, j):
         """The condition under which level ``j`` steps (every level inside it is at its
-        last index, level ``j`` is not)."""
-        cond = ~self.last[j]
-        for k in range(j + 1, self.n):
-            cond = cond & self.last[k]
-        return cond
+        last index, level ``j`` is not): a register."""
+        return self._sel[j]
 
     def step(self, m, j):
         """Step level ``j`` and restart the levels inside it, at the end of this cycle;
         call inside ``stepping(j)`` (and whatever else makes the walk move)."""
-        m.d.sync += [self._left[j].eq(self._left[j] - 1), self.last[j].eq(self._left[j] == 1)]
+        reaches_last = self._left[j] == 1
+        m.d.sync += [self._left[j].eq(self._left[j] - 1), self.last[j].eq(reaches_last)]
+        # the next level to step (see the module): inside j, at j, or outside j
+        outward = reaches_last & self._ones_in[j]
+        for i in range(self.n):
+            if i > j:
+                nxt = self._inner[i]
+            elif i == j:
+                nxt = ~reaches_last & self._ones_in[j]
+            else:
+                nxt = outward & ~self.last[i] & _all(self.last[i + 1:j])
+            m.d.sync += self._sel[i].eq(nxt)
         for k in range(j + 1, self.n):
             m.d.sync += [self._left[k].eq(self._top[k]), self.last[k].eq(self._one[k])]
         if self.idx is not None:
@@ -80,3 +106,11 @@ class LoopNest:
     def all_last(self):
         """Every level is at its last index: the walk's last iteration."""
         return Cat(*self.last).all()
+
+
+def _all(bits):
+    """AND of ``bits`` (1 for none)."""
+    out = 1
+    for b in bits:
+        out = b & out
+    return out
