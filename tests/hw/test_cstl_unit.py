@@ -537,6 +537,31 @@ def test_contiguous_rows_reduce_one_word_per_cycle():
     assert rate > 0.85 * LANES, (rate, busy)
 
 
+def test_widening_cast_hands_out_its_parts_one_a_cycle():
+    """i8 -> i32 over a contiguous, word-aligned vector with no stalls: each input word
+    leaves in exactly four output words (``LANES / 4`` elements each), one a cycle, so 200
+    elements against 96 cost 4 x 13 cycles more (no empty part after a vector's last)."""
+    rng = random.Random(7)
+    busy = {}
+    for n in (200, 96):
+        regs = {"OPCODE": OPCODES.index("cast"), "NIN": 1, "NOUT": 1, "TABLE": NO_TABLE}
+        for k, (addr, elem) in enumerate(((0, "i8"), (HALF, "i32"))):
+            regs |= {f"OP{k}_ADDR_LO": addr, f"OP{k}_LEVEL": L1,
+                     f"OP{k}_ELEM": ELEM_TYPES.index(elem), f"OP{k}_RANK": 1,
+                     f"OP{k}_DIM0": n, f"OP{k}_STRIDE0": 1}
+        mem = bytearray(rng.randbytes(LANES * DEPTH))
+        want = _want(regs, mem, b"")[0]
+        saved = L1Model.__init__.__defaults__
+        L1Model.__init__.__defaults__ = (0.0,)
+        try:
+            [(got, done, _, cnt)] = _run([(regs, b"", mem)], rng, table_gap=0, done_gap=0)
+        finally:
+            L1Model.__init__.__defaults__ = saved
+        assert got == want and done == (0, 0) and cnt["elems"] == n
+        busy[n] = cnt["busy"]
+    assert busy[200] - busy[96] == 4 * (200 - 96) // LANES, busy
+
+
 @pytest.mark.parametrize("elt_lanes", [1, 2, LANES])
 def test_eltwise_rate_follows_its_lanes(elt_lanes):
     """Contiguous, word-aligned 1-D adds of 512 and 256 elements with no stalls: per output
