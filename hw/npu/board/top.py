@@ -51,7 +51,8 @@ class BoardCore(wiring.Component):
     timeout : int
         The bridge's inter-byte timeout in cycles.
     stretch_bits : int
-        LED events stay lit for ``2**stretch_bits`` cycles; the heartbeat toggles every
+        An LED event lights its LED for ``2**stretch_bits - 1`` cycles from the second
+        cycle after it (longer when events follow); the heartbeat toggles every
         ``2**(stretch_bits + 1)`` cycles.
 
     Attributes
@@ -110,8 +111,12 @@ class BoardCore(wiring.Component):
                   bridge.busy, bridge.frame_error, issue, axi_active]
         leds = [beat[-1]]
         for k, event in enumerate(events):
+            # the event registered first: the engine's issue and AXI handshakes come from
+            # across the die and would otherwise reach every stretch counter's enable
+            seen = Signal(name=f"led{k + 1}_event")
+            m.d.sync += seen.eq(event)
             left = Signal(self.stretch_bits, name=f"led{k + 1}_left")
-            with m.If(event):
+            with m.If(seen):
                 m.d.sync += left.eq(-1)
             with m.Elif(left != 0):
                 m.d.sync += left.eq(left - 1)
