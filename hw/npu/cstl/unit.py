@@ -320,11 +320,8 @@ class Cstl(wiring.Component):
         m.d.comb += left.eq(Mux(f_n > first, f_n - first, 0))
         n_part = Signal(range(L + 1))
         m.d.comb += n_part.eq(Mux(left < per, left, per))
-        # the part in the output register is its vector's last (``left <= per``): a register,
-        # set as a vector enters (from its element count) and as a part leaves (from the
-        # next part's first element), so the datapath's ready, which waits for it, does
-        # not also wait for the part's arithmetic
         last_part = Signal()
+        m.d.comb += last_part.eq(left <= per)
         out = Signal(8 * L)
         with m.Switch(Cat(part, task.out_shift, task.in_shift)):
             for so in range(3):                 # widening (or i8 -> i8)
@@ -349,14 +346,12 @@ class Cstl(wiring.Component):
                      f_free.eq(~f_valid | f_leave)]
         with m.If(f_leave):
             m.d.sync += f_valid.eq(0)
+        with m.If(s_valid & f_free):
+            m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
         with m.If(f_valid & st_in.ready):
             m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
-                         first.eq(Mux(last_part, 0, first + per)),
-                         last_part.eq(f_n <= first + (per << 1))]
-        with m.If(s_valid & f_free):
-            m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx),
-                         last_part.eq(s_n <= per)]
-            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
+                         first.eq(Mux(last_part, 0, first + per))]
 
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
         elt = self._eltwise(m, task, is_elt, vec, vin.valid, st_in.ready, entry)
