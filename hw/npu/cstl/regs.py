@@ -211,10 +211,7 @@ def task_layout():
     levels, its strides in ``xs``) with the output's byte strides in ``ys`` on the outer
     levels and 0 on the last: every element of a row carries its row's output address;
     ``run``: the input's innermost stride is 1 (a row is one run); ``out_shift``: log2 of
-    the output's element bytes (argmax's index).
-
-    A refused task (``cause`` not 0) means ``cause``, ``table`` and ``entry`` only; its
-    other fields are what its registers select for its kind of task."""
+    the output's element bytes (argmax's index)."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
@@ -518,9 +515,7 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
-        # the fields by the kind of task alone, whatever the cause (a refused task's are
-        # not looked at): the checks' priority chain stays off the selection of ~700 bits
-        with m.If(is_elt):
+        with m.Elif(is_elt):
             xs, bs = elt_strides
             m.d.comb += [t.elt.eq(elt), t.x_addr.eq(op(0, "ADDR_LO")),
                          t.b_addr.eq(op(1, "ADDR_LO")), t.y_addr.eq(op(2, "ADDR_LO")),
