@@ -530,16 +530,28 @@ class Sequencer(wiring.Component):
             m.next = "ERROR"
 
     def _watchdog(self, m, take, issue, done_any, append):
-        quiet = Signal(32)
-        moved = (take != 0) | issue | done_any | append | self.progress
-        with m.If(moved):
-            m.d.sync += quiet.eq(0)
+        """``fired`` once ``watchdog`` cycles in a row moved nothing (0: never).
+
+        What moved is gathered across the SEQ and the units, so it goes into one register
+        (``moved_r``, this cycle's ``moved`` seen the next) and the counter counts from
+        that: ``quiet_before`` is the quiet count of the cycle before, and this cycle's
+        count is 0 after a move, else ``quiet_before + 1``. ``fired`` compares
+        ``quiet_before`` with ``watchdog - 1`` (a register), so it fires in the same cycle
+        as a counter reset by ``moved`` itself would.
+        """
+        moved = (take != 0) | issue | done_any | append | self.progress | self.start
+        moved_r = Signal(init=1)           # the count is 0 out of reset, as after a move
+        quiet_before = Signal(32)
+        limit_m1 = Signal(32)
+        on = Signal()
+        m.d.sync += [moved_r.eq(moved), limit_m1.eq(self.watchdog - 1),
+                     on.eq(self.watchdog != 0)]
+        with m.If(moved_r):
+            m.d.sync += quiet_before.eq(0)
         with m.Else():
-            m.d.sync += quiet.eq(quiet + 1)
+            m.d.sync += quiet_before.eq(quiet_before + 1)
         fired = Signal()
-        m.d.comb += fired.eq((self.watchdog != 0) & (quiet >= self.watchdog))
-        with m.If(self.start):
-            m.d.sync += quiet.eq(0)
+        m.d.comb += fired.eq(on & ~moved_r & (quiet_before >= limit_m1))
         return fired
 
     # ---------------- states of the decode FSM -------------------------------------------
