@@ -1,4 +1,5 @@
-"""Stream plumbing shared by the blocks: a buffered FIFO and a skid buffer with stream ports.
+"""Stream plumbing shared by the blocks: a buffered FIFO and two register slices with stream
+ports.
 
 Every data port in the design is an :mod:`amaranth.lib.stream` interface: a transfer
 happens on a rising edge where both ``valid`` and ``ready`` are high. A producer may not
@@ -7,12 +8,12 @@ drop ``valid`` or change ``payload`` until the transfer happens.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer", "StreamFIFO", "start_after_decode"]
+__all__ = ["PingPongBuffer", "SkidBuffer", "StreamFIFO", "start_after_decode"]
 
 
 class StreamFIFO(wiring.Component):
@@ -94,6 +95,60 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
         with m.Elif(self.i.valid & self.i.ready):
             m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
+        return m
+
+
+class PingPongBuffer(wiring.Component):
+    """Register slice of two entries, written and read by pointers: the same transfers in
+    the same cycles as :class:`SkidBuffer`, with the consumer's ``o.ready`` reaching only
+    the read pointer and two flags.
+
+    A :class:`SkidBuffer` loads its output register when the consumer takes the word it
+    holds, so ``o.ready`` enables every payload bit of it; where that ready is late (a
+    datapath's ready worked out per mode), the enables of a wide payload are the end of
+    the worst path. Here each entry is written only by the producer (``i.valid`` and the
+    entry's turn), and ``o.payload`` is the entry under the read pointer: a 2:1 selection
+    in front of the consumer instead. ``i.ready`` is "not both entries full", a register,
+    as the skid buffer's "the skid entry is empty".
+
+    Parameters
+    ----------
+    shape : shape-castable
+        Payload shape (an int width or a layout).
+
+    Attributes
+    ----------
+    i : stream, in
+    o : stream, out
+        The same words, in order, from the cycle after each transfer on ``i``.
+    """
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self._shape = shape
+
+    def elaborate(self, platform):
+        m = Module()
+        entries = [Signal(self._shape, name=f"entry{e}") for e in range(2)]
+        wptr, rptr = Signal(), Signal()
+        full = Signal()
+        push = self.i.valid & ~full
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [self.i.ready.eq(~full),
+                     self.o.payload.eq(Mux(rptr, Value.cast(entries[1]),
+                                           Value.cast(entries[0])))]
+        for e, entry in enumerate(entries):
+            with m.If(push & (wptr == e)):
+                m.d.sync += entry.eq(self.i.payload)
+        with m.If(push):
+            m.d.sync += wptr.eq(~wptr)
+        with m.If(pop):
+            m.d.sync += rptr.eq(~rptr)
+        # words held: o.valid (at least one) and full (two), after this cycle's push and pop
+        with m.If(push & ~pop):
+            m.d.sync += [self.o.valid.eq(1), full.eq(self.o.valid)]
+        with m.Elif(pop & ~push):
+            m.d.sync += [self.o.valid.eq(full), full.eq(0)]
         return m
 
 

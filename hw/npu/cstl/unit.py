@@ -46,7 +46,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
-from npu.bus.stream import SkidBuffer, start_after_decode
+from npu.bus.stream import PingPongBuffer, SkidBuffer, start_after_decode
 from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
@@ -170,8 +170,9 @@ class Cstl(wiring.Component):
         # store
         # a register slice after the reader: the datapath's ready (per mode, through the
         # ALU's lane count, the reduction's stages, the store slice) stops there instead
-        # of reaching the reader's window and the L1 read request
-        m.submodules.vec_slice = vec_slice = SkidBuffer(reader.o.payload.shape())
+        # of reaching the reader's window and the L1 read request; two entries by pointer,
+        # so that ready reaches a pointer, not the enables of the whole vector
+        m.submodules.vec_slice = vec_slice = PingPongBuffer(reader.o.payload.shape())
         wiring.connect(m, reader.o, vec_slice.i)
         vin = vec_slice.o
         vec = vin.payload
