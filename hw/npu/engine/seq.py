@@ -957,21 +957,13 @@ class Sequencer(wiring.Component):
         src_prod, dst_prod = (Signal.like(p, name=n)
                               for p, n in zip(products(1), ("src_prod", "dst_prod"),
                                               strict=True))
-        # each side's memory size, selected by its level into a register with the first
-        # dimension (the comparison at the end then runs between registers)
-        sizes = Array([Const(cfg.ddr_bytes, aw + 1), Const(cfg.l2_depth * W, aw + 1),
-                       Const(cfg.l1_depth * W, aw + 1)])
-        assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
-        src_size, dst_size = Signal(aw + 1), Signal(aw + 1)
         with m.If(s.slot_valid & ~s.slot_checked & s.running):
             with m.Switch(s.slot_dim):
                 for d in (0, 1, 2, 3):
                     with m.Case(d):
                         if d == 0:
                             m.d.sync += [s.src_end.eq(cmd.src + cmd.count[0]),
-                                         s.dst_end.eq(cmd.dst + cmd.count[0]),
-                                         src_size.eq(sizes[s.slot_cmd.src_level]),
-                                         dst_size.eq(sizes[s.slot_cmd.dst_level])]
+                                         s.dst_end.eq(cmd.dst + cmd.count[0])]
                         else:
                             m.d.sync += [s.src_end.eq(s.src_end + src_prod),
                                          s.dst_end.eq(s.dst_end + dst_prod)]
@@ -979,7 +971,12 @@ class Sequencer(wiring.Component):
                             m.d.sync += [src_prod.eq(products(d + 1)[0]),
                                          dst_prod.eq(products(d + 1)[1])]
                 with m.Case(4):
-                    with m.If((s.src_end > src_size) | (s.dst_end > dst_size)):
+                    sizes = Array([Const(cfg.ddr_bytes, aw + 1),
+                                   Const(cfg.l2_depth * W, aw + 1),
+                                   Const(cfg.l1_depth * W, aw + 1)])
+                    assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
+                    with m.If((s.src_end > sizes[s.slot_cmd.src_level]) |
+                              (s.dst_end > sizes[s.slot_cmd.dst_level])):
                         self._fail(m, s, Cause.BAD_REGION, s.slot_index)
                     with m.Else():
                         m.d.sync += s.slot_checked.eq(1)
