@@ -503,7 +503,6 @@ class Sequencer(wiring.Component):
         s.slot_wait = Signal(32)
         s.slot_signal = Signal(32)
         s.slot_cmd = Signal(unit_command_layout(s.aw))
-        s.slot_c1 = [None] + [Signal(16, name=f"slot_count{d}_m1") for d in range(1, 4)]
         s.slot_is_nmu = Signal()
         s.slot_entry = Signal(s.aw)
         if s.cfg.n_cstl:
@@ -857,10 +856,6 @@ class Sequencer(wiring.Component):
                          s.task_index.eq(s.task_index + 1)]
             for d in range(4):
                 m.d.sync += slot_cmd.copy.count[d].eq(counts[d])
-            # COUNTk - 1 for the region check's products, beside the count (the products
-            # then multiply registers)
-            for d in range(1, 4):
-                m.d.sync += s.slot_c1[d].eq((counts[d] - 1)[:16])
             for d in range(3):
                 m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
                              slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
@@ -956,7 +951,7 @@ class Sequencer(wiring.Component):
         # command does not change while the slot is checked), so that no cycle holds both
         # a multiplication and an addition
         def products(d):
-            c1 = s.slot_c1[d]
+            c1 = (cmd.count[d] - 1)[:16]
             return c1 * cmd.src_stride[d - 1], c1 * cmd.dst_stride[d - 1]
 
         src_prod, dst_prod = (Signal.like(p, name=n)
