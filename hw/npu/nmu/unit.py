@@ -60,7 +60,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.ports import read_client_signature, write_client_signature
-from npu.bus.stream import PingPongBuffer, start_after_decode
+from npu.bus.stream import SkidBuffer, start_after_decode
 from npu.cstl.requant import param_layout
 from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
 from npu.nmu.agu_step import SteppedAgu
@@ -481,9 +481,8 @@ class Nmu(wiring.Component):
         m.d.comb += wreader.pad_byte.eq(0)  # (weight and bias runs are never pads)
         # the weight reader's vectors through a register slice: the array's bank state
         # (whether a bias may be written) is its ready, and no longer reaches the reader's
-        # window, its next read and the L1 arbitration in the same cycle; two entries by
-        # pointer, so that the array's ready reaches a pointer, not the vector's enables
-        m.submodules.wslice = wslice = PingPongBuffer(wreader.o.payload.shape())
+        # window, its next read and the L1 arbitration in the same cycle
+        m.submodules.wslice = wslice = SkidBuffer(wreader.o.payload.shape())
         wiring.connect(m, wreader.o, wslice.i)
         wbusy = Signal()  # a weight or bias vector is in the reader or the slice
         m.d.comb += wbusy.eq(wreader.busy | wslice.o.valid)
