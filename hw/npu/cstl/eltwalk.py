@@ -113,12 +113,16 @@ class EltWalk(wiring.Component):
             c.tag.yaddr.eq(yb[-1]),
             c.tag.last.eq(phase & nest.all_last()),
         ]
-        with m.If(self.start.valid & self.start.ready):
+        # idle, the task's registers follow the start's payload in every cycle, so that
+        # only ``act`` and ``loaded`` wait for the start's valid (decided late, by the
+        # unit's checks), not the enables of the address registers
+        with m.If(self.start.ready):
             p = self.start.payload
-            m.d.sync += [task.eq(p), act.eq(1), phase.eq(0), cleft.eq(p.dims[-1])]
-            m.d.sync += loaded.eq(1)
+            m.d.sync += [task.eq(p), phase.eq(0), cleft.eq(p.dims[-1])]
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
+            with m.If(self.start.valid):
+                m.d.sync += [act.eq(1), loaded.eq(1)]
 
         # the loop nest from the task register (not the start's payload) in the cycle after
         # the start: its flags are first looked at when the first run of b is taken, a

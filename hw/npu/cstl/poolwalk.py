@@ -154,11 +154,14 @@ class PoolWalk(wiring.Component):
                 m.d.sync += [s.eq(org - prod) for s in xb]
         with m.If(setup != 0):
             m.d.sync += setup.eq(Mux(setup == 6, 0, setup + 1))
-        with m.If(self.start.valid & self.start.ready):
+        # idle, the task's registers follow the start's payload in every cycle, so that
+        # only ``setup`` waits for the start's valid (decided late, by the unit's checks)
+        with m.If(self.start.ready):
             p = self.start.payload
-            m.d.sync += [task.eq(p), setup.eq(1), row0.eq(-p.top), col0.eq(-p.left),
-                         cleft.eq(p.dims[3])]
+            m.d.sync += [task.eq(p), row0.eq(-p.top), col0.eq(-p.left), cleft.eq(p.dims[3])]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
+            with m.If(self.start.valid):
+                m.d.sync += setup.eq(1)
 
         with m.If(self.cmd.valid & self.cmd.ready):
             # the innermost level that does not wrap steps; the ones inside it restart

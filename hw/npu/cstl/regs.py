@@ -211,7 +211,10 @@ def task_layout():
     levels, its strides in ``xs``) with the output's byte strides in ``ys`` on the outer
     levels and 0 on the last: every element of a row carries its row's output address;
     ``run``: the input's innermost stride is 1 (a row is one run); ``out_shift``: log2 of
-    the output's element bytes (argmax's index)."""
+    the output's element bytes (argmax's index).
+
+    A refused task (``cause`` not 0) means ``cause``, ``table`` and ``entry`` only; its
+    other fields are what its registers select for its kind of task."""
     return data.StructLayout({
         "dims": data.ArrayLayout(DIM_BITS, LEVELS_WALKED),
         "x_addr": 32, "xs": data.ArrayLayout(32, LEVELS_WALKED),
@@ -476,6 +479,36 @@ class CstlRegisters(wiring.Component):
         run_red = held(last_stride_is_one(0, op(0, "RANK"), 0, "red_x"), "run_red")
         run_other = held(last_stride_is_one(0, rank, si_c, "x")
                          & last_stride_is_one(1, rank, so_c, "y"), "run_other")
+        # each operand's dimensions and strides on the walk's levels, aligned by its own
+        # rank (level j is dimension j - (4 - rank); dimensions above it 1, strides 0), in
+        # registers like the checks: the second stage only picks operands and shifts, and
+        # the ranks' selection (a wide fan-out of three bits) has a cycle of its own. An
+        # operand whose rank differs from the one the original selection used (a cast's
+        # input against its output's) makes the task refused, so the fields do not matter.
+        def aligned(k):
+            dims = [Signal(DIM_BITS, name=f"op{k}_dim_l{j}") for j in range(LEVELS_WALKED)]
+            strides = [Signal(32, name=f"op{k}_stride_l{j}") for j in range(LEVELS_WALKED)]
+            with m.Switch(op(k, "RANK")):
+                for rk in range(LEVELS_WALKED + 1):
+                    with m.Case(rk):
+                        for j in range(LEVELS_WALKED):
+                            d = j - (LEVELS_WALKED - rk)
+                            m.d.sync += [dims[j].eq(1 if d < 0 else op(k, f"DIM{d}")),
+                                         strides[j].eq(0 if d < 0 else op(k, f"STRIDE{d}"))]
+            return dims, strides
+
+        al = [aligned(k) for k in range(SLOTS)]
+        # a reduction's output strides on the input's levels but the last (its rank or
+        # one less, by keepdims)
+        red_ys = [Signal(32, name=f"red_ys_l{j}") for j in range(LEVELS_WALKED - 1)]
+        with m.Switch(op(0, "RANK")):
+            for rk in range(1, LEVELS_WALKED + 1):
+                with m.Case(rk):
+                    for j in range(LEVELS_WALKED - 1):
+                        d = j - (LEVELS_WALKED - rk)
+                        m.d.sync += red_ys[j].eq(0 if d < 0 else op(1, f"STRIDE{d}"))
+        elt_strides = [[held(v, f"elt_s{k}_l{j}_q") for j, v in enumerate(st)]
+                       for k, st in enumerate(elt_strides)]
         is_table, is_cast, is_pool, is_elt, is_red = (
             held(v, f"is_{n}") for v, n in ((is_table, "table"), (is_cast, "cast"),
                                             (is_pool, "pool"), (is_elt, "elt"),
@@ -515,40 +548,26 @@ class CstlRegisters(wiring.Component):
             m.d.comb += t.cause.eq(Cause.LAYOUT)
         with m.Elif(is_table & ~has_table):
             m.d.comb += t.cause.eq(Cause.REQUANT)
-        with m.Elif(is_elt):
+        # the fields by the kind of task alone, whatever the cause (a refused task's are
+        # not looked at): the checks' priority chain stays off the selection of ~700 bits
+        with m.If(is_elt):
             xs, bs = elt_strides
             m.d.comb += [t.elt.eq(elt), t.x_addr.eq(op(0, "ADDR_LO")),
                          t.b_addr.eq(op(1, "ADDR_LO")), t.y_addr.eq(op(2, "ADDR_LO")),
                          t.run.eq(run_elt)]
             m.d.comb += [t.xs[j].eq(xs[j]) for j in range(LEVELS_WALKED)]
             m.d.comb += [t.bs[j].eq(bs[j]) for j in range(LEVELS_WALKED)]
-            with m.Switch(op(2, "RANK")):
-                for rk in range(LEVELS_WALKED + 1):
-                    with m.Case(rk):
-                        for j in range(LEVELS_WALKED):
-                            d = j - (LEVELS_WALKED - rk)
-                            if d < 0:
-                                m.d.comb += t.dims[j].eq(1)
-                            else:
-                                m.d.comb += [t.dims[j].eq(op(2, f"DIM{d}")),
-                                             t.ys[j].eq(op(2, f"STRIDE{d}"))]
+            m.d.comb += [t.dims[j].eq(al[2][0][j]) for j in range(LEVELS_WALKED)]
+            m.d.comb += [t.ys[j].eq(al[2][1][j]) for j in range(LEVELS_WALKED)]
         with m.Elif(is_red):
             # the input's region; the output's strides on the outer levels, 0 on the last
             m.d.comb += [t.red.eq(red), t.x_addr.eq(op(0, "ADDR_LO")),
                          t.y_addr.eq(op(1, "ADDR_LO")), t.out_shift.eq(shifts[1]),
                          t.run.eq(run_red)]
-            with m.Switch(op(0, "RANK")):
-                for rk in range(1, LEVELS_WALKED + 1):
-                    with m.Case(rk):
-                        for j in range(LEVELS_WALKED):
-                            d = j - (LEVELS_WALKED - rk)
-                            if d < 0:
-                                m.d.comb += t.dims[j].eq(1)
-                                continue
-                            m.d.comb += [t.dims[j].eq(op(0, f"DIM{d}")),
-                                         t.xs[j].eq(op(0, f"STRIDE{d}"))]
-                            if d < rk - 1:
-                                m.d.comb += t.ys[j].eq(op(1, f"STRIDE{d}") << shifts[1])
+            m.d.comb += [t.dims[j].eq(al[0][0][j]) for j in range(LEVELS_WALKED)]
+            m.d.comb += [t.xs[j].eq(al[0][1][j]) for j in range(LEVELS_WALKED)]
+            m.d.comb += [t.ys[j].eq(red_ys[j] << shifts[1])
+                         for j in range(LEVELS_WALKED - 1)]
         with m.Else():
             si, so = shifts[:2]
             m.d.comb += [t.x_addr.eq(op(0, "ADDR_LO")), t.y_addr.eq(op(1, "ADDR_LO")),
@@ -558,18 +577,11 @@ class CstlRegisters(wiring.Component):
                 m.d.comb += [t.pool.eq(pool), t.ih.eq(op(0, "DIM1")), t.iw.eq(op(0, "DIM2"))]
                 m.d.comb += [getattr(t, f).eq(pa[f]) for f in
                              ("kh", "kw", "sh", "sw", "top", "left")]
-            # level j of the walk is dimension j - (4 - rank) of the operands
-            with m.Switch(rank):
-                for rk in range(LEVELS_WALKED + 1):
-                    with m.Case(rk):
-                        for j in range(LEVELS_WALKED):
-                            d = j - (LEVELS_WALKED - rk)
-                            if d < 0:
-                                m.d.comb += t.dims[j].eq(1)
-                            else:
-                                m.d.comb += [t.dims[j].eq(op(1, f"DIM{d}")),
-                                             t.xs[j].eq(op(0, f"STRIDE{d}") << si),
-                                             t.ys[j].eq(op(1, f"STRIDE{d}") << so)]
+            # level j of the walk is dimension j - (4 - rank) of the operands (aligned
+            # above; the input's rank is the output's, else the task is refused)
+            for j in range(LEVELS_WALKED):
+                m.d.comb += [t.dims[j].eq(al[1][0][j]), t.xs[j].eq(al[0][1][j] << si),
+                             t.ys[j].eq(al[1][1][j] << so)]
         return m
 
     @staticmethod

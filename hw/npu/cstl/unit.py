@@ -145,6 +145,8 @@ class Cstl(wiring.Component):
         wiring.connect(m, store.wr, wiring.flipped(self.l1_wr))
 
         task = Signal(task_layout())
+        # every walk sees the task at all times; the CHECK state only raises one's valid
+        m.d.comb += [w.start.payload.eq(task) for w in (walk, pwalk, ewalk)]
         cause = Signal(4)
         widx = Signal(range(TABLE_WORDS))
         # the task's mode, decoded from the start's payload into registers beside the task
@@ -433,13 +435,13 @@ class Cstl(wiring.Component):
                     m.d.sync += cause.eq(Cause.REQUANT)
                     m.next = "DONE"
                 with m.Elif(is_elt):
-                    m.d.comb += [ewalk.start.valid.eq(1), ewalk.start.payload.eq(task)]
+                    m.d.comb += ewalk.start.valid.eq(1)
                     m.next = "WALK"
                 with m.Elif(is_pool):
-                    m.d.comb += [pwalk.start.valid.eq(1), pwalk.start.payload.eq(task)]
+                    m.d.comb += pwalk.start.valid.eq(1)
                     m.next = "WALK"
                 with m.Else():
-                    m.d.comb += [walk.start.valid.eq(1), walk.start.payload.eq(task)]
+                    m.d.comb += walk.start.valid.eq(1)
                     m.next = "WALK"
             with m.State("WALK"):
                 m.d.comb += self.busy.eq(1)

@@ -94,14 +94,19 @@ class RegionWalk(wiring.Component):
             self.cmd.payload.tag.kind.eq(nest.last[-1]),
             self.cmd.payload.tag.row.eq(idx[-1]),
         ]
-        with m.If(self.start.valid & self.start.ready):
+        # idle, the task's registers and the nest follow the start's payload in every
+        # cycle, so that only ``act`` waits for the start's valid (decided late, by the
+        # unit's checks), not the enables of the address registers
+        with m.If(self.start.ready):
             p = self.start.payload
             empty = 0
             for j in range(n):
                 empty = empty | (p.dims[j] == 0)
-            m.d.sync += [task.eq(p), act.eq(~empty)]
+            m.d.sync += task.eq(p)
             nest.load(m, [p.dims[j] for j in range(n - 1)] + [Mux(p.run, 1, p.dims[-1])])
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.y_addr) for s in yb]
+            with m.If(self.start.valid):
+                m.d.sync += act.eq(~empty)
 
         with m.If(self.cmd.valid & self.cmd.ready):
             # the innermost level that does not wrap steps; the ones inside it restart
