@@ -41,6 +41,7 @@ from npu.cstl.eltwalk import elt_runs
 from npu.cstl.model import CstlUnsupported, cstl_model, decode_task, table_opcodes
 from npu.cstl.poolwalk import pool_runs
 from npu.cstl.regs import (
+    RED_ATTRS,
     RED_OPS,
     CstlRegisters,
     decode,
@@ -790,6 +791,27 @@ def test_decode_equals_the_model():
     for regs in cases[:20] + cases[40:55] + cases[70:85] + cases[100:125]:   # corruptions
         name = rng.choice([*kept_registers(), "ATTR11", "ATTR39", "OP2_DIM0", "OP2_RANK"])
         regs[name] = rng.choice([0, 1, 2, 3, 5, rng.getrandbits(32)])
+    # words whose low bits are a value the task could hold and whose high bits are not:
+    # the RTL keeps RANK, ELEM, OPCODE and the dimensions narrow, with a flag for the rest
+    # of the word, and compares with constants by flags set at the write
+    narrowed = [n for n in kept_registers() if n == "OPCODE" or n.endswith(("_RANK", "_ELEM"))
+                or "_DIM" in n or n.startswith("ATTR") or n.endswith(("_STRIDE3", "QUANT"))]
+    for regs in cases[20:40] + cases[55:70] + cases[85:100] + cases[125:140]:
+        name = rng.choice(narrowed)
+        high = rng.choice([1 << 3, 1 << 6, 1 << 16, 1 << 31, rng.getrandbits(32) & ~0xFFFF])
+        regs[name] = regs.get(name, 0) | high
+    # an opcode the CSTL runs with a high bit set: refused (OPCODE)
+    for regs, high in zip(cases[:140:14], [1 << 6, 1 << 7, 1 << 16, 1 << 31] * 3,
+                          strict=False):
+        cases.append(regs | {"OPCODE": regs["OPCODE"] | high})
+    # a reduction's axis word with a bit above the rank's set (the RTL compares its low
+    # three bits with the rank's and flags the rest at the write): refused
+    for op in ("reduce_max", "argmax"):
+        body = red_attr_slots()[op][RED_ATTRS[op][0]].body
+        for high in (1 << 3, 1 << 4, 1 << 16):
+            regs = _red_task(rng, op)
+            regs[f"ATTR{body}"] = (regs["OP0_RANK"] - 1) | high
+            cases.append(regs)
     # casts whose last stride has bit 30 or 31 set: ``run`` asks whether the stride in
     # bytes (shifted by the element size, cut to 32 bits) is one element, so a high bit
     # the shift pushes out does not count and one it keeps does

@@ -49,9 +49,10 @@ strides become byte strides (``in_shift`` / ``out_shift``: log2 of the element b
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -352,83 +353,135 @@ class CstlRegisters(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        r = {name: Signal(32, name=name.lower()) for name in kept_registers()}
+        # RANK, ELEM, OPCODE and DIM are kept narrow (what a task that is not refused can
+        # hold), with a flag set at the write when the word is wider: a rank above 4, an
+        # element type or opcode past the table, a dimension of 2**16 or more (each refused
+        # before anything reads the narrow value). Comparisons with a constant are flags
+        # set at the write too (:func:`flag`), so that the decode's first stage compares
+        # a few bits, not 32.
+        narrow = {"RANK": 3, "ELEM": len(ELEM_TYPES).bit_length(),
+                  "DIM": DIM_BITS, "OPCODE": len(OPCODES).bit_length()}
+
+        def width(name):
+            for field, bits in narrow.items():
+                if name == field or name.endswith(f"_{field}") or \
+                        name.rstrip("0123456789").endswith(f"_{field}"):
+                    return bits
+            return 32
+
+        r = {name: Signal(width(name), name=name.lower()) for name in kept_registers()}
+        flags = {}
+
+        def flag(name, label, fn):
+            """A register set with each write (and ``clear``) of ``name``: ``fn`` of the
+            32-bit value written."""
+            if (name, label) not in flags:
+                flags[name, label] = (Signal(name=f"{name.lower()}_{label}"), fn)
+            return flags[name, label][0]
+
+        def equals(name, value):
+            return flag(name, f"is_{value:x}", lambda v: v == value)
+
+        def nonzero(name):
+            return flag(name, "nz", lambda v: v != 0)
+
+        def big(name):
+            """The word is wider than its narrow register (see ``narrow``)."""
+            bits = width(name)
+            if name.endswith("_RANK"):
+                return flag(name, "big", lambda v: v > LEVELS_WALKED)
+            return flag(name, "big", lambda v: v[bits:] != 0)
+
         # the ATTR words the CSTL does not keep: one flag each, set while the word is not 0
         others = [j for j in range(ATTR_WORDS) if f"ATTR{j}" not in r]
         stray = Signal(len(others))
         m.d.comb += self.write.ready.eq(1)
+        self._decode(m, r, stray, equals, nonzero, big, flag)
+        # the writes, after the decode has asked for its flags
         with m.If(self.clear):
             m.d.sync += [s.eq(0) for s in r.values()]
             m.d.sync += stray.eq(0)
+            m.d.sync += [sig.eq(fn(Const(0, 32))) for sig, fn in flags.values()]
         with m.Elif(self.write.valid):
+            value = self.write.payload.value
             with m.Switch(self.write.payload.index):
                 for name, s in r.items():
                     with m.Case(REGS.index(name)):
-                        m.d.sync += s.eq(self.write.payload.value)
+                        m.d.sync += s.eq(value)
+                        m.d.sync += [sig.eq(fn(value)) for (n, _), (sig, fn) in flags.items()
+                                     if n == name]
                 for bit, j in enumerate(others):
                     with m.Case(REGS.index(f"ATTR{j}")):
-                        m.d.sync += stray[bit].eq(self.write.payload.value != 0)
+                        m.d.sync += stray[bit].eq(value != 0)
+        return m
 
+    def _decode(self, m, r, stray, equals, nonzero, big, flag):
+        """The decode of the shadow registers ``r`` into ``self.task`` (see the class)."""
         def op(k, f):
             return r[f"OP{k}_{f}"]
 
         t = self.task
+        # the opcode: an opcode past the table (``big``) is none of them
+        code_ok = ~big("OPCODE")
         is_table = Signal()
         with m.Switch(r["OPCODE"]):
             with m.Case(*table_codes()):
-                m.d.comb += is_table.eq(1)
-        is_cast = r["OPCODE"] == CAST
+                m.d.comb += is_table.eq(code_ok)
+        is_cast = code_ok & (r["OPCODE"] == CAST)
         pool = Signal(2)
         for name, value in POOL_OPS.items():
-            with m.If(r["OPCODE"] == OPCODES.index(name)):
+            with m.If(code_ok & (r["OPCODE"] == OPCODES.index(name))):
                 m.d.comb += pool.eq(value)
         is_pool = pool != 0
         elt = Signal(3)
         for name, value in ELT_OPS.items():
-            with m.If(r["OPCODE"] == OPCODES.index(name)):
+            with m.If(code_ok & (r["OPCODE"] == OPCODES.index(name))):
                 m.d.comb += elt.eq(value)
         is_elt = elt != 0
         red = Signal(2)
         for name, value in RED_OPS.items():
-            with m.If(r["OPCODE"] == OPCODES.index(name)):
+            with m.If(code_ok & (r["OPCODE"] == OPCODES.index(name))):
                 m.d.comb += red.eq(value)
         is_red = red != 0
-        # element types: log2 of the bytes of a cast type, and whether it is one
-        shifts, known = [Signal(2, name=f"shift{k}") for k in range(SLOTS)], []
+        # element types: log2 of the bytes of a cast type, and whether it is one (flags
+        # set at the write)
+        shifts = [Signal(2, name=f"shift{k}") for k in range(SLOTS)]
         for k in range(SLOTS):
-            ok = Signal(name=f"cast_type{k}")
             with m.Switch(op(k, "ELEM")):
                 for name, sh in SHIFT.items():
                     with m.Case(ELEM_TYPES.index(name)):
-                        m.d.comb += [shifts[k].eq(sh), ok.eq(1)]
-            known.append(ok)
-        i8 = [op(k, "ELEM") == I8 for k in range(SLOTS)]
+                        m.d.comb += shifts[k].eq(sh)
+        cast_codes = [ELEM_TYPES.index(name) for name in SHIFT]
+        known = [flag(f"OP{k}_ELEM", "cast",
+                      lambda v: functools.reduce(operator.or_, [v == c for c in cast_codes]))
+                 for k in range(SLOTS)]
+        i8 = [equals(f"OP{k}_ELEM", I8) for k in range(SLOTS)]
         elem_ok = Mux(is_cast, (i8[0] & known[1]) | (known[0] & i8[1]),
                       Mux(red == RED_OPS["argmax"],
-                          i8[0] & known[1] & (r["OP1_QUANT"] == NO_QUANT),
+                          i8[0] & known[1] & equals("OP1_QUANT", NO_QUANT),
                           i8[0] & i8[1] & (i8[2] | ~is_elt)))
 
         def mem_bad(k):
-            return (op(k, "LEVEL") != L1_LEVEL) | (op(k, "ADDR_HI") != 0)
+            return ~equals(f"OP{k}_LEVEL", L1_LEVEL) | nonzero(f"OP{k}_ADDR_HI")
 
         def rank_bad(k):
-            bad = op(k, "RANK") > LEVELS_WALKED
+            bad = big(f"OP{k}_RANK")
             for d in range(LEVELS_WALKED):
-                bad = bad | ((op(k, "RANK") > d) & (op(k, f"DIM{d}")[DIM_BITS:] != 0))
+                bad = bad | ((op(k, "RANK") > d) & big(f"OP{k}_DIM{d}"))
             return bad
 
         rank = op(1, "RANK")
         differ = op(0, "RANK") != rank
         for d in range(LEVELS_WALKED):
             differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
-        pool_bad, pa = self._pool_check(m, r, stray)
-        bcast_bad, elt_strides = self._broadcast(m, r)
-        red_bad = self._red_check(m, r, stray, red)
-        has_table = r["TABLE"] != NO_TABLE
+        pool_bad, pa = self._pool_check(m, r, stray, equals, nonzero, flag)
+        bcast_bad, elt_strides = self._broadcast(m, r, equals)
+        red_bad = self._red_check(m, r, stray, red, equals, nonzero, flag)
+        has_table = ~equals("TABLE", NO_TABLE)
         reads = Signal()
         with m.Switch(r["OPCODE"]):
             with m.Case(*reads_table_codes()):
-                m.d.comb += reads.eq(1)
+                m.d.comb += reads.eq(code_ok)
 
         # the checks in registers of their own (the pool's products and the shape
         # comparisons are too long a path in the cycle that also selects the fields); the
@@ -454,9 +507,11 @@ class CstlRegisters(wiring.Component):
             with m.Switch(rank):
                 for rk in range(1, LEVELS_WALKED + 1):
                     with m.Case(rk):
-                        v = op(k, f"STRIDE{rk - 1}")
-                        m.d.comb += [one.eq(v[0] & (v[1:30] == 0)), b30.eq(v[30]),
-                                     b31.eq(v[31])]
+                        name = f"OP{k}_STRIDE{rk - 1}"
+                        v = r[name]
+                        m.d.comb += [one.eq(flag(name, "low_one",
+                                                 lambda v: v[0] & (v[1:30] == 0))),
+                                     b30.eq(v[30]), b31.eq(v[31])]
             return one & (~b30 | (shift == 2)) & (~b31 | (shift != 0))
 
         # an eltwise input's stride on the last level is at most one byte: it has no
@@ -469,8 +524,9 @@ class CstlRegisters(wiring.Component):
             with m.Switch(op(k, "RANK")):
                 for rk in range(1, LEVELS_WALKED + 1):
                     with m.Case(rk):
-                        m.d.comb += out.eq((op(k, f"DIM{rk - 1}") == 1)
-                                           | (op(k, f"STRIDE{rk - 1}")[1:] == 0))
+                        m.d.comb += out.eq(equals(f"OP{k}_DIM{rk - 1}", 1)
+                                           | flag(f"OP{k}_STRIDE{rk - 1}", "short",
+                                                  lambda v: v[1:] == 0))
             return out
 
         si_c, so_c = shifts[:2]
@@ -517,8 +573,8 @@ class CstlRegisters(wiring.Component):
         shifts = [held(v, f"shift{k}_q") for k, v in enumerate(shifts)]
         reads, has_table = held(reads, "reads_q"), held(has_table, "has_table")
         bad = {name: held(v, f"{name}_bad") for name, v in (
-            ("type0", (r["NIN"] != Mux(is_elt_c, 2, 1)) | (r["NOUT"] != 1)
-             | mem_bad(0)),
+            ("type0", ~Mux(is_elt_c, equals("NIN", 2), equals("NIN", 1))
+             | ~equals("NOUT", 1) | mem_bad(0)),
             ("rank0", rank_bad(0)), ("mem1", mem_bad(1)), ("rank1", rank_bad(1)),
             ("mem2", mem_bad(2)), ("rank2", rank_bad(2)), ("elem", ~elem_ok),
             # the layout checks one register per kind of task, selected by the registered
@@ -582,10 +638,9 @@ class CstlRegisters(wiring.Component):
             for j in range(LEVELS_WALKED):
                 m.d.comb += [t.dims[j].eq(al[1][0][j]), t.xs[j].eq(al[0][1][j] << si),
                              t.ys[j].eq(al[1][1][j] << so)]
-        return m
 
     @staticmethod
-    def _broadcast(m, r):
+    def _broadcast(m, r, equals):
         """An eltwise's inputs against its output (OP2): whether one does not broadcast
         (``LAYOUT``: a higher rank, or a dimension neither 1 nor the output's), and each
         input's byte strides on the walk's levels (0 where it broadcasts)."""
@@ -605,15 +660,15 @@ class CstlRegisters(wiring.Component):
                                 di, do = j - (LEVELS_WALKED - a), j - (LEVELS_WALKED - b)
                                 if di < 0:
                                     continue
-                                n = r[f"OP{k}_DIM{di}"]
-                                with m.If((n != 1) & (n != r[f"OP2_DIM{do}"])):
+                                n, one = r[f"OP{k}_DIM{di}"], equals(f"OP{k}_DIM{di}", 1)
+                                with m.If(~one & (n != r[f"OP2_DIM{do}"])):
                                     m.d.comb += bad.eq(1)
-                                m.d.comb += st[j].eq(Mux(n == 1, 0, r[f"OP{k}_STRIDE{di}"]))
+                                m.d.comb += st[j].eq(Mux(one, 0, r[f"OP{k}_STRIDE{di}"]))
             strides.append(st)
         return bad, strides
 
     @staticmethod
-    def _red_check(m, r, stray, red):
+    def _red_check(m, r, stray, red, equals, nonzero, flag):
         """Whether a reduction's attributes and shapes are refused (``LAYOUT``, as the
         model's ``read_attr_words`` and ``_check_layout``): the axis attribute must name the
         last axis (``rank - 1`` or ``-1``; argmax's absent ``axis`` is 0), keepdims a bool
@@ -630,20 +685,23 @@ class CstlRegisters(wiring.Component):
             bad = stray != 0
             for j in _attr_indices():
                 if j not in mine:
-                    bad = bad | (r[f"ATTR{j}"] != 0)
+                    bad = bad | nonzero(f"ATTR{j}")
             axis_slot, keep_slot = (slots[a] for a in RED_ATTRS[op])
-            tag, axis = r[f"ATTR{axis_slot.tag}"], r[f"ATTR{axis_slot.body}"]
-            last = (axis == rx - 1) | (axis == MASK)
+            tag, axis = f"ATTR{axis_slot.tag}", f"ATTR{axis_slot.body}"
+            # the axis is the input's last (rank 1..4: an axis below 8) or -1
+            small = flag(axis, "small", lambda v: v[3:] == 0)
+            last = (small & (r[axis][:3] == (rx - 1)[:3])) | equals(axis, MASK)
+            one_item = equals(tag, ATTR_PRESENT + 1)
             if axis_slot.type == "int_list":      # a list of one item, no other body word
-                ok = (tag == ATTR_PRESENT + 1) & last
+                ok = one_item & last
                 for i in range(1, axis_slot.words):
-                    ok = ok & (r[f"ATTR{axis_slot.body + i}"] == 0)
+                    ok = ok & ~nonzero(f"ATTR{axis_slot.body + i}")
             else:                                 # an int; absent: axis 0
-                ok = Mux(tag == 0, (axis == 0) & (rx == 1), (tag == ATTR_PRESENT + 1) & last)
-            ktag, kbody = r[f"ATTR{keep_slot.tag}"], r[f"ATTR{keep_slot.body}"]
-            ok = ok & (((ktag == 0) & (kbody == 0)) | (ktag == ATTR_PRESENT + 1))
+                ok = Mux(nonzero(tag), one_item & last, ~nonzero(axis) & (rx == 1))
+            ktag, kbody = f"ATTR{keep_slot.tag}", f"ATTR{keep_slot.body}"
+            ok = ok & ((~nonzero(ktag) & ~nonzero(kbody)) | equals(ktag, ATTR_PRESENT + 1))
             with m.If(red == RED_OPS[op]):
-                m.d.comb += keep.eq((ktag == 0) | (kbody != 0))
+                m.d.comb += keep.eq(~nonzero(ktag) | nonzero(kbody))
             bads.append((op, bad | ~ok))
         bad = Signal(name="red_bad")
         for op, b in bads:
@@ -654,11 +712,11 @@ class CstlRegisters(wiring.Component):
         with m.Switch(rx):
             for rk in range(1, LEVELS_WALKED + 1):
                 with m.Case(rk):
-                    differ = r[f"OP0_DIM{rk - 1}"] == 0
+                    differ = ~nonzero(f"OP0_DIM{rk - 1}")
                     for d in range(rk - 1):
                         differ = differ | (r[f"OP1_DIM{d}"] != r[f"OP0_DIM{d}"])
                     m.d.comb += shape_bad.eq(differ | Mux(
-                        keep, (ry != rk) | (r[f"OP1_DIM{rk - 1}"] != 1), ry != rk - 1))
+                        keep, (ry != rk) | ~equals(f"OP1_DIM{rk - 1}", 1), ry != rk - 1))
             with m.Default():
                 m.d.comb += shape_bad.eq(1)
         out = Signal(name="red_refused")
@@ -666,7 +724,7 @@ class CstlRegisters(wiring.Component):
         return out
 
     @staticmethod
-    def _pool_check(m, r, stray):
+    def _pool_check(m, r, stray, equals, nonzero, flag):
         """Whether a pool's attributes and shapes are refused (``LAYOUT``, as the model's
         ``read_attr_words`` and ``_check_layout``), and its kernel, strides, top and left
         pads (16 bits each)."""
@@ -676,42 +734,52 @@ class CstlRegisters(wiring.Component):
             return r[f"ATTR{j}"]
 
         def tag(name):
-            return word(slots[name].tag)
+            return f"ATTR{slots[name].tag}"
+
+        def body_name(name, i):
+            return f"ATTR{slots[name].body + i}"
 
         def body(name, i):
-            return word(slots[name].body + i)
+            return r[body_name(name, i)]
 
-        def nonzero(name):
+        def any_body(name):
             out = 0
             for i in range(slots[name].words):
-                out = out | (body(name, i) != 0)
+                out = out | nonzero(body_name(name, i))
             return out
 
         def wide(v):               # not below 2**16
             return v[DIM_BITS:] != 0
 
+        def wide_body(name, i):    # a body word not below 2**16 (a flag set at the write)
+            return flag(body_name(name, i), "wide", wide)
+
         # an int_list of n items: tag ATTR_PRESENT + n; an empty list reads as absent
-        bad = (tag("kernel_shape") != ATTR_PRESENT + 2) | (stray != 0)
+        bad = ~equals(tag("kernel_shape"), ATTR_PRESENT + 2) | (stray != 0)
         mine = set()
         for slot in slots.values():
             mine.update(_slot_words(slot))
         for j in _attr_indices():          # kept for another opcode's attributes
             if j not in mine:
-                bad = bad | (word(j) != 0)
+                bad = bad | nonzero(f"ATTR{j}")
         given = {}
         for name, n in (("pads", 4), ("strides", 2)):
-            full = tag(name) == ATTR_PRESENT + n
-            empty = (tag(name) == 0) | (tag(name) == ATTR_PRESENT)
-            bad = bad | ~(full | empty) | (empty & nonzero(name))
+            full = equals(tag(name), ATTR_PRESENT + n)
+            empty = ~nonzero(tag(name)) | equals(tag(name), ATTR_PRESENT)
+            bad = bad | ~(full | empty) | (empty & any_body(name))
             given[name] = full
         kh, kw = body("kernel_shape", 0), body("kernel_shape", 1)
         sh = Mux(given["strides"], body("strides", 0), 1)
         sw = Mux(given["strides"], body("strides", 1), 1)
         pads = [Mux(given["pads"], body("pads", i), 0) for i in range(4)]
-        for v in (kh, kw, sh, sw):
-            bad = bad | wide(v) | (v == 0)
-        for v in pads:
-            bad = bad | wide(v)
+        # a kernel or stride of 0 or of 2**16 or more, a pad of 2**16 or more (the
+        # strides and pads as given; absent, 1 and 0)
+        for i in range(2):
+            bad = bad | wide_body("kernel_shape", i) | ~nonzero(body_name("kernel_shape", i))
+            bad = bad | (given["strides"] & (wide_body("strides", i)
+                                             | ~nonzero(body_name("strides", i))))
+        for i in range(4):
+            bad = bad | (given["pads"] & wide_body("pads", i))
         # two register stages: the products, the spans and the attribute checks; then the
         # comparisons (``LATENCY`` counts the second; the caller registers their result)
         taps = Signal(2 * DIM_BITS)
