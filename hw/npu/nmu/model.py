@@ -199,7 +199,8 @@ def decode_task(regs):
     if nout != 1 or not 2 <= nin <= (3 if name != "matmul" else 2):
         raise NmuUnsupported(Cause.TYPE, f"{nin} inputs and {nout} outputs")
     ops = [*range(nin), nin]
-    elems = [ELEM_TYPES[_field(regs, k, "ELEM")] for k in ops]
+    codes = [_field(regs, k, "ELEM") for k in ops]
+    elems = [ELEM_TYPES[c] if c < len(ELEM_TYPES) else f"code {c}" for c in codes]
     out_elem = elems[-1]
     if elems[0] != "i8" or elems[1] != "i8" or (nin == 3 and elems[2] != "i32") \
             or out_elem not in OUT_BYTES:
@@ -209,6 +210,8 @@ def decode_task(regs):
 
     def dims(k):
         rank = _field(regs, k, "RANK")
+        if rank > 4:      # no operand of the NMU's opcodes has more than four dimensions
+            raise NmuUnsupported(Cause.LAYOUT, f"operand {k} of rank {rank}")
         return ([_field(regs, k, f"DIM{d}") for d in range(rank)],
                 [_field(regs, k, f"STRIDE{d}") for d in range(rank)])
 
