@@ -52,7 +52,7 @@ import functools
 import operator
 from dataclasses import dataclass
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -72,6 +72,7 @@ from nem.taskformat import (
 )
 from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
+from npu.shadow import ShadowRegisters
 
 __all__ = ["ELT_OPS", "LEVELS_WALKED", "POOL_OPS", "RED_OPS", "CstlRegisters", "CstlTask",
            "decode", "elt_codes", "kept_registers", "pool_attr_slots", "reads_table_codes",
@@ -357,62 +358,31 @@ class CstlRegisters(wiring.Component):
         # hold), with a flag set at the write when the word is wider: a rank above 4, an
         # element type or opcode past the table, a dimension of 2**16 or more (each refused
         # before anything reads the narrow value). Comparisons with a constant are flags
-        # set at the write too (:func:`flag`), so that the decode's first stage compares
-        # a few bits, not 32.
+        # set at the write too (:class:`npu.shadow.ShadowRegisters`), so that the decode's
+        # first stage compares a few bits, not 32.
         narrow = {"RANK": 3, "ELEM": len(ELEM_TYPES).bit_length(),
                   "DIM": DIM_BITS, "OPCODE": len(OPCODES).bit_length()}
 
         def width(name):
             for field, bits in narrow.items():
-                if name == field or name.endswith(f"_{field}") or \
-                        name.rstrip("0123456789").endswith(f"_{field}"):
+                if name == field or name.rstrip("0123456789").endswith(f"_{field}"):
                     return bits
             return 32
 
-        r = {name: Signal(width(name), name=name.lower()) for name in kept_registers()}
-        flags = {}
-
-        def flag(name, label, fn):
-            """A register set with each write (and ``clear``) of ``name``: ``fn`` of the
-            32-bit value written."""
-            if (name, label) not in flags:
-                flags[name, label] = (Signal(name=f"{name.lower()}_{label}"), fn)
-            return flags[name, label][0]
-
-        def equals(name, value):
-            return flag(name, f"is_{value:x}", lambda v: v == value)
-
-        def nonzero(name):
-            return flag(name, "nz", lambda v: v != 0)
+        shadow = ShadowRegisters(REGS, kept_registers(),
+                                 {name: width(name) for name in kept_registers()})
 
         def big(name):
             """The word is wider than its narrow register (see ``narrow``)."""
-            bits = width(name)
             if name.endswith("_RANK"):
-                return flag(name, "big", lambda v: v > LEVELS_WALKED)
-            return flag(name, "big", lambda v: v[bits:] != 0)
+                return shadow.flag(name, "big", lambda v: v > LEVELS_WALKED)
+            return shadow.above(name, width(name))
 
-        # the ATTR words the CSTL does not keep: one flag each, set while the word is not 0
-        others = [j for j in range(ATTR_WORDS) if f"ATTR{j}" not in r]
-        stray = Signal(len(others))
-        m.d.comb += self.write.ready.eq(1)
-        self._decode(m, r, stray, equals, nonzero, big, flag)
-        # the writes, after the decode has asked for its flags
-        with m.If(self.clear):
-            m.d.sync += [s.eq(0) for s in r.values()]
-            m.d.sync += stray.eq(0)
-            m.d.sync += [sig.eq(fn(Const(0, 32))) for sig, fn in flags.values()]
-        with m.Elif(self.write.valid):
-            value = self.write.payload.value
-            with m.Switch(self.write.payload.index):
-                for name, s in r.items():
-                    with m.Case(REGS.index(name)):
-                        m.d.sync += s.eq(value)
-                        m.d.sync += [sig.eq(fn(value)) for (n, _), (sig, fn) in flags.items()
-                                     if n == name]
-                for bit, j in enumerate(others):
-                    with m.Case(REGS.index(f"ATTR{j}")):
-                        m.d.sync += stray[bit].eq(value != 0)
+        # the ATTR words the CSTL does not keep: a flag each, set while the word is not 0
+        stray = Cat(*[shadow.nonzero(f"ATTR{j}") for j in range(ATTR_WORDS)
+                      if f"ATTR{j}" not in shadow.r])
+        self._decode(m, shadow.r, stray, shadow.equals, shadow.nonzero, big, shadow.flag)
+        shadow.elaborate_writes(m, self.clear, self.write)
         return m
 
     def _decode(self, m, r, stray, equals, nonzero, big, flag):
