@@ -477,17 +477,17 @@ class Cstl(wiring.Component):
 
 
     def _reduce(self, m, vec, free):
-        """The last-axis reduction, a pipeline of stages that move together.
+        """The last-axis reduction, a pipeline of three stages that move together.
 
         The vector's largest of its ``count`` bytes and the lowest lane holding it come
         from a tree of comparisons (lanes past ``count`` read -128 and, being above every
         valid lane, never win a tie): its first level into the first stage's register
         with the vector's element index of lane 0 (``tag.row + index * lanes``: a strided
         row is one element a run at index ``tag.row``, a contiguous row one run), whether it
-        ends its row and the row's output address; each further level of the tree into a
-        stage's register of its own (a comparison and a selection a cycle); then the
-        merge, the lane added to the index, into the row's running max and the index of
-        its first occurrence (a later vector wins only when strictly larger).
+        ends its row and the row's output address; the rest of the tree into the second
+        stage's register; then the merge, the lane added to the index, into the row's
+        running max and the index of its first occurrence (a later vector wins only when
+        strictly larger).
 
         ``free``: the row result register takes a result this cycle. Returns a namespace:
         ``ready`` (the reader's vector may enter), ``take`` (to drive: it enters), ``done``
@@ -517,44 +517,32 @@ class Cstl(wiring.Component):
         first_levels = min(1, lw)     # the mask by ``count`` and one comparison
         part = tree(lanes, first_levels, "a")
 
-        # the stages' registers: valid, row start, row end, output address, and the data;
-        # after the first, one more stage per level of the tree left (a comparison and a
-        # selection each), the last holding the vector's max and its lane
+        # the stages' registers: valid, row start, row end, output address, and the data
         meta = data.StructLayout({"valid": 1, "first": 1, "last": 1, "addr": len(tag.yaddr)})
-        levels = lw - first_levels
-        stages = [Signal(meta, name=f"red_s{i + 1}") for i in range(1 + max(levels, 1))]
-        bases = [Signal(DIM_BITS, name=f"red_s{i + 1}base") for i in range(len(stages))]
-        s1, last = stages[0], stages[-1]
+        s1, s2 = Signal(meta, name="red_s1"), Signal(meta, name="red_s2")
         s1_part = [(Signal(signed(8), name=f"red_s1v{i}"), Signal(range(L), name=f"red_s1j{i}"))
                    for i in range(len(part))]
+        s1_base = Signal(DIM_BITS, name="red_s1base")
+        s2_max = Signal(signed(8), name="red_s2max")
+        s2_base = Signal(DIM_BITS, name="red_s2base")
+        s2_lane = Signal(range(L), name="red_s2lane")
         # the pipeline moves unless a row's result waits for the result register
         move = Signal(name="red_move")
-        m.d.comb += move.eq(~(last.valid & last.last & ~free))
-        busy = 0
-        for st in stages:
-            busy = busy | st.valid
+        m.d.comb += move.eq(~(s2.valid & s2.last & ~free))
         out = SimpleNamespace(ready=move, take=Signal(name="red_take"),
                               done=Signal(name="red_done"),
                               max=Signal(signed(8), name="red_new_max"),
-                              idx=Signal(DIM_BITS, name="red_new_idx"), addr=last.addr,
-                              busy=busy)
-        # each stage's nodes: (register, what it takes)
-        loads = list(zip(s1_part, part, strict=True))
-        nodes = s1_part
-        for i in range(1, len(stages)):
-            merged = tree(nodes, 1 if i <= levels else 0, f"b{i}")
-            nodes = [(Signal(signed(8), name=f"red_s{i + 1}v{j}"),
-                      Signal(range(L), name=f"red_s{i + 1}j{j}")) for j in range(len(merged))]
-            loads += zip(nodes, merged, strict=True)
-        [(s2_max, s2_lane)] = nodes
+                              idx=Signal(DIM_BITS, name="red_new_idx"), addr=s2.addr,
+                              busy=s1.valid | s2.valid)
+        vmax, vlane = tree(s1_part, lw - first_levels, "b")[0]
         with m.If(move):
             m.d.sync += [s1.valid.eq(out.take), s1.first.eq(tag.first & (vec.index == 0)),
                          s1.last.eq(tag.kind[0] & vec.last), s1.addr.eq(tag.yaddr),
-                         bases[0].eq(tag.row + (vec.index << lw))]
-            m.d.sync += [st.eq(prev) for st, prev in zip(stages[1:], stages, strict=False)]
-            m.d.sync += [b.eq(prev) for b, prev in zip(bases[1:], bases, strict=False)]
-            m.d.sync += [r.eq(x) for pair, got in loads for r, x in zip(pair, got, strict=True)]
-        s2, s2_base = last, bases[-1]
+                         s1_base.eq(tag.row + (vec.index << lw))]
+            m.d.sync += [r.eq(x) for pair, got in zip(s1_part, part, strict=True)
+                         for r, x in zip(pair, got, strict=True)]
+            m.d.sync += [s2.eq(s1), s2_max.eq(vmax), s2_base.eq(s1_base),
+                         s2_lane.eq(vlane)]
         # the merge
         run_max = Signal(signed(8))
         run_idx = Signal(DIM_BITS)
