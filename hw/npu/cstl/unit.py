@@ -509,6 +509,31 @@ class Cstl(wiring.Component):
                 nodes = merged
             return nodes
 
+        def select_max(nodes):
+            """The tree's result over ``nodes`` in one level: every pair compared at once,
+            the first node not below any other and above every earlier one wins (as in
+            the tree, the lowest lane among equal maxima), its value and lane selected
+            by the one-hot winner."""
+            n = len(nodes)
+            gt = {(i, j): nodes[i][0] > nodes[j][0] for i in range(n) for j in range(n)
+                  if i != j}
+            v = Signal(signed(8), name="red_sel_max")
+            j = Signal(range(L), name="red_sel_lane")
+            vs, js = 0, 0
+            for i in range(n):
+                win = Signal(name=f"red_win{i}")
+                cond = 1
+                for o in range(n):
+                    if o < i:
+                        cond = cond & gt[i, o]
+                    elif o > i:
+                        cond = cond & ~gt[o, i]
+                m.d.comb += win.eq(cond)
+                vs = vs | Mux(win, nodes[i][0].as_unsigned(), 0)
+                js = js | Mux(win, nodes[i][1], 0)
+            m.d.comb += [v.eq(vs), j.eq(js)]
+            return v, j
+
         lanes = []
         for k in range(L):
             v = Signal(signed(8), name=f"red_v{k}")
@@ -534,7 +559,8 @@ class Cstl(wiring.Component):
                               max=Signal(signed(8), name="red_new_max"),
                               idx=Signal(DIM_BITS, name="red_new_idx"), addr=s2.addr,
                               busy=s1.valid | s2.valid)
-        vmax, vlane = tree(s1_part, lw - first_levels, "b")[0]
+        vmax, vlane = select_max(s1_part) if len(s1_part) <= 8 else \
+            tree(s1_part, lw - first_levels, "b")[0]
         with m.If(move):
             m.d.sync += [s1.valid.eq(out.take), s1.first.eq(tag.first & (vec.index == 0)),
                          s1.last.eq(tag.kind[0] & vec.last), s1.addr.eq(tag.yaddr),
