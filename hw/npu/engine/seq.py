@@ -957,6 +957,13 @@ class Sequencer(wiring.Component):
         src_prod, dst_prod = (Signal.like(p, name=n)
                               for p, n in zip(products(1), ("src_prod", "dst_prod"),
                                               strict=True))
+        # the comparison with the memories' sizes goes into a register and the error
+        # follows in the cycle after (a region inside its memories marks the slot checked
+        # in the cycle of the comparison, as before: no cycle for a task that passes)
+        over = Signal(name="region_over")
+        m.d.sync += over.eq(0)
+        with m.If(over & s.running):
+            self._fail(m, s, Cause.BAD_REGION, s.slot_index)
         with m.If(s.slot_valid & ~s.slot_checked & s.running):
             with m.Switch(s.slot_dim):
                 for d in (0, 1, 2, 3):
@@ -975,11 +982,9 @@ class Sequencer(wiring.Component):
                                    Const(cfg.l2_depth * W, aw + 1),
                                    Const(cfg.l1_depth * W, aw + 1)])
                     assert [level_code(x) for x in ("DDR", "L2", "L1")] == [0, 1, 2]
-                    with m.If((s.src_end > sizes[s.slot_cmd.src_level]) |
-                              (s.dst_end > sizes[s.slot_cmd.dst_level])):
-                        self._fail(m, s, Cause.BAD_REGION, s.slot_index)
-                    with m.Else():
-                        m.d.sync += s.slot_checked.eq(1)
+                    out = (s.src_end > sizes[s.slot_cmd.src_level]) | \
+                        (s.dst_end > sizes[s.slot_cmd.dst_level])
+                    m.d.sync += [over.eq(out), s.slot_checked.eq(~out)]
             m.d.sync += s.slot_dim.eq(s.slot_dim + 1)
 
     def _dispatch(self, m, s):
