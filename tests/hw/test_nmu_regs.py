@@ -21,27 +21,33 @@ from sim.nmu_programs import conv_case, gemm_case
 REGS = REGISTER_MAPS[Unit.NMU]
 
 
-def _decode(dut, regs):
-    out = {}
+def _decode_all(dut, cases):
+    """The decoded task of each register set in ``cases`` (``{index: value}``), one
+    simulation: clear, the writes one a cycle, then :attr:`NmuRegisters.LATENCY` cycles."""
+    got = []
 
     async def bench(ctx):
-        ctx.set(dut.clear, 1)
-        await ctx.tick()
-        ctx.set(dut.clear, 0)
-        ctx.set(dut.write.valid, 1)
-        for index, value in regs.items():
-            ctx.set(dut.write.payload, {"index": index, "value": value})
+        for regs in cases:
+            ctx.set(dut.clear, 1)
             await ctx.tick()
-        ctx.set(dut.write.valid, 0)
-        for _ in range(dut.LATENCY):      # the decode's first stage
-            await ctx.tick()
-        out["task"] = ctx.get(dut.task.as_value())
+            ctx.set(dut.clear, 0)
+            ctx.set(dut.write.valid, 1)
+            for index, value in regs.items():
+                ctx.set(dut.write.payload, {"index": index, "value": value})
+                await ctx.tick()
+            ctx.set(dut.write.valid, 0)
+            await ctx.tick().repeat(dut.LATENCY)     # the decode's first stage
+            got.append(ctx.get(dut.task.as_value()))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    return out["task"]
+    return got
+
+
+def _decode(dut, regs):
+    return _decode_all(dut, [regs])[0]
 
 
 def _want(regs):
@@ -124,26 +130,7 @@ def test_corrupted_registers_equal_the_model():
             more = dict(regs)
             more[REGS.index(a)] = regs.get(REGS.index(b), 0)
             cases.append(more)
-    dut = NmuRegisters()
-    got = []
-
-    async def bench(ctx):
-        for regs in cases:
-            ctx.set(dut.clear, 1)
-            await ctx.tick()
-            ctx.set(dut.clear, 0)
-            ctx.set(dut.write.valid, 1)
-            for index, value in regs.items():
-                ctx.set(dut.write.payload, {"index": index, "value": value})
-                await ctx.tick()
-            ctx.set(dut.write.valid, 0)
-            await ctx.tick().repeat(dut.LATENCY)
-            got.append(ctx.get(dut.task.as_value()))
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    got = _decode_all(NmuRegisters(), cases)
     offset = task_fields_layout()["cause"].offset
     causes, malformed = set(), 0
     for regs, g in zip(cases, got, strict=True):
