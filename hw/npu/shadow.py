@@ -9,6 +9,9 @@ from the value written (:meth:`ShadowRegisters.flag`), so the decode reads one b
 word the decode only uses in a few low bits when the task is not refused can be kept
 narrow (``widths``) with a flag for the rest of the word.
 
+Until the first ``clear`` the flags read 0 whatever their predicate says of a zero word
+(the sequencer clears a unit's registers before each task's writes).
+
 The flags are asked for while the decode is built and the write logic comes last
 (:meth:`ShadowRegisters.elaborate_writes`), so a flag exists only where the decode reads
 it. A flag may name a register map index that keeps no word (an attribute word a unit only

@@ -19,12 +19,16 @@ from nem.taskformat import REGISTER_MAPS, TaskFormatError, Unit
 from npu.shadow import ShadowRegisters
 
 REGS = REGISTER_MAPS[Unit.CSTL]
-KEPT = ["OPCODE", "OP0_RANK", "OP0_DIM0", "OP1_STRIDE3"]
+KEPT = ["OPCODE", "OP0_RANK", "OP0_DIM0", "OP1_STRIDE3", "OP2_ADDR_LO"]   # the last: no flag
 WIDTHS = {"OPCODE": 6, "OP0_RANK": 3, "OP0_DIM0": 16}
 # (register, label, predicate on the 32-bit value): ATTR11 keeps no word, only a flag
 FLAGS = [("OPCODE", "eq5", lambda v: v == 5), ("OP0_RANK", "nz", lambda v: v != 0),
          ("OP0_DIM0", "above16", lambda v: v >> 16 != 0), ("ATTR11", "nz", lambda v: v != 0),
-         ("OP1_STRIDE3", "is_1", lambda v: v == 1)]
+         ("OP1_STRIDE3", "is_1", lambda v: v == 1),
+         # several kinds on one register (their labels keep them apart); a predicate that
+         # reads bit 31, which ``clear`` must see as a 32-bit zero
+         ("OP0_DIM0", "eq5", lambda v: v == 5), ("OP0_DIM0", "nz", lambda v: v != 0),
+         ("OP0_DIM0", "b31_clear", lambda v: (v >> 31) == 0)]
 
 
 class _Dut(wiring.Component):
@@ -40,7 +44,8 @@ class _Dut(wiring.Component):
         m = Module()
         sh = ShadowRegisters(REGS, KEPT, WIDTHS)
         got = [sh.equals("OPCODE", 5), sh.nonzero("OP0_RANK"), sh.above("OP0_DIM0", 16),
-               sh.nonzero("ATTR11"), sh.equals("OP1_STRIDE3", 1)]
+               sh.nonzero("ATTR11"), sh.equals("OP1_STRIDE3", 1), sh.equals("OP0_DIM0", 5),
+               sh.nonzero("OP0_DIM0"), sh.flag("OP0_DIM0", "b31_clear", lambda v: ~v[31])]
         assert sh.equals("OPCODE", 5) is got[0]          # asked twice, one register
         words = [Signal(32, name=f"w{i}") for i in range(len(KEPT))]
         m.d.comb += [w.eq(sh.r[name]) for w, name in zip(words, KEPT, strict=True)]
@@ -55,12 +60,12 @@ class _Dut(wiring.Component):
 def test_words_and_flags_follow_the_writes():
     rng = random.Random(5)
     names = [*KEPT, "ATTR11", "ATTR12", "OP2_ADDR_LO"]
-    ops = []
+    ops = [("clear", None, None)]       # a unit's flags mean something from a clear on
     for _ in range(300):
         if rng.random() < 0.05:
             ops.append(("clear", None, None))
         else:
-            v = rng.choice([0, 1, 5, 0xFFFF, 0x10000, 0x10005, rng.getrandbits(32)])
+            v = rng.choice([0, 1, 5, 0xFFFF, 0x10000, 0x10005, 1 << 31, rng.getrandbits(32)])
             ops.append(("write" if rng.random() < 0.8 else "idle", rng.choice(names), v))
     dut = _Dut()
     seen = []

@@ -87,6 +87,7 @@ TARGETS = {t.module: t for t in (
     _T("npu.cstl.requant", ("tests/hw/test_requant.py",), "rtl"),
     _T("npu.product", ("tests/hw/test_cstl_eltalu.py", "tests/hw/test_requant.py"), "rtl"),
     _T("npu.cstl.eltalu", ("tests/hw/test_cstl_eltalu.py",), "rtl"),
+    _T("npu.shadow", ("tests/hw/test_shadow.py",), "rtl"),
     _T("npu.nmu.agu", ("tests/hw/test_nmu_agu.py", "tests/hw/test_nmu_agu_step.py",
                        "tests/hw/test_nmu_agu_edges.py"), "rtl"),
     _T("npu.nmu.agu_step", ("tests/hw/test_nmu_agu_step.py", "tests/hw/test_nmu_agu_edges.py"),
