@@ -356,10 +356,11 @@ class CstlRegisters(wiring.Component):
         m = Module()
         # RANK, ELEM, OPCODE and DIM are kept narrow (what a task that is not refused can
         # hold), with a flag set at the write when the word is wider: a rank above 4, an
-        # element type or opcode past the table, a dimension of 2**16 or more (each refused
-        # before anything reads the narrow value). Comparisons with a constant are flags
-        # set at the write too (:class:`npu.shadow.ShadowRegisters`), so that the decode's
-        # first stage compares a few bits, not 32.
+        # opcode past the table, a dimension of 2**16 or more (each refused before anything
+        # reads the narrow value; an element type is checked by exact flags, "i8" and "a
+        # cast type", and its narrow value only selects a cast's shift). Comparisons with a
+        # constant are flags set at the write too (:class:`npu.shadow.ShadowRegisters`), so
+        # that the decode's first stage compares a few bits, not 32.
         narrow = {"RANK": 3, "ELEM": len(ELEM_TYPES).bit_length(),
                   "DIM": DIM_BITS, "OPCODE": len(OPCODES).bit_length()}
 
@@ -381,12 +382,15 @@ class CstlRegisters(wiring.Component):
         # the ATTR words the CSTL does not keep: a flag each, set while the word is not 0
         stray = Cat(*[shadow.nonzero(f"ATTR{j}") for j in range(ATTR_WORDS)
                       if f"ATTR{j}" not in shadow.r])
-        self._decode(m, shadow.r, stray, shadow.equals, shadow.nonzero, big, shadow.flag)
+        self._decode(m, shadow, stray, big)
         shadow.elaborate_writes(m, self.clear, self.write)
         return m
 
-    def _decode(self, m, r, stray, equals, nonzero, big, flag):
-        """The decode of the shadow registers ``r`` into ``self.task`` (see the class)."""
+    def _decode(self, m, shadow, stray, big):
+        """The decode of the shadow registers ``shadow`` into ``self.task`` (see the
+        class)."""
+        r, equals, nonzero, flag = shadow.r, shadow.equals, shadow.nonzero, shadow.flag
+
         def op(k, f):
             return r[f"OP{k}_{f}"]
 
@@ -444,9 +448,9 @@ class CstlRegisters(wiring.Component):
         differ = op(0, "RANK") != rank
         for d in range(LEVELS_WALKED):
             differ = differ | ((rank > d) & (op(0, f"DIM{d}") != op(1, f"DIM{d}")))
-        pool_bad, pa = self._pool_check(m, r, stray, equals, nonzero, flag)
-        bcast_bad, elt_strides = self._broadcast(m, r, equals)
-        red_bad = self._red_check(m, r, stray, red, equals, nonzero, flag)
+        pool_bad, pa = self._pool_check(m, shadow, stray)
+        bcast_bad, elt_strides = self._broadcast(m, shadow)
+        red_bad = self._red_check(m, shadow, stray, red)
         has_table = ~equals("TABLE", NO_TABLE)
         reads = Signal()
         with m.Switch(r["OPCODE"]):
@@ -610,10 +614,11 @@ class CstlRegisters(wiring.Component):
                              t.ys[j].eq(al[1][1][j] << so)]
 
     @staticmethod
-    def _broadcast(m, r, equals):
+    def _broadcast(m, shadow):
         """An eltwise's inputs against its output (OP2): whether one does not broadcast
         (``LAYOUT``: a higher rank, or a dimension neither 1 nor the output's), and each
         input's byte strides on the walk's levels (0 where it broadcasts)."""
+        r, equals = shadow.r, shadow.equals
         bad = Signal(name="bcast_bad")
         strides = []
         ro = r["OP2_RANK"]
@@ -638,13 +643,14 @@ class CstlRegisters(wiring.Component):
         return bad, strides
 
     @staticmethod
-    def _red_check(m, r, stray, red, equals, nonzero, flag):
+    def _red_check(m, shadow, stray, red):
         """Whether a reduction's attributes and shapes are refused (``LAYOUT``, as the
         model's ``read_attr_words`` and ``_check_layout``): the axis attribute must name the
         last axis (``rank - 1`` or ``-1``; argmax's absent ``axis`` is 0), keepdims a bool
         tag or absent (kept), no other ATTR word set; the input of rank 1..4 with a
         non-empty last axis, the output its shape without the last axis (keepdims: with it
         as 1)."""
+        r, equals, nonzero, flag = shadow.r, shadow.equals, shadow.nonzero, shadow.flag
         rx, ry = r["OP0_RANK"], r["OP1_RANK"]
         keep = Signal(name="red_keep")
         bads = []
@@ -694,10 +700,11 @@ class CstlRegisters(wiring.Component):
         return out
 
     @staticmethod
-    def _pool_check(m, r, stray, equals, nonzero, flag):
+    def _pool_check(m, shadow, stray):
         """Whether a pool's attributes and shapes are refused (``LAYOUT``, as the model's
         ``read_attr_words`` and ``_check_layout``), and its kernel, strides, top and left
         pads (16 bits each)."""
+        r, equals, nonzero, flag = shadow.r, shadow.equals, shadow.nonzero, shadow.flag
         slots = pool_attr_slots()
 
         def word(j):

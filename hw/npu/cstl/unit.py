@@ -515,24 +515,23 @@ class Cstl(wiring.Component):
             the tree, the lowest lane among equal maxima), its value and lane selected
             by the one-hot winner."""
             n = len(nodes)
-            gt = {(i, j): nodes[i][0] > nodes[j][0] for i in range(n) for j in range(n)
-                  if i != j}
+            # later[i, o], o < i: node i is above node o (one comparison per pair)
+            later = {(i, o): nodes[i][0] > nodes[o][0] for i in range(n) for o in range(i)}
             v = Signal(signed(8), name="red_sel_max")
-            j = Signal(range(L), name="red_sel_lane")
-            vs, js = 0, 0
+            lane = Signal(range(L), name="red_sel_lane")
+            vs, lanes = 0, 0
             for i in range(n):
                 win = Signal(name=f"red_win{i}")
                 cond = 1
-                for o in range(n):
-                    if o < i:
-                        cond = cond & gt[i, o]
-                    elif o > i:
-                        cond = cond & ~gt[o, i]
+                for o in range(i):
+                    cond = cond & later[i, o]
+                for o in range(i + 1, n):
+                    cond = cond & ~later[o, i]
                 m.d.comb += win.eq(cond)
                 vs = vs | Mux(win, nodes[i][0].as_unsigned(), 0)
-                js = js | Mux(win, nodes[i][1], 0)
-            m.d.comb += [v.eq(vs), j.eq(js)]
-            return v, j
+                lanes = lanes | Mux(win, nodes[i][1], 0)
+            m.d.comb += [v.eq(vs), lane.eq(lanes)]
+            return v, lane
 
         lanes = []
         for k in range(L):
