@@ -303,6 +303,8 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
             if started and ctx.get(dut.done.valid):
                 p = ctx.get(dut.done.payload)
                 result["done"] = (int(p.error), int(p.cause))
+                # done waits for the whole requantisation entry, refused task or not
+                assert k == len(words), f"done after {k} of the entry's {len(words)} words"
                 result["counters"] = {n: ctx.get(getattr(dut, f"cnt_{n}")) for n in COUNTERS}
                 await ctx.tick()
                 return

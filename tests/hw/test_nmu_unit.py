@@ -185,6 +185,11 @@ def test_refusals(dut, unit):
     entry = replace(case.entry, multipliers=case.entry.multipliers[:2],
                     shifts=case.entry.shifts[:2])
     assert run_nmu(dut, task, entry, mem, random.Random(1))[0] == (1, Cause.REQUANT)
+    # more records than the channel table has rows for: every word is still read (the
+    # unit finishes, no wedge), the rows past the table are not written, the task refused
+    n = GEOM.channels + GEOM.cols + 3
+    entry = replace(case.entry, multipliers=[1 << 30] * n, shifts=[31] * n)
+    assert run_nmu(dut, task, entry, mem, random.Random(4))[0] == (1, Cause.REQUANT)
     big = replace(task, cin=GEOM.wrows * GEOM.lanes + 1)
     assert run_nmu(dut, big, case.entry, mem, random.Random(2))[0] == (1, Cause.SIZE)
     _compare(mem, case.l1_before, "refused tasks write nothing")

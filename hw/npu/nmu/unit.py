@@ -181,7 +181,6 @@ class Nmu(wiring.Component):
         s.cause = Signal(4)
 
         # requantisation entry words -> channel table rows
-        widx = Signal(32)
         mult = Signal(31)
         row = Signal(param_layout(C))
         row_write = Signal()
@@ -229,12 +228,12 @@ class Nmu(wiring.Component):
         s.counters = counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
 
         self._entry_reader(m, s, {"x_zero_point": zx, "y_zero_point": zy, "lo": lo, "hi": hi,
-                                  "channels": nch}, widx, mult, row, row_write, row_at)
+                                  "channels": nch}, mult, row, row_write, row_at)
 
         def on_start():
             """Statements of the cycle that takes ``start``."""
-            m.d.sync += [task.eq(self.start.payload), widx.eq(0), s.cause.eq(0),
-                         s.reading.eq(1), s.rows_done.eq(0), s.settled.eq(0)]
+            m.d.sync += [task.eq(self.start.payload), s.cause.eq(0), s.settled.eq(0),
+                         *s.entry_start]
             m.d.sync += [c.eq(0) for c in counters.values()]
 
         s.on_start = on_start
@@ -246,48 +245,66 @@ class Nmu(wiring.Component):
         self._counters(m, s, waiting_w, read_stall)
         return m
 
-    def _entry_reader(self, m, s, head, widx, mult, row, row_write, row_at):
+    def _entry_reader(self, m, s, head, mult, row, row_write, row_at):
         """The requantisation entry from ``rq``, one word a cycle: the head's fields into
         ``head`` (field name -> register), the channel records into channel table rows
         (``row`` written at ``row_at`` when ``row_write``). Runs from ``start`` until the
-        last word is in (``s.reading``)."""
-        C, rows, g = s.C, s.rows, self.geometry
+        last word is in (``s.reading``); ``s.entry_start`` are the statements of the cycle
+        that takes ``start``.
+
+        Where a word goes is kept in narrow counters of their own (the head word, the
+        record's word, the channel's lane, the table row) and the ends of the head, of a
+        row and of the entry as one-bit registers, set in the cycle before the word they
+        name arrives: no comparison of a 32-bit word index lies between ``rq.valid`` and
+        the row's write. ``left`` counts the channel records still to come after this one
+        (loaded from the head's channel count at the head's last word).
+        """
+        C, rows = s.C, s.rows
         s.reading = reading = Signal()
         s.rows_done = rows_done = Signal(range(rows + 2))
         s.head_done = head_done = Signal()
         nch = head["channels"]
-        m.d.comb += [head_done.eq(widx >= HEAD_WORDS), self.rq.ready.eq(reading)]
+        hidx = Signal(range(HEAD_WORDS))           # the head word (while ~head_done)
+        part = Signal(CHANNEL_SHIFT)               # the word of a channel record
+        lane = Signal(range(C))                    # the channel's column in its row
+        row_idx = Signal(range(rows + 1))          # its row, rows once past the table
+        left = Signal(32)                          # channel records after this one
+        ch_last = Signal()                         # this record is the entry's last
+        s.entry_start = [hidx.eq(0), head_done.eq(0), part.eq(0), lane.eq(0),
+                         row_idx.eq(0), reading.eq(1), rows_done.eq(0)]
+        m.d.comb += self.rq.ready.eq(reading)
         with m.If(row_write):
             m.d.sync += rows_done.eq(rows_done + 1)
         with m.If(self.rq.valid & reading):
             w = self.rq.payload
-            m.d.sync += widx.eq(widx + 1)
-            with m.Switch(widx):
-                for name, reg in head.items():
-                    with m.Case(HEAD[name]):
-                        m.d.sync += reg.eq(w)
-                with m.Case(HEAD_WORDS - 1):  # the head's last word: no channels, done
-                    with m.If(nch == 0):
-                        m.d.sync += reading.eq(0)
-                with m.Default():
-                    # channel records follow the head, CHANNEL_WORDS words each
-                    ch = Signal(32)
-                    m.d.comb += ch.eq((widx - HEAD_WORDS) >> CHANNEL_SHIFT)
-                    part = (widx - HEAD_WORDS)[:CHANNEL_SHIFT]
-                    with m.If(part == CHANNEL["multiplier"]):
-                        m.d.sync += mult.eq(w)
-                    with m.Else():
-                        lane = Signal(range(C))
-                        m.d.comb += lane.eq(ch % C)
-                        with m.Switch(lane):
-                            for c in range(C):
-                                with m.Case(c):
-                                    m.d.sync += [row[c].multiplier.eq(mult),
-                                                 row[c].shift.eq(w)]
-                        with m.If((lane == C - 1) | (ch + 1 == nch)):
-                            m.d.sync += [row_write.eq(ch < g.channels), row_at.eq(ch // C)]
-                        with m.If(ch + 1 == nch):
+            with m.If(~head_done):
+                m.d.sync += hidx.eq(hidx + 1)
+                with m.Switch(hidx):
+                    for name, reg in head.items():
+                        with m.Case(HEAD[name]):
+                            m.d.sync += reg.eq(w)
+                    with m.Case(HEAD_WORDS - 1):  # the head's last word: no channels, done
+                        m.d.sync += [head_done.eq(1), left.eq(nch - 1), ch_last.eq(nch == 1)]
+                        with m.If(nch == 0):
                             m.d.sync += reading.eq(0)
+            with m.Else():
+                # channel records follow the head, CHANNEL_WORDS words each
+                m.d.sync += part.eq(part + 1)
+                with m.If(part == CHANNEL["multiplier"]):
+                    m.d.sync += mult.eq(w)
+                with m.If(part == (1 << CHANNEL_SHIFT) - 1):  # the record's last word
+                    with m.Switch(lane):
+                        for c in range(C):
+                            with m.Case(c):
+                                m.d.sync += [row[c].multiplier.eq(mult), row[c].shift.eq(w)]
+                    m.d.sync += [lane.eq(lane + 1), left.eq(left - 1), ch_last.eq(left == 1)]
+                    with m.If((lane == C - 1) | ch_last):
+                        m.d.sync += [row_write.eq(row_idx != rows), row_at.eq(row_idx),
+                                     lane.eq(0)]
+                        with m.If(row_idx != rows):
+                            m.d.sync += row_idx.eq(row_idx + 1)
+                    with m.If(ch_last):
+                        m.d.sync += reading.eq(0)
 
     def _counters(self, m, s, waiting_w, read_stall):
         """The ``cnt_*`` counters (:data:`COUNTERS`), counting while ``s.counting``."""
@@ -295,12 +312,18 @@ class Nmu(wiring.Component):
         counting, counters = s.counting, s.counters
         offered = reader.o.valid
         is_act = vec.tag.kind == NmuAgu.MODE_A
-        # The MACs of the vector the array took, added a cycle later (off the path from the
-        # handshake into the counter's adder). The array is busy for several cycles after
-        # it takes a vector, so the task is still counting when the last product lands.
+        # The MACs of the vector the array took, added two cycles later: the handshake,
+        # the vector's byte count (the reader's fill level) and its columns into registers
+        # of their own, their product the cycle after, so neither the handshake nor the
+        # fill level reaches a multiplier. The array is busy for more cycles than that
+        # after it takes a vector, so the task is still counting when the last product
+        # lands.
+        took = Signal()
+        took_count, took_lane = Signal.like(vec.count), Signal.like(vec.tag.lane)
         macs_took = Signal(len(vec.count) + len(vec.tag.lane))
-        m.d.sync += macs_took.eq(Mux(array.i.valid & array.i.ready,
-                                     vec.count * vec.tag.lane, 0))
+        m.d.sync += [took.eq(array.i.valid & array.i.ready), took_count.eq(vec.count),
+                     took_lane.eq(vec.tag.lane),
+                     macs_took.eq(Mux(took, took_count * took_lane, 0))]
         with m.If(counting):
             m.d.sync += [counters["busy"].eq(counters["busy"] + 1),
                          counters["macs"].eq(counters["macs"] + macs_took)]
