@@ -30,6 +30,7 @@ from nem.registry import load_registry
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, attr_layout
 from npu.nmu.agu import task_fields_layout
 from npu.nmu.model import OUT_BYTES, Cause
+from npu.shadow import ShadowRegisters
 
 __all__ = ["NmuRegisters", "conv_attr_registers", "kept_registers", "write_layout"]
 
@@ -103,15 +104,12 @@ class NmuRegisters(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        r = {name: Signal(32, name=name.lower()) for name in kept_registers()}
-        m.d.comb += self.write.ready.eq(1)
-        with m.If(self.clear):
-            m.d.sync += [s.eq(0) for s in r.values()]
-        with m.Elif(self.write.valid):
-            with m.Switch(self.write.payload.index):
-                for name, s in r.items():
-                    with m.Case(REGS.index(name)):
-                        m.d.sync += s.eq(self.write.payload.value)
+        # comparisons of a register with a constant are flags set at the write
+        # (:class:`npu.shadow.ShadowRegisters`); comparisons of two registers are in the
+        # first stage's registers: the second stage selects among one-bit flags
+        shadow = ShadowRegisters(REGS, kept_registers())
+        r = shadow.r
+        eq, nz = shadow.equals, shadow.nonzero
 
         def op(k, f):
             return r[f"OP{k}_{f}"]
@@ -123,40 +121,55 @@ class NmuRegisters(wiring.Component):
             return sig
 
         t = self.task
-        nin, nout, opcode = r["NIN"], r["NOUT"], r["OPCODE"]
         code = {n: ELEM_TYPES.index(n) for n in ("i8", *OUT_BYTES)}
 
         def out_slot(three, f):
             """Field ``f`` of the output operand: slot 3 with three inputs, else slot 2."""
             return Mux(three, op(3, f), op(2, f))
 
-        # first stage: from the shadow registers into flags
-        three_c = nin == 3
-        out_elem_c = out_slot(three_c, "ELEM")
-        ry_c = out_slot(three_c, "RANK")
-        bad_count = (nout != 1) | ~((nin == 2) |
-                                    (three_c & (opcode != OPCODES.index("matmul"))))
-        out_ok = functools.reduce(operator.or_, [out_elem_c == code[n] for n in OUT_BYTES])
-        bad_elem = (op(0, "ELEM") != code["i8"]) | (op(1, "ELEM") != code["i8"]) | \
-            (three_c & (op(2, "ELEM") != code["i32"])) | ~out_ok
+        def out_is(three, f, value):
+            """The output operand's ``f`` is ``value`` (a flag of slot 3 or 2)."""
+            return Mux(three, eq(f"OP3_{f}", value), eq(f"OP2_{f}", value))
+
+        # first stage: from the shadow registers' flags into flags
+        three_c = eq("NIN", 3)
+        bad_count = ~eq("NOUT", 1) | ~(eq("NIN", 2) |
+                                      (three_c & ~eq("OPCODE", OPCODES.index("matmul"))))
+        out_ok = functools.reduce(operator.or_,
+                                  [out_is(three_c, "ELEM", code[n]) for n in OUT_BYTES])
+        bad_elem = ~eq("OP0_ELEM", code["i8"]) | ~eq("OP1_ELEM", code["i8"]) | \
+            (three_c & ~eq("OP2_ELEM", code["i32"])) | ~out_ok
         bad_level = 0
         for k in range(SLOTS):
             used = (k <= 2) | three_c
-            bad_level = bad_level | (used & ((op(k, "LEVEL") != 2) | (op(k, "ADDR_HI") != 0)))
-        ra_c, rb_c = op(0, "RANK"), op(1, "RANK")
+            bad_level = bad_level | (used & (~eq(f"OP{k}_LEVEL", 2) | nz(f"OP{k}_ADDR_HI")))
         three = early("three", three_c)
-        is_conv = early("is_conv", opcode == OPCODES.index("conv2d"))
-        bad_opcode = early("bad_opcode", opcode > nmu_last_code())
+        is_conv = early("is_conv", eq("OPCODE", OPCODES.index("conv2d")))
+        bad_opcode = early("bad_opcode",
+                           shadow.flag("OPCODE", "past", lambda v: v > nmu_last_code()))
         bad_type = early("bad_type", bad_count | bad_elem | bad_level)
-        out_i32 = early("out_i32", out_elem_c == code["i32"])
-        out_i16 = early("out_i16", out_elem_c == code["i16"])
-        rank3 = {0: early("ra3", ra_c == 3), 1: early("rb3", rb_c == 3),
-                 "out": early("ry3", ry_c == 3)}
-        conv_ranks_ok = early("conv_ranks_ok", (ra_c == 4) & (rb_c == 4) & (ry_c == 4))
-        mm_rank_ok = early("mm_rank_ok", (ra_c >= 2) & (ra_c <= 3) & (rb_c >= 2) &
-                           (rb_c <= 3) & (ry_c == Mux(ra_c > rb_c, ra_c, rb_c)))
-        brank1 = early("brank1", op(2, "RANK") == 1)
-        brank2 = early("brank2", op(2, "RANK") == 2)
+        out_i32 = early("out_i32", out_is(three_c, "ELEM", code["i32"]))
+        out_i16 = early("out_i16", out_is(three_c, "ELEM", code["i16"]))
+        ra3, rb3 = eq("OP0_RANK", 3), eq("OP1_RANK", 3)
+        rank3 = {0: early("ra3", ra3), 1: early("rb3", rb3),
+                 "out": early("ry3", out_is(three_c, "RANK", 3))}
+        conv_ranks_ok = early("conv_ranks_ok", eq("OP0_RANK", 4) & eq("OP1_RANK", 4)
+                              & out_is(three_c, "RANK", 4))
+        # gemm / matmul: ranks 2 or 3, the output's the larger
+        mm_rank_ok = early("mm_rank_ok", (eq("OP0_RANK", 2) | ra3) & (eq("OP1_RANK", 2) | rb3)
+                           & Mux(ra3 | rb3, out_is(three_c, "RANK", 3),
+                                 out_is(three_c, "RANK", 2)))
+        brank1 = early("brank1", eq("OP2_RANK", 1))
+        brank2 = early("brank2", eq("OP2_RANK", 2))
+        # the comparisons of two registers the second stage picks from: a matmul
+        # operand's batch against the output's (its first dimension, cut to 16 bits, as
+        # ``mats``), the bias's dimensions against the rows and the output channels
+        batch_eq = {(k, o): early(f"batch_eq{k}_{o}", op(k, "DIM0") == op(o, "DIM0")[:16])
+                    for k in (0, 1) for o in (2, 3)}
+        rows_eq = {d: early(f"bias_rows_eq{d}", op(2, "DIM0") == op(0, f"DIM{d}"))
+                   for d in (0, 1)}
+        cout_eq = {(b, d): early(f"bias{b}_cout_eq{d}", op(2, f"DIM{b}") == op(1, f"DIM{d}"))
+                   for b in (0, 1) for d in (1, 2, 3)}
 
         # second stage: the fields and the layout checks
         def out(f):
@@ -168,19 +181,34 @@ class NmuRegisters(wiring.Component):
                 return Mux(rank3[k], out(f"{field}{2 - j}"), out(f"{field}{1 - j}"))
             return Mux(rank3[k], op(k, f"{field}{2 - j}"), op(k, f"{field}{1 - j}"))
 
+        def last_is(k, field, j, value):
+            """``last(k, field, j) == value``, from the flags."""
+            if k == "out":
+                return Mux(rank3[k], out_is(three, f"{field}{2 - j}", value),
+                           out_is(three, f"{field}{1 - j}", value))
+            return Mux(rank3[k], eq(f"OP{k}_{field}{2 - j}", value),
+                       eq(f"OP{k}_{field}{1 - j}", value))
+
         mats = Signal(16)
         m.d.comb += mats.eq(Mux(rank3["out"], out("DIM0"), 1))
         steps, bad_batch = [], 0
         for k in (0, 1, "out"):
-            d0 = out("DIM0") if k == "out" else op(k, "DIM0")
-            s0 = out("STRIDE0") if k == "out" else op(k, "STRIDE0")
-            batched = rank3[k] & (d0 != 1)
+            if k == "out":
+                d0_one = out_is(three, "DIM0", 1)
+                # the output's first dimension against itself cut to 16 bits
+                d0_mats = Mux(rank3["out"], ~Mux(three, shadow.above("OP3_DIM0", 16),
+                                                  shadow.above("OP2_DIM0", 16)), d0_one)
+                s0 = out("STRIDE0")
+            else:
+                d0_one = eq(f"OP{k}_DIM0", 1)
+                d0_mats = Mux(rank3["out"], Mux(three, batch_eq[k, 3], batch_eq[k, 2]), d0_one)
+                s0 = op(k, "STRIDE0")
+            batched = rank3[k] & ~d0_one
             steps.append(Mux(batched, s0, 0))
-            bad_batch = bad_batch | (batched & (d0 != mats))
+            bad_batch = bad_batch | (batched & ~d0_mats)
         bad_rank = Mux(is_conv, ~conv_ranks_ok, ~mm_rank_ok | bad_batch)
         attr = {name: r[reg] for name, reg in conv_attr_registers().items()}
-        groups = attr["groups"]
-        bad_groups = is_conv & (groups != 1)
+        bad_groups = is_conv & ~eq(conv_attr_registers()["groups"], 1)
 
         def stride(k, d):
             return op(k, f"STRIDE{d}")
@@ -188,15 +216,20 @@ class NmuRegisters(wiring.Component):
         def ostride(d):
             return out(f"STRIDE{d}")
 
-        inner = Mux(is_conv, (stride(0, 3) != 1) | (stride(1, 3) != 1) | (ostride(3) != 1),
-                    (last(0, "STRIDE", 0) != 1) | (last(1, "STRIDE", 0) != 1)
-                    | (last("out", "STRIDE", 0) != 1))
+        inner = Mux(is_conv, ~eq("OP0_STRIDE3", 1) | ~eq("OP1_STRIDE3", 1)
+                    | ~out_is(three, "STRIDE3", 1),
+                    ~last_is(0, "STRIDE", 0, 1) | ~last_is(1, "STRIDE", 0, 1)
+                    | ~last_is("out", "STRIDE", 0, 1))
         cout = Mux(is_conv, op(1, "DIM3"), last(1, "DIM", 0))
-        rows_m = last(0, "DIM", 1)
-        pix_bias = ~is_conv & brank2 & (op(2, "DIM0") != 1) & \
-            (op(2, "DIM0") == rows_m) & (op(2, "DIM1") == cout)
-        bias_ok = (brank1 & (op(2, "DIM0") == cout)) | \
-            (brank2 & (op(2, "DIM0") == 1) & (op(2, "DIM1") == cout)) | pix_bias
+
+        def is_cout(b):
+            """The bias's dimension ``b`` equals ``cout``."""
+            return Mux(is_conv, cout_eq[b, 3], Mux(rank3[1], cout_eq[b, 2], cout_eq[b, 1]))
+
+        b0_one = eq("OP2_DIM0", 1)
+        pix_bias = ~is_conv & brank2 & ~b0_one & Mux(rank3[0], rows_eq[1], rows_eq[0]) & \
+            is_cout(1)
+        bias_ok = (brank1 & is_cout(0)) | (brank2 & b0_one & is_cout(1)) | pix_bias
         bad_bias = three & ~bias_ok
 
         with m.If(bad_opcode):
@@ -240,4 +273,5 @@ class NmuRegisters(wiring.Component):
                 t.mats.eq(mats), t.x_mat.eq(steps[0]), t.w_mat.eq(steps[1]),
                 t.y_mat.eq(steps[2]),
             ]
+        shadow.elaborate_writes(m, self.clear, self.write)
         return m
