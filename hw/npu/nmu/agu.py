@@ -54,7 +54,7 @@ from amaranth.lib.wiring import In, Out
 from npu.bus.ports import read_client_signature
 
 __all__ = ["NmuAgu", "RunReader", "run_layout", "tag_layout", "task_fields",
-           "task_fields_layout", "vector_layout"]
+           "task_fields_layout", "times_out_bytes", "vector_layout"]
 
 ADDR = 32
 LEN = 16
@@ -347,6 +347,13 @@ def task_fields_layout():
         "mats": 16, "x_mat": ADDR, "w_mat": ADDR, "y_mat": ADDR,  # batched matmul
         "cause": 4,  # npu.nmu.model.Cause found by the register decode (0: none)
     })
+
+
+def times_out_bytes(value, out_bytes):
+    """``value * out_bytes`` (mod 2**32) for the element sizes a task has (``out_bytes``
+    1, 2 or 4, as the register decode gives it): a selection of shifts by the size's bits,
+    no multiplier."""
+    return Mux(out_bytes[2], value << 2, Mux(out_bytes[1], value << 1, value))[:ADDR]
 
 
 def task_fields(task, cause=0):

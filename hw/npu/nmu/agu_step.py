@@ -9,12 +9,13 @@ products in series and four carry chains in one cycle, the NMU's critical path o
 ECP5 (42 ns, ``docs/fpga.md``). Here each loop level keeps its partial sum in a register
 (the address of the first run of the current iteration of that level) and a step adds a
 per-level increment; the increments (``stride_h*xs1``, ``dil_h*xs1``, ``stride_w*xs2``,
-``dil_w*xs2``, the output strides times the element size, ``n0*b_stride``) are products of
-the task's fields, registered every cycle from the inputs, which the caller holds from the
-``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out. The
-activations' base address (``x - pad_top*xs1 - pad_left*xs2``) takes two stages: ``task``
-must be held from the cycle before a ``start`` in ``MODE_A`` (``n0`` from the ``start``
-cycle, as before).
+``dil_w*xs2``; the output strides times the element size, which are shifts) are products
+of the task's fields, registered every cycle from the inputs, which the caller holds from
+the ``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out.
+The tile's bias offset ``4*n0*b_stride`` is stepped by ``4*cols*b_stride`` as ``n0``
+moves to the next tile. The activations' base address (``x - pad_top*xs1 -
+pad_left*xs2``) takes two stages: ``task`` must be held from the cycle before a ``start``
+in ``MODE_A`` (``n0`` from the ``start`` cycle, as before).
 
 All address arithmetic is modulo 2**32, as in ``NmuAgu`` (a negative ``ih`` of a pad tap
 gives the same address bits; the reader does not read pad runs).
@@ -26,7 +27,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from npu.nmu.agu import ADDR, NmuAgu, run_layout, task_fields_layout
+from npu.nmu.agu import ADDR, NmuAgu, run_layout, task_fields_layout, times_out_bytes
 
 __all__ = ["SteppedAgu"]
 
@@ -49,7 +50,8 @@ class SteppedAgu(wiring.Component):
         Held by the caller from the ``start`` cycle (from the cycle before, in ``MODE_A``)
         until ``busy`` falls.
     n0, tile, bank, mode, start : in
-        As for ``NmuAgu`` (``n0`` held like ``task``).
+        As for ``NmuAgu`` (``n0`` held like ``task``). ``n0`` moves only to 0 or by
+        ``cols`` (the next tile): the bias offset is stepped from its previous value.
     cmd : stream of :func:`npu.nmu.agu.run_layout`, out
     busy : Signal, out
     """
@@ -99,11 +101,22 @@ class SteppedAgu(wiring.Component):
         # products, then their sum): it is ready two cycles after the task is
         x_base = product("x_base", t.x_addr - product("x_pad_top", t.pad_top * t.xs[1])
                          - product("x_pad_left", t.pad_left * t.xs[2]))
-        y_inc_b = product("y_inc_b", t.out_bytes * t.ys[0])
-        y_inc_oy = product("y_inc_oy", t.out_bytes * t.ys[1])
-        y_inc_ox = product("y_inc_ox", t.out_bytes * t.ys[2])
-        y_n0 = product("y_n0", t.out_bytes * self.n0)
-        b_n0 = product("b_n0", (self.n0 * t.b_stride) << 2)
+        # the output's element size is 1, 2 or 4 bytes: shifts, not products
+        y_inc_b = product("y_inc_b", times_out_bytes(t.ys[0], t.out_bytes))
+        y_inc_oy = product("y_inc_oy", times_out_bytes(t.ys[1], t.out_bytes))
+        y_inc_ox = product("y_inc_ox", times_out_bytes(t.ys[2], t.out_bytes))
+        y_n0 = product("y_n0", times_out_bytes(self.n0, t.out_bytes))
+        # the tile's bias offset 4*n0*b_stride, stepped like the loop levels: ``n0`` is 0
+        # or the previous ``n0`` plus ``cols``, so the offset is 0 or the previous one
+        # plus 4*cols*b_stride (a shift for a power-of-two ``cols``); no multiplier lies
+        # between ``n0`` and the offset's register, which follows ``n0`` a cycle later
+        n0_was = Signal(16)
+        b_n0 = Signal(ADDR)
+        m.d.sync += n0_was.eq(self.n0)
+        with m.If(self.n0 == 0):
+            m.d.sync += b_n0.eq(0)
+        with m.Elif(self.n0 != n0_was):
+            m.d.sync += b_n0.eq(b_n0 + ((t.b_stride * (4 * self.cols))[:ADDR]))
         b_inc = Signal(ADDR)
         pb_inc = Signal(ADDR)
         m.d.comb += [b_inc.eq(t.b_stride << 2), pb_inc.eq(t.b_mstride << 2)]

@@ -62,7 +62,7 @@ from nem.taskformat import REQUANT_CHANNEL, REQUANT_ENTRY
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.bus.stream import SkidBuffer, start_after_decode
 from npu.cstl.requant import param_layout
-from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout
+from npu.nmu.agu import NmuAgu, RunReader, task_fields_layout, times_out_bytes
 from npu.nmu.agu_step import SteppedAgu
 from npu.nmu.array import NmuArray
 from npu.nmu.model import Cause, NmuGeometry
@@ -488,7 +488,8 @@ class Nmu(wiring.Component):
                         self._next_tile(m, s, n0, tile, mat, "W_START", [], [
                             task.x_addr.eq(task.x_addr + task.x_mat),
                             task.w_addr.eq(task.w_addr + task.w_mat),
-                            task.y_addr.eq(task.y_addr + task.out_bytes * task.y_mat),
+                            task.y_addr.eq(task.y_addr
+                                           + times_out_bytes(task.y_mat, task.out_bytes)),
                         ])
 
     def _double_buffered(self, m, s):
@@ -651,7 +652,8 @@ class Nmu(wiring.Component):
                 self._next_tile(m, s, n0, tile, mat, "A_START",
                                 [issued.bit_select(ab, 1).eq(1), ab.eq(~ab)],
                                 [x_addr.eq(x_addr + task.x_mat),
-                                 y_addr.eq(y_addr + task.out_bytes * task.y_mat)])
+                                 y_addr.eq(y_addr
+                                           + times_out_bytes(task.y_mat, task.out_bytes))])
 
 
 class NmuUnit(wiring.Component):
