@@ -15,10 +15,9 @@ signed 18 x unsigned 17 bits, which fits one signed 18 x 18 multiplier. The sum 
 
 from __future__ import annotations
 
-from amaranth import Const, Signal, signed
-from amaranth.hdl import Value
+from amaranth import Signal, signed
 
-__all__ = ["DIGIT", "csd_digits", "product_latency", "staged_product", "times_constant"]
+__all__ = ["DIGIT", "product_latency", "staged_product"]
 
 #: Bits of an unsigned digit (a signed 18 x 18 multiplier takes an unsigned 17-bit value).
 DIGIT = 17
@@ -101,36 +100,3 @@ def staged_product(m, a, b, *, en, name):
     out = Signal(signed(wa + wb), name=f"{name}_p")
     m.d.comb += out.eq(total)
     return out
-
-
-def csd_digits(c):
-    """The canonical signed-digit form of ``c >= 0``: ``[(shift, sign), ...]`` with
-    ``c == sum(sign << shift)``, no two digits adjacent (fewest non-zero digits: 56 is
-    64 - 8, not 32 + 16 + 8)."""
-    if c < 0:
-        raise ValueError(f"the constant must not be negative, not {c}")
-    digits, k = [], 0
-    while c:
-        if c & 1:
-            d = 2 - (c & 3)  # +1 when c % 4 == 1, -1 when c % 4 == 3
-            digits.append((k, d))
-            c -= d
-        c >>= 1
-        k += 1
-    return digits
-
-
-def times_constant(value, c):
-    """``value * c`` for an unsigned ``value`` and a constant ``c >= 0``, as shifted copies
-    of ``value`` added and subtracted (:func:`csd_digits`) instead of a multiplier: yosys
-    maps a ``*`` by a constant onto a MULT18X18D, whose delay and the routing to and from
-    it are longer than one or two carry chains beside the operand.
-
-    Returns an unsigned value of ``len(value) + c.bit_length()`` bits.
-    """
-    value = Value.cast(value)
-    width = len(value) + max(c, 1).bit_length()
-    total = Const(0, width)
-    for k, d in sorted(csd_digits(c), key=lambda kd: -kd[1]):  # the additions first
-        total = total + (value << k) if d > 0 else total - (value << k)
-    return total[:width]

@@ -96,7 +96,6 @@ from npu.cstl.regs import elt_codes, reads_table_codes
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
-from npu.product import times_constant
 
 __all__ = [
     "Cause",
@@ -629,10 +628,7 @@ class Sequencer(wiring.Component):
             elif name == "task_count":
                 stores.append(s.ntasks.eq(v))
             elif name == "buffer_count":
-                # (shifts and adds: a multiplier here was the path from the header
-                # bytes into the register)
-                stores.append(s.stream_want.eq(
-                    HEADER.size + times_constant(v, BUFFER_ENTRY.size)))
+                stores.append(s.stream_want.eq(HEADER.size + v * BUFFER_ENTRY.size))
             elif name == "stream_offset":
                 checks.append((v != s.stream_want, Cause.BAD_HEADER))
                 stores.append(s.stream_off.eq(v))
