@@ -193,10 +193,10 @@ def test_two_banks_against_the_model():
 
 
 def test_pipeline_latency_and_bank_busy():
-    """One single-vector pixel of bank 1, output always ready (module docstring: five
-    stages). Taken at edge e, the vector is in stages 1-4 (registers) after edges e..e+3,
+    """One single-vector pixel of bank 1, output always ready (module docstring: six
+    stages). Taken at edge e, the vector is in stages 1-5 (registers) after edges e..e+4,
     so ``bank_busy`` is 0b10 and ``busy`` high there; its result is on ``o`` from edge
-    e + 4, with acc = bias + (x - zx) . w computed here by hand: lanes 0 and 1 only
+    e + 5, with acc = bias + (x - zx) . w computed here by hand: lanes 0 and 1 only
     (count 2), x = (5, -3), zx = 1 -> (4, -4); w[row 3][lane][c] = c + 1 and -(c + 1)
     -> 4 (c + 1) + 4 (c + 1) = 8 (c + 1); bias 100 c."""
     dut = NmuArray(lanes=LANES, cols=COLS, wrows=WROWS, tag_width=8, banks=2)
@@ -231,7 +231,7 @@ def test_pipeline_latency_and_bank_busy():
         await ctx.tick()
         ctx.set(dut.i.valid, 0)
         trace = []
-        for _ in range(6):
+        for _ in range(7):
             trace.append((ctx.get(dut.bank_busy), ctx.get(dut.busy), ctx.get(dut.o.valid)))
             if ctx.get(dut.o.valid):
                 seen["acc"] = [ctx.get(dut.o.payload.acc[c]) for c in range(COLS)]
@@ -241,6 +241,6 @@ def test_pipeline_latency_and_bank_busy():
 
     sim.add_testbench(bench)
     sim.run()
-    assert seen["trace"] == [(0b10, 1, 0)] * 4 + [(0, 1, 1), (0, 0, 0)]
+    assert seen["trace"] == [(0b10, 1, 0)] * 5 + [(0, 1, 1), (0, 0, 0)]
     assert seen["acc"] == [100 * c + 8 * (c + 1) for c in range(COLS)]
     assert seen["tag"] == 42

@@ -9,14 +9,17 @@ accumulators out. Lanes at or beyond the vector's ``count`` contribute nothing.
 
 Protocol and timing
 -------------------
-Five register stages: (1) the vector is registered while the weight row is read (the
+Six register stages: (1) the vector is registered while the weight row is read (the
 buffer has read latency 1); (2) the multipliers' inputs: ``x - z_x`` masked by the
 vector's ``count``, and the weight row (the MULT18X18D's input registers, in the fabric);
-(3) the products (its output registers); (4) the column sums of the adder trees; (5) the
-accumulation, and on the pixel's last vector the accumulators (with the pixel's tag) into
-the output register. A pixel's result is therefore on ``o`` three cycles later than with
-one arithmetic stage; the array still takes one vector per cycle. Every stage moves on
-``advance`` (``i.ready``), which is low only while the vector in stage 5 is a pixel's last
+(3) the products (its output registers, which the placer puts beside the multipliers);
+(4) the products again, a register on the way from the multipliers (in fixed DSP columns)
+to the adder trees, so that neither route lies in a cycle with the multiplier's delay;
+(5) the column sums of the adder trees; (6) the accumulation, and on the pixel's last
+vector the accumulators (with the pixel's tag) into the output register. A pixel's result
+is therefore on ``o`` four cycles later than with one arithmetic stage; the array still
+takes one vector per cycle. Every stage moves on
+``advance`` (``i.ready``), which is low only while the vector in stage 6 is a pixel's last
 and the output register is full and not being read, so back-pressure on ``o`` stalls every
 stage. Accumulation wraps modulo 2**32 (an exact i32 result whenever the exact sum fits,
 which the executor requires).
@@ -31,7 +34,7 @@ weights load into one bank while the vectors of the previous tile read the other
 is read when its vector enters (the read data stay in the read register while the vector
 waits), so a bank may be rewritten as soon as its tile's last vector has been taken. The
 bias is the caller's: ``bias`` must show the bias of bank ``bias_bank`` (the bank of the
-vector in stage 5, which adds it on a pixel's first vector); ``bank_busy[b]`` says that a
+vector in stage 6, which adds it on a pixel's first vector); ``bank_busy[b]`` says that a
 vector of bank ``b`` is in one of the stages, i.e. that bank ``b``'s bias may still be
 read.
 """
@@ -43,7 +46,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["NmuArray", "array_in_layout", "array_out_layout"]
+__all__ = ["STAGES", "NmuArray", "array_in_layout", "array_out_layout"]
+
+#: Register stages from an accepted vector to its accumulate (see the module).
+STAGES = 6
 
 
 def array_in_layout(lanes, tag_width, banks=1):
@@ -137,19 +143,20 @@ class NmuArray(wiring.Component):
                                            & (c < self.w_count)),
                 ]
 
-        # Five register stages, all moving together on `advance`:
+        # Six register stages, all moving together on `advance`:
         #   1: the vector (x1 ...) while the weight row is read (the buffer's latency)
         #   2: the multipliers' inputs: x - zx masked by count (xm2), the row (w2)
         #   3: the products (p3), the multipliers' output registers
-        #   4: the column sums of the adder trees (sum4)
-        #   5: the accumulate: acc = (first ? bias : acc) + sum4; on last -> o
+        #   4: the products again (p4), on the way to the adder trees
+        #   5: the column sums of the adder trees (sum5)
+        #   6: the accumulate: acc = (first ? bias : acc) + sum5; on last -> o
         # Stage k's control (valid, first, last, tag, bank) travels in ctl[k].
         advance = Signal()
         ctl_fields = {"v": 1, "first": 1, "last": 1, "tag": self.tag_width}
         if nb > 1:
             ctl_fields["bank"] = 1
         ctl_layout = data.StructLayout(ctl_fields)
-        ctl = {k: Signal(ctl_layout, name=f"ctl{k}") for k in range(1, 5)}
+        ctl = {k: Signal(ctl_layout, name=f"ctl{k}") for k in range(1, STAGES)}
         x1 = Signal(data.ArrayLayout(8, L))
         n1 = Signal(range(L + 1))
         m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance),
@@ -163,16 +170,18 @@ class NmuArray(wiring.Component):
                          x1.eq(self.i.payload.data), n1.eq(self.i.payload.count)]
             if nb > 1:
                 m.d.sync += ctl[1].bank.eq(self.i.payload.bank)
-            m.d.sync += [ctl[k + 1].eq(ctl[k]) for k in range(1, 4)]
+            m.d.sync += [ctl[k + 1].eq(ctl[k]) for k in range(1, STAGES - 1)]
 
         # stage 2: multiplier inputs
         xm2 = [Signal(signed(9), name=f"xm2_{lane}") for lane in range(L)]
         w2 = Signal(8 * L * C)
         # stage 3: products (9 x 8 bits signed: 17 bits)
         p3 = [[Signal(signed(17), name=f"p3_{lane}_{c}") for c in range(C)] for lane in range(L)]
-        # stage 4: column sums
+        # stage 4: the products again (a copy)
+        p4 = [[Signal(signed(17), name=f"p4_{lane}_{c}") for c in range(C)] for lane in range(L)]
+        # stage 5: column sums
         sum_width = 17 + (L - 1).bit_length()
-        sum4 = [Signal(signed(sum_width), name=f"sum4_{c}") for c in range(C)]
+        sum5 = [Signal(signed(sum_width), name=f"sum5_{c}") for c in range(C)]
         with m.If(advance):
             m.d.sync += [xm2[lane].eq(Mux(lane < n1, x1[lane].as_signed() - self.zx, 0))
                          for lane in range(L)]
@@ -180,29 +189,29 @@ class NmuArray(wiring.Component):
             for lane in range(L):
                 for c in range(C):
                     w = w2[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed()
-                    m.d.sync += p3[lane][c].eq(xm2[lane] * w)
+                    m.d.sync += [p3[lane][c].eq(xm2[lane] * w), p4[lane][c].eq(p3[lane][c])]
             for c in range(C):
-                terms = [p3[lane][c] for lane in range(L)]
+                terms = [p4[lane][c] for lane in range(L)]
                 while len(terms) > 1:  # adder tree
                     terms = [terms[k] + terms[k + 1] if k + 1 < len(terms) else terms[k]
                              for k in range(0, len(terms), 2)]
-                m.d.sync += sum4[c].eq(terms[0])
+                m.d.sync += sum5[c].eq(terms[0])
 
-        # stage 5: accumulate
-        last_ctl = ctl[4]
+        # stage 6: accumulate
+        last_ctl = ctl[STAGES - 1]
         acc = [Signal(signed(32), name=f"acc{c}") for c in range(C)]
         new_acc = []
         for c in range(C):
             nxt = Signal(signed(32), name=f"next_acc{c}")
-            m.d.comb += nxt.eq(Mux(last_ctl.first, self.bias[c], acc[c]) + sum4[c])
+            m.d.comb += nxt.eq(Mux(last_ctl.first, self.bias[c], acc[c]) + sum5[c])
             new_acc.append(nxt)
         if nb > 1:
-            # a vector reads its bank's bias in stage 5; the bank's bias is in use while
+            # a vector reads its bank's bias in stage 6; the bank's bias is in use while
             # a vector of the bank is in any stage
             m.d.comb += self.bias_bank.eq(last_ctl.bank)
             for b in range(nb):
                 m.d.comb += self.bank_busy[b].eq(
-                    Cat(*[ctl[k].v & (ctl[k].bank == b) for k in range(1, 5)]).any())
+                    Cat(*[ctl[k].v & (ctl[k].bank == b) for k in range(1, STAGES)]).any())
 
         blocked = last_ctl.v & last_ctl.last & self.o.valid & ~self.o.ready
         m.d.comb += advance.eq(~blocked)
@@ -213,5 +222,6 @@ class NmuArray(wiring.Component):
             with m.If(last_ctl.last):
                 m.d.sync += [self.o.valid.eq(1), self.o.payload.tag.eq(last_ctl.tag)]
                 m.d.sync += [self.o.payload.acc[c].eq(new_acc[c]) for c in range(C)]
-        m.d.comb += self.busy.eq(Cat(*[ctl[k].v for k in range(1, 5)]).any() | self.o.valid)
+        m.d.comb += self.busy.eq(Cat(*[ctl[k].v for k in range(1, STAGES)]).any()
+                                 | self.o.valid)
         return m
