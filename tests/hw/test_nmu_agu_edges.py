@@ -198,12 +198,12 @@ def test_addresses_wrap_modulo_2_to_the_32():
 
 def test_tile_past_the_last_channel():
     """n0 > cout: the 16-bit channel count cout - n0 wraps (2**16 + cout - n0) and is then
-    clipped to cols like any count; runs are as long as that, as in NmuAgu. (Bias at
-    address 0, b_stride 0: the stepped AGU steps the tile's bias base from b as n0 moves to
-    0 or by cols, and these n0 are not reached that way; the base over real tile sequences
-    is checked by the lock-step tests of tests/hw/test_nmu_agu_step.py.)"""
+    clipped to cols like any count; runs are as long as that, as in NmuAgu. (b_stride 0:
+    the stepped AGU steps the tile's bias offset as n0 moves to 0 or by cols, and these n0
+    are not reached that way; the offset over real tile sequences is checked by the
+    lock-step tests of tests/hw/test_nmu_agu_step.py.)"""
     for cout, n0 in ((2, 65535), (3, 65533), (0, 65531)):
-        task = _task(cout=cout, b_addr=0, b_stride=0)
+        task = _task(cout=cout, b_stride=0)
         ncols = min(8, (cout - n0) % (1 << 16))
         weights, bias, acts = _lockstep([(task, n0, mode) for mode in MODES], 8, 8,
                                         seed=n0)

@@ -105,21 +105,18 @@ class SteppedAgu(wiring.Component):
         y_inc_b = product("y_inc_b", times_out_bytes(t.ys[0], t.out_bytes))
         y_inc_oy = product("y_inc_oy", times_out_bytes(t.ys[1], t.out_bytes))
         y_inc_ox = product("y_inc_ox", times_out_bytes(t.ys[2], t.out_bytes))
-        # The tile's bases (its first weight, output and bias addresses) in registers
-        # that follow ``n0`` and the task a cycle later, so that a run's address is one
-        # register plus one offset. The bias base ``b + 4*n0*b_stride`` is stepped like
-        # the loop levels: ``n0`` is 0 or the previous ``n0`` plus ``cols``, so the base
-        # is ``b`` or the previous one plus 4*cols*b_stride (a shift for a power-of-two
-        # ``cols``): no multiplier lies between ``n0`` and the register.
-        w_tile = product("w_tile", t.w_addr + self.n0)
-        y_tile = product("y_tile", t.y_addr + times_out_bytes(self.n0, t.out_bytes))
+        y_n0 = product("y_n0", times_out_bytes(self.n0, t.out_bytes))
+        # the tile's bias offset 4*n0*b_stride, stepped like the loop levels: ``n0`` is 0
+        # or the previous ``n0`` plus ``cols``, so the offset is 0 or the previous one
+        # plus 4*cols*b_stride (a shift for a power-of-two ``cols``); no multiplier lies
+        # between ``n0`` and the offset's register, which follows ``n0`` a cycle later
         n0_was = Signal(16)
-        b_tile = Signal(ADDR)
+        b_n0 = Signal(ADDR)
         m.d.sync += n0_was.eq(self.n0)
         with m.If(self.n0 == 0):
-            m.d.sync += b_tile.eq(t.b_addr)
+            m.d.sync += b_n0.eq(0)
         with m.Elif(self.n0 != n0_was):
-            m.d.sync += b_tile.eq(b_tile + ((t.b_stride * (4 * self.cols))[:ADDR]))
+            m.d.sync += b_n0.eq(b_n0 + ((t.b_stride * (4 * self.cols))[:ADDR]))
         b_inc = Signal(ADDR)
         pb_inc = Signal(ADDR)
         m.d.comb += [b_inc.eq(t.b_stride << 2), pb_inc.eq(t.b_mstride << 2)]
@@ -137,7 +134,7 @@ class SteppedAgu(wiring.Component):
         w_ky, w_kx, w_off = (Signal(ADDR, name=f"w_{n}") for n in ("ky", "kx", "off"))
         b_off = Signal(ADDR)
         pb_oy = Signal(ADDR)   # oy * 4*b_mstride
-        pb_off = Signal(ADDR)  # oy * 4*b_mstride + bc * 4*b_stride
+        pb_c = Signal(ADDR)    # bc * 4*b_stride
 
         pb = Signal()
         bc = Signal(16)
@@ -155,7 +152,7 @@ class SteppedAgu(wiring.Component):
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
             m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
-                                           tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_off)]
+                                           tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_c)]
             m.d.sync += [ih_base.eq(-t.pad_top), ih.eq(-t.pad_top),
                          iw_base.eq(-t.pad_left), iw.eq(-t.pad_left)]
 
@@ -193,7 +190,7 @@ class SteppedAgu(wiring.Component):
         with m.Switch(mode):
             with m.Case(self.MODE_W):
                 m.d.comb += [
-                    p.addr.eq(w_tile + w_off),
+                    p.addr.eq(t.w_addr + self.n0 + w_off),
                     p.length.eq(ncols), p.pad.eq(0),
                     p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
                 ]
@@ -213,7 +210,7 @@ class SteppedAgu(wiring.Component):
                     with m.If(c_ci):
                         m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
             with m.Case(self.MODE_B):
-                m.d.comb += [p.addr.eq(b_tile + b_off),
+                m.d.comb += [p.addr.eq(t.b_addr + b_n0 + b_off),
                              p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
                 with m.If(step):
                     m.d.sync += b_off.eq(b_off + b_inc)
@@ -230,21 +227,21 @@ class SteppedAgu(wiring.Component):
                     p.tag.row.eq(trow),
                     p.tag.first.eq(tap == 0),
                     p.tag.last.eq(last_tap),
-                    p.tag.yaddr.eq(y_tile + y_off),
+                    p.tag.yaddr.eq(t.y_addr + y_n0 + y_off),
                     p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
                 ]
                 nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
                 c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
                 with m.If(pb):
                     m.d.comb += [
-                        p.addr.eq(b_tile + pb_off),
+                        p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
                         p.length.eq(4), p.pad.eq(0), p.tag.kind.eq(self.MODE_B),
                         p.tag.lane.eq(bc),
                     ]
                     with m.If(step):
-                        m.d.sync += [bc.eq(bc + 1), pb_off.eq(pb_off + b_inc)]
+                        m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc)]
                         with m.If(bc + 1 == ncols):
-                            m.d.sync += [bc.eq(0), pb.eq(0), pb_off.eq(pb_oy)]
+                            m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0)]
                 with m.Elif(step):
                     count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
                     with m.If(c_b):
@@ -256,7 +253,7 @@ class SteppedAgu(wiring.Component):
                                      a_off.eq(nxt), y_b.eq(ynxt), y_oy.eq(ynxt),
                                      y_off.eq(ynxt), ih_base.eq(-t.pad_top),
                                      ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
-                                     iw.eq(-t.pad_left), pb_oy.eq(0), pb_off.eq(0)]
+                                     iw.eq(-t.pad_left), pb_oy.eq(0)]
                     with m.Elif(c_ox):   # next output row
                         nxt = a_oy + inc_oy
                         ynxt = y_oy + y_inc_oy
@@ -265,7 +262,7 @@ class SteppedAgu(wiring.Component):
                                      ih_base.eq(ih_base + t.stride_h),
                                      ih.eq(ih_base + t.stride_h),
                                      iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
-                                     pb_oy.eq(pb_oy + pb_inc), pb_off.eq(pb_oy + pb_inc)]
+                                     pb_oy.eq(pb_oy + pb_inc)]
                     with m.Elif(c_ky):   # next output column
                         nxt = a_ox + inc_ox
                         m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
