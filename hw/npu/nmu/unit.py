@@ -299,9 +299,9 @@ class Nmu(wiring.Component):
                                 m.d.sync += [row[c].multiplier.eq(mult), row[c].shift.eq(w)]
                     m.d.sync += [lane.eq(lane + 1), left.eq(left - 1), ch_last.eq(left == 1)]
                     with m.If((lane == C - 1) | ch_last):
-                        m.d.sync += [row_write.eq(row_idx != rows), row_at.eq(row_idx),
-                                     lane.eq(0)]
-                        with m.If(row_idx != rows):
+                        in_table = row_idx != rows
+                        m.d.sync += [row_write.eq(in_table), row_at.eq(row_idx), lane.eq(0)]
+                        with m.If(in_table):
                             m.d.sync += row_idx.eq(row_idx + 1)
                     with m.If(ch_last):
                         m.d.sync += reading.eq(0)
