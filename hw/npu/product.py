@@ -5,7 +5,8 @@ into such multipliers too, but sums their partial products in the same cycle: a 
 carry chains that limits the clock. :func:`staged_product` cuts the operands into digits
 itself, registers each digit product (one multiplier, its result in a register) and then
 sums them pairwise, one register level per level of the adder tree, so that no cycle holds
-more than one multiplier or one adder.
+more than one multiplier or one adder. Each digit product's register is
+:func:`npu.dsp.registered_product`'s: on the ECP5 the multiplier's own output register.
 
 Digits: the unsigned operand ``b`` in 17-bit digits; the signed operand ``a`` in unsigned
 17-bit digits below a signed top digit (at most 18 bits). A digit product is then at most
@@ -16,6 +17,8 @@ signed 18 x unsigned 17 bits, which fits one signed 18 x 18 multiplier. The sum 
 from __future__ import annotations
 
 from amaranth import Signal, signed
+
+from npu.dsp import registered_product
 
 __all__ = ["DIGIT", "product_latency", "staged_product"]
 
@@ -35,7 +38,7 @@ def product_latency(a_width, b_width):
     return 1 + (terms - 1).bit_length()
 
 
-def staged_product(m, a, b, *, en, name):
+def staged_product(m, a, b, *, en, name, platform=None):
     """``a * b`` (``a`` signed, ``b`` unsigned) over :func:`product_latency` stages.
 
     Parameters
@@ -50,6 +53,9 @@ def staged_product(m, a, b, *, en, name):
         The pipeline advances (every stage register loads only when it is high).
     name : str
         Prefix of the stage registers' names.
+    platform : object or None
+        The elaboration's platform (:data:`npu.dsp.ECP5` puts each digit product in a
+        MULT18X18D's output register).
 
     Returns
     -------
@@ -72,11 +78,10 @@ def staged_product(m, a, b, *, en, name):
     terms = []          # (register, weight in digits)
     for i, x in enumerate(a_dig):
         for j, y in enumerate(b_dig):
-            expr = x * y
-            reg = Signal(signed(len(x) + len(y) + 1), name=f"{name}_pp{i}_{j}")
-            with m.If(en):
-                m.d.sync += reg.eq(expr)
-            terms.append((reg, i + j))
+            prod = registered_product(m, x, y, en=en, name=f"{name}_pp{i}_{j}",
+                                      platform=platform)
+            # |x * y| < 2**(len(x) + len(y)): the product's low bits, signed, are exact
+            terms.append((prod[:len(x) + len(y) + 1].as_signed(), i + j))
     level = 0
     while len(terms) > 1:
         terms.sort(key=lambda t: t[1])

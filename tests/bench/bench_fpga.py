@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 from amaranth.back import verilog  # noqa: E402
 
+from npu.dsp import ECP5  # noqa: E402
 from npu.tools.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
 
 
@@ -198,7 +199,8 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
             work.mkdir(parents=True, exist_ok=True)
             t0 = time.monotonic()
             path = work / f"{name}.v"
-            path.write_text(verilog.convert(factory(), name=name, emit_src=False))
+            path.write_text(verilog.convert(factory(), name=name, emit_src=False,
+                                             platform=ECP5))
             gen = time.monotonic() - t0
             try:
                 report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq,

@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from amaranth.back import verilog  # noqa: E402
 
+from npu.dsp import ECP5  # noqa: E402
 from npu.nmu.array import NmuArray  # noqa: E402
 from npu.nmu.model import NmuGeometry  # noqa: E402
 from npu.nmu.unit import NmuUnit  # noqa: E402
@@ -99,7 +100,7 @@ def _synth_in_cwd():
                        ("nmu_unit_wport", NmuUnit(geometry=GEOM, depth=L1 // 8,
                                                   weight_port=True))):
         path = Path(f"{name}.v")
-        path.write_text(verilog.convert(comp, name=name, emit_src=False))
+        path.write_text(verilog.convert(comp, name=name, emit_src=False, platform=ECP5))
         t0 = time.time()
         try:
             counts = ecp5_resources(path, name, workdir=Path("."))

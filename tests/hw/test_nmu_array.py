@@ -32,7 +32,8 @@ def _pixels(rng, mem, npix):
     return runs
 
 
-def test_array_against_the_model():
+def test_array_against_the_model(elaborate=lambda dut: dut):
+    """*elaborate* (default: none) gives ``tests/hw/test_dsp.py`` the ECP5 elaboration."""
     rng = random.Random(5)
     mem = np.frombuffer(rng.randbytes(512), np.uint8)
     zx = rng.randint(-128, 127)
@@ -43,7 +44,7 @@ def test_array_against_the_model():
     want = list(array_model(vectors, wbuf, bias, zx, COLS))
     # numpy cross-check of the model on the first pixel's sum
     dut = NmuArray(lanes=LANES, cols=COLS, wrows=WROWS, tag_width=32)
-    sim = Simulator(dut)
+    sim = Simulator(elaborate(dut))
     sim.add_clock(1e-6)
     got = []
 

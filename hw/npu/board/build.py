@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu.dsp import ECP5
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
@@ -164,7 +165,7 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         memory_bytes = 256 * 1024 if engine else 16 * 1024
     top = BoardTop(pll_mhz=pll_mhz, baud=baud, device=engine, memory_bytes=memory_bytes)
     source = workdir / f"{TOP}.v"
-    text = verilog.convert(top, name=TOP)
+    text = verilog.convert(top, name=TOP, platform=ECP5)
     (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
     stamp, netlist = workdir / f"{TOP}.synth.sha256", workdir / f"{TOP}.json"
     want = _synth_stamp(text)

@@ -34,6 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import ELTWISE_ENTRY
 from npu.cstl.regs import ELT_OPS
+from npu.dsp import registered_product
 from npu.product import product_latency, staged_product
 
 __all__ = ["ENTRY_WORDS", "LATENCY", "EltAlu", "entry_layout"]
@@ -140,11 +141,14 @@ class EltAlu(wiring.Component):
             db = reg(signed(10), f"db{k}", qb - i8(e.b_zero_point))
             sa = reg(signed(SHIFTED_BITS), f"sa{k}", (qa - i8(e.a_zero_point)) << ls)
             sb = reg(signed(SHIFTED_BITS), f"sb{k}", (qb - i8(e.b_zero_point)) << ls)
-            pa = staged_product(m, sa, e.a_multiplier[:MULT_BITS], en=en, name=f"pa{k}")
-            pb = staged_product(m, sb, e.b_multiplier[:MULT_BITS], en=en, name=f"pb{k}")
+            pa = staged_product(m, sa, e.a_multiplier[:MULT_BITS], en=en, name=f"pa{k}",
+                                platform=platform)
+            pb = staged_product(m, sb, e.b_multiplier[:MULT_BITS], en=en, name=f"pb{k}",
+                                platform=platform)
             # the mul's product of the differences, in its first stage, kept beside the
             # rescales until the op
-            dm = delay(reg(signed(20), f"dm{k}", da * db), _IN_PRODUCT + 1, f"dm{k}")
+            dm = delay(registered_product(m, da, db, en=en, name=f"dm{k}", platform=platform),
+                       _IN_PRODUCT + 1, f"dm{k}")
             qsa = reg(signed(R_BITS), f"qsa{k}", pa >> (e.a_shift[:6] - 1)[:6])
             qsb = reg(signed(R_BITS), f"qsb{k}", pb >> (e.b_shift[:6] - 1)[:6])
             va = reg(signed(R_BITS), f"va{k}", (qsa + 1) >> 1)
@@ -162,7 +166,8 @@ class EltAlu(wiring.Component):
                         m.d.sync += r.eq(Mux(va > vb, va, vb))
                     with m.Case(ELT_OPS["mul"]):
                         m.d.sync += r.eq(dm)
-            py = staged_product(m, r, e.y_multiplier[:MULT_BITS], en=en, name=f"py{k}")
+            py = staged_product(m, r, e.y_multiplier[:MULT_BITS], en=en, name=f"py{k}",
+                                platform=platform)
             qy = reg(signed(R_BITS + MULT_BITS), f"qy{k}", py >> (e.y_shift[:6] - 1)[:6])
             y = reg(signed(R_BITS + MULT_BITS), f"y{k}",
                     (qy + ((i8(e.y_zero_point) << 1) + 1)) >> 1)

@@ -152,7 +152,7 @@ class RequantStage(wiring.Component):
         for k in range(lanes):
             entry = r.data[k]
             prod = staged_product(m, acc1[k], entry.multiplier.as_unsigned(), en=advance,
-                                  name=f"prod{k}")
+                                  name=f"prod{k}", platform=platform)
             shift = entry.shift
             for s in range(PRODUCT):
                 nxt = Signal(6, name=f"shift{s + 2}_{k}")

@@ -12,7 +12,8 @@ Protocol and timing
 Six register stages: (1) the vector is registered while the weight row is read (the
 buffer has read latency 1); (2) the multipliers' inputs: ``x - z_x`` masked by the
 vector's ``count``, and the weight row (the MULT18X18D's input registers, in the fabric);
-(3) the products (its output registers, which the placer puts beside the multipliers);
+(3) the products (:func:`npu.dsp.registered_product`: on the ECP5 the MULT18X18D's own
+output registers);
 (4) the products again, a register on the way from the multipliers (in fixed DSP columns)
 to the adder trees, so that neither route lies in a cycle with the multiplier's delay;
 (5) the column sums of the adder trees; (6) the accumulation, and on the pixel's last
@@ -45,6 +46,8 @@ from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from npu.dsp import registered_product
 
 __all__ = ["STAGES", "NmuArray", "array_in_layout", "array_out_layout"]
 
@@ -175,8 +178,12 @@ class NmuArray(wiring.Component):
         # stage 2: multiplier inputs
         xm2 = [Signal(signed(9), name=f"xm2_{lane}") for lane in range(L)]
         w2 = Signal(8 * L * C)
-        # stage 3: products (9 x 8 bits signed: 17 bits)
-        p3 = [[Signal(signed(17), name=f"p3_{lane}_{c}") for c in range(C)] for lane in range(L)]
+        # stage 3: products (9 x 8 bits signed: 17 bits), npu.dsp.registered_product's
+        # register (the MULT18X18D's own on the ECP5; made outside m.If, as it asks)
+        p3 = [[registered_product(m, xm2[lane],
+                                  w2[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed(),
+                                  en=advance, name=f"p3_{lane}_{c}", platform=platform)
+               for c in range(C)] for lane in range(L)]
         # stage 4: the products again (a copy)
         p4 = [[Signal(signed(17), name=f"p4_{lane}_{c}") for c in range(C)] for lane in range(L)]
         # stage 5: column sums
@@ -186,10 +193,8 @@ class NmuArray(wiring.Component):
             m.d.sync += [xm2[lane].eq(Mux(lane < n1, x1[lane].as_signed() - self.zx, 0))
                          for lane in range(L)]
             m.d.sync += w2.eq(rp.data)
-            for lane in range(L):
-                for c in range(C):
-                    w = w2[8 * (lane * C + c):8 * (lane * C + c + 1)].as_signed()
-                    m.d.sync += [p3[lane][c].eq(xm2[lane] * w), p4[lane][c].eq(p3[lane][c])]
+            m.d.sync += [p4[lane][c].eq(p3[lane][c])
+                         for lane in range(L) for c in range(C)]
             for c in range(C):
                 terms = [p4[lane][c] for lane in range(L)]
                 while len(terms) > 1:  # adder tree

@@ -204,6 +204,7 @@ def _print_hierarchy(name, modules, cells):
 def _cmd_synth(args) -> int:
     from amaranth.back import verilog
 
+    from npu.dsp import ECP5
     from npu.tools.synth import SynthError, ecp5_hierarchy, ecp5_resources
     from npu.tools.toplevels import TOPLEVELS, instantiate
     _check_only(args.only, TOPLEVELS)
@@ -217,7 +218,7 @@ def _cmd_synth(args) -> int:
             continue
         path = out / f"{name}.v"
         path.write_text(verilog.convert(instantiate(factory, params), name=name,
-                                        emit_src=False))
+                                        emit_src=False, platform=ECP5))
         try:
             if args.hierarchy:
                 modules = ecp5_hierarchy(path, name, workdir=out, noabc9=args.noabc9)
@@ -249,6 +250,7 @@ def _cmd_synth(args) -> int:
 def _cmd_pnr(args) -> int:
     from amaranth.back import verilog
 
+    from npu.dsp import ECP5
     from npu.tools.synth import SynthError, ecp5_pnr
     from npu.tools.toplevels import TOPLEVELS, instantiate
 
@@ -264,7 +266,7 @@ def _cmd_pnr(args) -> int:
         work.mkdir(parents=True, exist_ok=True)
         path = work / f"{name}.v"
         path.write_text(verilog.convert(instantiate(factory, params), name=name,
-                                        emit_src=False))
+                                        emit_src=False, platform=ECP5))
         try:
             r = ecp5_pnr(path, name, workdir=work, freq_mhz=args.freq, noabc9=args.noabc9,
                          seed=args.seed)
