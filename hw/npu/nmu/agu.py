@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth import Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -298,8 +298,10 @@ class RunReader(wiring.Component):
         m.d.comb += word.eq(Mux(p_pad, pad_word, word_of(pe)))
         shifted = Signal(8 * W)
         m.d.comb += shifted.eq(word >> (p_skip * 8))
+        # bytes 0 .. p_take-1: one comparison of p_take per byte (a 8*W-bit shift and
+        # subtraction would put a carry chain across the word between p_take and the window)
         mask = Signal(8 * W)
-        m.d.comb += mask.eq((Const(1, 8 * W + 1) << (p_take * 8)) - 1)
+        m.d.comb += mask.eq(Cat(*[(p_take > k).replicate(8) for k in range(W)]))
         # the pending word fits the window after this cycle's emit (``fits_e``) or
         # without one (``fits_n``); a run's first word needs the window empty. After an
         # emit at most one word is left (``f_emit`` is 0 unless ``full``, then ``fill - W``,
