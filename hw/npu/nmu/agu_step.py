@@ -86,10 +86,6 @@ class SteppedAgu(wiring.Component):
         left = Signal(16)
         m.d.comb += left.eq(t.cout - self.n0)
         m.d.sync += ncols.eq(Mux(left > self.cols, self.cols, left))
-        # ncols - 1 beside it (ncols >= 1: n0 < cout, or past it the whole cols): a
-        # column counter's end is an equality of two registers, no adder in front of it
-        ncols_m1 = Signal(16)
-        m.d.sync += ncols_m1.eq(Mux(left > self.cols, self.cols, left) - 1)
 
         def product(name, value):
             """A product of held inputs, registered every cycle (mod 2**32)."""
@@ -218,7 +214,7 @@ class SteppedAgu(wiring.Component):
                              p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
                 with m.If(step):
                     m.d.sync += b_off.eq(b_off + b_inc)
-                    with m.If(ci == ncols_m1):
+                    with m.If(ci + 1 == ncols):
                         m.d.sync += [ci.eq(0), self.busy.eq(0)]
                     with m.Else():
                         m.d.sync += ci.eq(ci + 1)
@@ -244,7 +240,7 @@ class SteppedAgu(wiring.Component):
                     ]
                     with m.If(step):
                         m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc)]
-                        with m.If(bc == ncols_m1):
+                        with m.If(bc + 1 == ncols):
                             m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0)]
                 with m.Elif(step):
                     count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
