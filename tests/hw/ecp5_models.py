@@ -16,7 +16,7 @@ does not know is refused.
 from __future__ import annotations
 
 from amaranth import Cat, ClockSignal, Elaboratable, Module, Mux, Signal
-from amaranth.hdl import Const
+from amaranth.hdl import Const, Value
 
 _REGS = ("INPUTA", "INPUTB", "PIPELINE", "OUTPUT")
 _KNOWN_PARAMS = ({f"REG_{r}_{k}" for r in _REGS for k in ("CLK", "CE", "RST")}
@@ -24,6 +24,16 @@ _KNOWN_PARAMS = ({f"REG_{r}_{k}" for r in _REGS for k in ("CLK", "CE", "RST")}
 _KNOWN_INPUTS = ({f"{p}{i}" for p in "ABC" for i in range(18)}
                  | {f"{p}{i}" for p in ("CLK", "CE", "RST") for i in range(4)}
                  | {"SIGNEDA", "SIGNEDB", "SOURCEA", "SOURCEB"})
+#: Inputs the model does not model (the C operand, the cascade's shift-in selects): only
+#: a constant 0 is accepted on them.
+_UNMODELLED = {f"C{i}" for i in range(18)} | {"SOURCEA", "SOURCEB"}
+#: The legal values of the parameters (TN1267).
+_LEGAL = {"RESETMODE": {"SYNC", "ASYNC"}, "GSR": {"ENABLED", "DISABLED"},
+          "MULT_BYPASS": {"ENABLED", "DISABLED"}, "CAS_MATCH_REG": {"TRUE", "FALSE"},
+          "SOURCEB_MODE": {"B_SHIFT", "C_SHIFT", "B_C_DYNAMIC", "HIGHSPEED"},
+          **{f"REG_{r}_CLK": {"NONE", "CLK0", "CLK1", "CLK2", "CLK3"} for r in _REGS},
+          **{f"REG_{r}_CE": {"CE0", "CE1", "CE2", "CE3"} for r in _REGS},
+          **{f"REG_{r}_RST": {"RST0", "RST1", "RST2", "RST3"} for r in _REGS}}
 
 
 class Mult18x18dModel(Elaboratable):
@@ -38,6 +48,18 @@ class Mult18x18dModel(Elaboratable):
                      "o_": {f"P{i}" for i in range(36)}}.get(kind, set())
             if table is None or name not in known:
                 raise ValueError(f"MULT18X18D model: unknown keyword {key!r}")
+            if kind == "p_" and value not in _LEGAL[name]:
+                raise ValueError(f"MULT18X18D model: {name} = {value!r} is not one of "
+                                 f"{sorted(_LEGAL[name])}")
+            if kind == "i_" and not isinstance(value, ClockSignal):
+                value = Value.cast(value)
+                if len(value) != 1:
+                    raise ValueError(f"MULT18X18D model: pin {name} is one bit, given "
+                                     f"{len(value)}")
+                if name in _UNMODELLED and not (isinstance(value, Const)
+                                                and value.value == 0):
+                    raise ValueError(f"MULT18X18D model: {name} is not modelled; tie it "
+                                     "to 0")
             table[name] = value
         if self.params.get("MULT_BYPASS", "DISABLED") != "DISABLED":
             raise ValueError("MULT18X18D model: MULT_BYPASS must be DISABLED")

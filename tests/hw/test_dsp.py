@@ -9,9 +9,10 @@ run on the ECP5 form against their own references.
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
-from amaranth import Module, Signal, signed
+from amaranth import ClockDomain, Module, Signal, signed
 from amaranth.back import verilog
 from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
@@ -39,6 +40,7 @@ def _range(shape):
 def test_both_forms_are_the_registered_product(modelled, sa, sb):
     rng = random.Random(str((sa, sb)))
     m = Module()
+    m.domains.sync = cd = ClockDomain("sync")
     a, b, en = Signal(sa), Signal(sb), Signal()
     on_fpga = registered_product(m, a, b, en=en, name="fpga", platform=ECP5)
     in_rtl = registered_product(m, a, b, en=en, name="rtl", platform=None)
@@ -61,23 +63,35 @@ def test_both_forms_are_the_registered_product(modelled, sa, sb):
             held = x * y if load else held
             seen.append((ctx.get(on_fpga), ctx.get(in_rtl), held))
 
+    async def reset(ctx):
+        # neither form is reset: the product survives a reset of the domain
+        await ctx.tick().repeat(len(pairs) // 2)
+        ctx.set(cd.rst, 1)
+        await ctx.tick()
+        ctx.set(cd.rst, 0)
+
     sim = Simulator(m)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
+    sim.add_testbench(reset)
     sim.run()
     assert len(seen) == len(pairs)
     for cycle, (fpga, rtl, want) in enumerate(seen):
         assert (fpga, rtl) == (want, want), f"cycle {cycle}"
 
 
-def test_staged_product_on_the_ecp5(modelled):
+def test_staged_product_on_the_ecp5(monkeypatch):
     """``staged_product`` with its digit products in MULT18X18D output registers: a
     signed 61-bit times an unsigned 31-bit operand, under stalls."""
     rng = random.Random(61)
     wa, wb = 61, 31
     m = Module()
     a, b, en = Signal(signed(wa)), Signal(wb), Signal()
+    made = []
+    monkeypatch.setattr(npu.dsp, "mult18x18d",
+                        lambda **ports: made.append(ports) or Mult18x18dModel(**ports))
     p = staged_product(m, a, b, en=en, name="t", platform=ECP5)
+    assert len(made) == 4 * 2        # digits: 61 bits -> 4, 31 bits -> 2
     lat = product_latency(wa, wb)
     pairs = [(-(1 << (wa - 1)), (1 << wb) - 1), ((1 << (wa - 1)) - 1, (1 << wb) - 1)]
     pairs += [(rng.randrange(-(1 << (wa - 1)), 1 << (wa - 1)), rng.randrange(1 << wb))
@@ -136,7 +150,7 @@ def test_the_ecp5_netlist_names_the_multiplier():
 
     fpga = verilog.convert(Top(), name="top", platform=ECP5, emit_src=False)
     rtl = verilog.convert(Top(), name="top", emit_src=False)
-    assert fpga.count("MULT18X18D") == 1 and "MULT18X18D" not in rtl
+    assert len(re.findall(r"\bMULT18X18D\b", fpga)) == 1 and "MULT18X18D" not in rtl
     for param, value in (("REG_OUTPUT_CLK", "CLK0"), ("REG_OUTPUT_CE", "CE0"),
                          ("REG_INPUTA_CLK", "NONE"), ("REG_INPUTB_CLK", "NONE"),
                          ("REG_PIPELINE_CLK", "NONE")):
@@ -156,3 +170,11 @@ def test_refusals(modelled):
         Mult18x18dModel(i_A18=0)
     with pytest.raises(ValueError, match=r"unknown keyword 'o_Q0'"):
         Mult18x18dModel(o_Q0=Signal())
+    with pytest.raises(ValueError, match=r"GSR = 'disabled' is not one of"):
+        Mult18x18dModel(p_GSR="disabled")
+    with pytest.raises(ValueError, match=r"pin SIGNEDA is one bit, given 2"):
+        Mult18x18dModel(i_SIGNEDA=2)
+    with pytest.raises(ValueError, match=r"SOURCEB is not modelled"):
+        Mult18x18dModel(i_SOURCEB=1)
+    with pytest.raises(ValueError, match=r"C3 is not modelled"):
+        Mult18x18dModel(i_C3=Signal())
