@@ -156,6 +156,7 @@ def test_the_ecp5_netlist_names_the_multiplier():
                          ("REG_PIPELINE_CLK", "NONE")):
         assert f'.{param}("{value}")' in fpga, param
     assert ".CE0(en)" in fpga and is_ecp5(ECP5) and not is_ecp5(None)
+    assert repr(ECP5) == "ECP5"       # as a platform shows in messages
 
 
 def test_refusals(modelled):
