@@ -4,12 +4,12 @@ Yosys 0.70's ``synth_ecp5`` maps ``a * b`` to a MULT18X18D but leaves the regist
 in the fabric, where the placer puts it beside the logic that reads it: a cycle then holds
 the route into the multiplier, the multiplier and the route out of it. The MULT18X18D has
 an output register of its own (``REG_OUTPUT_CLK``); :func:`registered_product` uses it when
-the design is elaborated for the ECP5 (``platform`` is :data:`ECP5`, as the FPGA flows
-pass it to ``verilog.convert``), so that the route out of the multiplier gets a cycle of its
-own. Elaborated for anything else (simulation, Verilator) it is the same register in
-Amaranth: ``p`` loads ``a * b`` on the cycles ``en`` is high, and is never reset (the
-MULT18X18D's register is not wired to a reset), so both elaborations behave alike cycle
-for cycle.
+the design is elaborated for the ECP5 (``platform`` is :data:`ECP5`, as
+``npu.tools.synth.ecp5_verilog`` passes it to ``verilog.convert`` for every FPGA flow), so
+that the route out of the multiplier gets a cycle of its own. Elaborated for anything else
+(simulation, Verilator) it is the same register in Amaranth: ``p`` loads ``a * b`` on the
+cycles ``en`` is high, and is never reset (the MULT18X18D's register is not wired to a
+reset), so both elaborations behave alike cycle for cycle.
 
 The MULT18X18D: ``A`` and ``B`` are 18 bits, signed when ``SIGNEDA`` / ``SIGNEDB`` is high;
 ``P`` is their 36-bit product; ``REG_OUTPUT_CLK = "CLK0"`` registers ``P`` on ``CLK0``, loading
@@ -39,7 +39,7 @@ class Ecp5Target:
         return "ECP5"
 
 
-#: The ECP5 target (``npu.tools.synth``, ``tests/bench/bench_fpga.py``, ``npu.board.build``).
+#: The ECP5 target (``npu.tools.synth.ecp5_verilog``, which every ECP5 flow uses).
 ECP5 = Ecp5Target()
 
 

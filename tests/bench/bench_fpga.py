@@ -48,10 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from amaranth.back import verilog  # noqa: E402
-
-from npu.dsp import ECP5  # noqa: E402
-from npu.tools.synth import SynthError, ecp5_pnr, tool_versions  # noqa: E402
+from npu.tools.synth import SynthError, ecp5_pnr, ecp5_verilog, tool_versions  # noqa: E402
 
 
 def _small():
@@ -199,8 +196,7 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
             work.mkdir(parents=True, exist_ok=True)
             t0 = time.monotonic()
             path = work / f"{name}.v"
-            path.write_text(verilog.convert(factory(), name=name, emit_src=False,
-                                             platform=ECP5))
+            path.write_text(ecp5_verilog(factory(), name))
             gen = time.monotonic() - t0
             try:
                 report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq,

@@ -39,13 +39,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from amaranth.back import verilog  # noqa: E402
-
-from npu.dsp import ECP5  # noqa: E402
 from npu.nmu.array import NmuArray  # noqa: E402
 from npu.nmu.model import NmuGeometry  # noqa: E402
 from npu.nmu.unit import NmuUnit  # noqa: E402
-from npu.tools.synth import SynthError, ecp5_resources  # noqa: E402
+from npu.tools.synth import SynthError, ecp5_resources, ecp5_verilog  # noqa: E402
 from sim.nmu_programs import conv_case, gemm_case, run_nmu  # noqa: E402
 
 GEOM = NmuGeometry(lanes=8, cols=8, wrows=512, channels=64)
@@ -100,7 +97,7 @@ def _synth_in_cwd():
                        ("nmu_unit_wport", NmuUnit(geometry=GEOM, depth=L1 // 8,
                                                   weight_port=True))):
         path = Path(f"{name}.v")
-        path.write_text(verilog.convert(comp, name=name, emit_src=False, platform=ECP5))
+        path.write_text(ecp5_verilog(comp, name))
         t0 = time.time()
         try:
             counts = ecp5_resources(path, name, workdir=Path("."))

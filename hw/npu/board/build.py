@@ -30,13 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npu.dsp import ECP5
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
     _run,
     _synth_ecp5,
     _tool,
+    ecp5_verilog,
     parse_nextpnr_log,
     synth_script,
 )
@@ -150,8 +150,6 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         A tool is missing or fails, or a clock misses its constraint (the report is
         written first).
     """
-    from amaranth.back import verilog
-
     from npu.board.top import BoardTop
 
     if placer not in ("static", "heap"):
@@ -165,7 +163,7 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         memory_bytes = 256 * 1024 if engine else 16 * 1024
     top = BoardTop(pll_mhz=pll_mhz, baud=baud, device=engine, memory_bytes=memory_bytes)
     source = workdir / f"{TOP}.v"
-    text = verilog.convert(top, name=TOP, platform=ECP5)
+    text = ecp5_verilog(top, TOP, emit_src=True)
     (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
     stamp, netlist = workdir / f"{TOP}.synth.sha256", workdir / f"{TOP}.json"
     want = _synth_stamp(text)

@@ -202,10 +202,7 @@ def _print_hierarchy(name, modules, cells):
 
 
 def _cmd_synth(args) -> int:
-    from amaranth.back import verilog
-
-    from npu.dsp import ECP5
-    from npu.tools.synth import SynthError, ecp5_hierarchy, ecp5_resources
+    from npu.tools.synth import SynthError, ecp5_hierarchy, ecp5_resources, ecp5_verilog
     from npu.tools.toplevels import TOPLEVELS, instantiate
     _check_only(args.only, TOPLEVELS)
     cells = ("LUT4", "TRELLIS_FF", "CCU2C", "TRELLIS_DPR16X4", "DP16KD", "MULT18X18D")
@@ -217,8 +214,7 @@ def _cmd_synth(args) -> int:
         if args.only and name not in args.only:
             continue
         path = out / f"{name}.v"
-        path.write_text(verilog.convert(instantiate(factory, params), name=name,
-                                        emit_src=False, platform=ECP5))
+        path.write_text(ecp5_verilog(instantiate(factory, params), name))
         try:
             if args.hierarchy:
                 modules = ecp5_hierarchy(path, name, workdir=out, noabc9=args.noabc9)
@@ -248,10 +244,7 @@ def _cmd_synth(args) -> int:
 
 
 def _cmd_pnr(args) -> int:
-    from amaranth.back import verilog
-
-    from npu.dsp import ECP5
-    from npu.tools.synth import SynthError, ecp5_pnr
+    from npu.tools.synth import SynthError, ecp5_pnr, ecp5_verilog
     from npu.tools.toplevels import TOPLEVELS, instantiate
 
     _check_only(args.only, TOPLEVELS)
@@ -265,8 +258,7 @@ def _cmd_pnr(args) -> int:
         work = out / name
         work.mkdir(parents=True, exist_ok=True)
         path = work / f"{name}.v"
-        path.write_text(verilog.convert(instantiate(factory, params), name=name,
-                                        emit_src=False, platform=ECP5))
+        path.write_text(ecp5_verilog(instantiate(factory, params), name))
         try:
             r = ecp5_pnr(path, name, workdir=work, freq_mhz=args.freq, noabc9=args.noabc9,
                          seed=args.seed)

@@ -1,5 +1,7 @@
 """ECP5 implementation of the top-level components with the YoWASP tools.
 
+* :func:`ecp5_verilog`: a design's Verilog elaborated for the ECP5 (``npu.dsp.ECP5``: its
+  products in the MULT18X18D's own output registers), what every flow below synthesises.
 * :func:`ecp5_resources`: Yosys ``synth_ecp5`` cell counts (``npu synth``).
 * :func:`ecp5_hierarchy`: the same per block of the design's hierarchy (``synth_ecp5
   -noflatten``; ``npu synth --hierarchy``).
@@ -28,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["CriticalPath", "PnrReport", "SynthError", "ecp5_hierarchy", "ecp5_pnr",
-           "ecp5_resources", "parse_hierarchy_stat", "parse_nextpnr_log", "synth_script",
-           "tool_versions"]
+           "ecp5_resources", "ecp5_verilog", "parse_hierarchy_stat", "parse_nextpnr_log",
+           "synth_script", "tool_versions"]
 
 # Cells that make up ECP5 logic, memory and DSP use.
 ECP5_CELLS = ("LUT4", "TRELLIS_FF", "TRELLIS_DPR16X4", "CCU2C", "DP16KD", "MULT18X18D",
@@ -41,6 +43,17 @@ ECP5_DEVICE = ("--85k", "--package", "CABGA381", "--speed", "6")
 
 class SynthError(RuntimeError):
     """Synthesis or place and route could not run or failed."""
+
+
+def ecp5_verilog(top, name, *, emit_src=False):
+    """Verilog of *top* as module *name*, elaborated for the ECP5 (``platform`` =
+    :data:`npu.dsp.ECP5`, so that ``npu.dsp.registered_product`` instantiates the
+    MULT18X18D with its output register)."""
+    from amaranth.back import verilog
+
+    from npu.dsp import ECP5
+
+    return verilog.convert(top, name=name, emit_src=emit_src, platform=ECP5)
 
 
 def _tool(name):
