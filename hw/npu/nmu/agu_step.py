@@ -139,6 +139,13 @@ class SteppedAgu(wiring.Component):
         pb = Signal()
         bc = Signal(16)
         bank = Signal()
+        # the tile's column counter (``ci`` of the bias nest, ``bc`` of a pixel's bias
+        # words) at its last column, in a register kept with the counter like the loop
+        # levels' ends: a step's wrap does not wait on ``c + 1 == ncols``. At ``start``
+        # from the tile's columns as they are (``ncols``'s register follows a cycle later)
+        col_end = Signal()
+        ncols_now = Signal(16)
+        m.d.comb += ncols_now.eq(Mux(left > self.cols, self.cols, left))
         # Each loop counter's end flag (``c + 1 == bound``) in a register, kept with the
         # counter: a step decides from flip-flops which levels wrap.
         bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
@@ -148,7 +155,8 @@ class SteppedAgu(wiring.Component):
             return ends[c.name]
         with m.If(self.start):
             m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
-                         pb.eq(t.pix_bias & (self.mode == self.MODE_A))]
+                         pb.eq(t.pix_bias & (self.mode == self.MODE_A)),
+                         col_end.eq(ncols_now == 1)]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
             m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
@@ -214,10 +222,10 @@ class SteppedAgu(wiring.Component):
                              p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
                 with m.If(step):
                     m.d.sync += b_off.eq(b_off + b_inc)
-                    with m.If(ci + 1 == ncols):
+                    with m.If(col_end):
                         m.d.sync += [ci.eq(0), self.busy.eq(0)]
                     with m.Else():
-                        m.d.sync += ci.eq(ci + 1)
+                        m.d.sync += [ci.eq(ci + 1), col_end.eq(ci + 2 == ncols)]
             with m.Default():
                 pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
                 last_tap = at_end(ky) & at_end(kx)
@@ -239,9 +247,11 @@ class SteppedAgu(wiring.Component):
                         p.tag.lane.eq(bc),
                     ]
                     with m.If(step):
-                        m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc)]
-                        with m.If(bc + 1 == ncols):
-                            m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0)]
+                        m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc),
+                                     col_end.eq(bc + 2 == ncols)]
+                        with m.If(col_end):
+                            m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0),
+                                         col_end.eq(ncols == 1)]
                 with m.Elif(step):
                     count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
                     with m.If(c_b):
