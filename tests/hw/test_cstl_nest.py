@@ -12,19 +12,27 @@ from amaranth.sim import Simulator
 
 from npu.cstl.nest import LoopNest
 
+#: per-level strides of the harness's address registers: a level's digit of the address
+STRIDES = [10 ** (5 - j) for j in range(6)]
+
 
 def _harness(n, width, indices):
+    """The nest, and per level an address register moved by ``advance`` (level ``k``'s:
+    the sum of ``idx[j] * STRIDES[j]`` over the levels ``j <= k``)."""
     m = Module()
     nest = LoopNest(n, width, indices=indices)
     start = Signal()
     move = Signal()
     limits = [Signal(width, name=f"lim{j}") for j in range(n)]
+    nest.addrs = [Signal(32, name=f"addr{j}") for j in range(n)]
     with m.If(start):
         nest.load(m, limits)
+        m.d.sync += [a.eq(0) for a in nest.addrs]
     with m.Elif(move):
         for j in reversed(range(n)):
             with m.If(nest.stepping(j)):
                 nest.step(m, j)
+        nest.advance(m, nest.addrs, [a + STRIDES[j] for j, a in enumerate(nest.addrs)])
     return m, nest, start, move, limits
 
 
@@ -60,6 +68,10 @@ def test_loop_nest_walks_every_index_in_order(n, indices):
                     (shape, tup, sel)
                 if indices:
                     assert tuple(ctx.get(i) for i in nest.idx) == tup, shape
+                addrs = tuple(ctx.get(a) for a in nest.addrs)
+                assert addrs == tuple(sum(i * st for i, st in zip(tup[:k + 1], STRIDES,
+                                                                    strict=False))
+                                      for k in range(n)), (shape, tup, addrs)
                 # stalls: the nest moves only when told to
                 ctx.set(move, rng.random() < 0.7)
                 while not ctx.get(move):
@@ -72,6 +84,16 @@ def test_loop_nest_walks_every_index_in_order(n, indices):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+
+
+def test_advance_wants_one_value_per_register():
+    nest = LoopNest(3, 8)
+    regs = [Signal(8) for _ in range(3)]
+    with pytest.raises(ValueError, match="one next value per register and at most 3 levels, "
+                                         "not 3 registers and 2 values"):
+        nest.advance(Module(), regs, regs[:2])
+    with pytest.raises(ValueError, match="not 4 registers"):
+        nest.advance(Module(), [*regs, Signal(8)], [*regs, Signal(8)])
 
 
 def test_loop_nest_without_indices_has_none():

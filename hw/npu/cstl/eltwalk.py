@@ -140,8 +140,7 @@ class EltWalk(wiring.Component):
                 for j in reversed(range(n)):
                     with m.If(nest.stepping(j)):
                         nest.step(m, j)
-                        for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
-                            nxt = regs[j] + step(strides, j)
-                            m.d.sync += [regs[k].eq(nxt) for k in range(j, n)]
                         m.d.sync += cleft.eq(cleft - L if j == n - 1 else task.dims[-1])
+                for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
+                    nest.advance(m, regs, [regs[j] + step(strides, j) for j in range(n)])
         return m

@@ -22,7 +22,7 @@ the innermost level outside it that is not at its last index.
 
 from __future__ import annotations
 
-from amaranth import Cat, Signal, Value
+from amaranth import Cat, Mux, Signal, Value
 
 __all__ = ["LoopNest"]
 
@@ -102,6 +102,36 @@ class LoopNest:
         if self.idx is not None:
             m.d.sync += self.idx[j].eq(self.idx[j] + 1)
             m.d.sync += [self.idx[k].eq(0) for k in range(j + 1, self.n)]
+
+    def advance(self, m, regs, nexts):
+        """Registers kept per level (a walk's addresses) move with a step: ``regs[k]``
+        takes ``nexts[j]`` of the stepping level ``j`` when ``j <= k`` (the level's next
+        value, which the levels inside it restart from), and holds otherwise. Call inside
+        the walk's step condition.
+
+        The selection is an AND-OR of the one-hot ``stepping`` registers, not a chain of
+        2:1 selections in level order (which a sequence of ``m.If(stepping(j))`` gives:
+        six levels deep in front of the innermost level's registers).
+
+        Parameters
+        ----------
+        m : amaranth.Module
+        regs : list of Signal
+            One register per level, outermost first (up to ``n``).
+        nexts : list of Value
+            The next value of each level ``j`` when it steps (as many as ``regs``).
+        """
+        if len(nexts) != len(regs) or len(regs) > self.n:
+            raise ValueError(f"advance wants one next value per register and at most "
+                             f"{self.n} levels, not {len(regs)} registers and "
+                             f"{len(nexts)} values")
+        for k, reg in enumerate(regs):
+            hit, value = 0, 0
+            for j in range(k + 1):
+                hit = hit | self._sel[j]
+                value = value | Mux(self._sel[j], Value.cast(nexts[j])[:len(reg)], 0)
+            with m.If(hit):
+                m.d.sync += reg.eq(value)
 
     def all_last(self):
         """Every level is at its last index: the walk's last iteration."""

@@ -167,14 +167,11 @@ class PoolWalk(wiring.Component):
             # the innermost level that does not wrap steps; the ones inside it restart
             with m.If(c.tag.last):
                 m.d.sync += act.eq(0)
+            nest.advance(m, xb, [xb[j] + xstep[j] for j in range(n)])
+            nest.advance(m, yb, [yb[j] + ystep[j] for j in range(4)])
             for j in reversed(range(n)):
                 with m.If(nest.stepping(j)):
-                    nx = xb[j] + xstep[j]
                     nest.step(m, j)
-                    m.d.sync += [xb[k].eq(nx) for k in range(j, n)]
-                    if j < 4:
-                        ny = yb[j] + ystep[j]
-                        m.d.sync += [yb[k].eq(ny) for k in range(j, 4)]
                     if j == 0:
                         m.d.sync += [row0.eq(-task.top), col0.eq(-task.left),
                                      cleft.eq(task.dims[3])]

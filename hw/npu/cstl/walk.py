@@ -114,8 +114,7 @@ class RegionWalk(wiring.Component):
                 m.d.sync += act.eq(0)
             for j in reversed(range(n)):
                 with m.If(nest.stepping(j)):
-                    nx, ny = xb[j] + task.xs[j], yb[j] + task.ys[j]
                     nest.step(m, j)
-                    for k in range(j, n):
-                        m.d.sync += [xb[k].eq(nx), yb[k].eq(ny)]
+            nest.advance(m, xb, [xb[j] + task.xs[j] for j in range(n)])
+            nest.advance(m, yb, [yb[j] + task.ys[j] for j in range(n)])
         return m
