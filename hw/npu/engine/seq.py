@@ -482,6 +482,12 @@ class Sequencer(wiring.Component):
         s.err_cause = Signal(8)
         s.err_task = Signal(32)
         m.d.comb += s.err_task.eq(s.task_index)    # decode errors: the task being decoded
+        # ``error_task`` of the error (0 without one): the task of this cycle's error is
+        # taken in every running cycle (:meth:`_errors`), so that the OR of every check
+        # (``err``) is the enable of no register but the state's; shown once ``cause``
+        # says there was an error, which it does from the cycle after the error as before
+        s.err_task_q = Signal(32)
+        m.d.comb += self.error_task.eq(Mux(self.cause != Cause.NONE, s.err_task_q, 0))
 
     @staticmethod
     def _fail(m, s, cause, task=None):
@@ -525,8 +531,11 @@ class Sequencer(wiring.Component):
             self._fail(m, s, Cause.WATCHDOG, Mux(s.slot_valid, s.slot_index, s.task_index))
         with m.Elif(self.entry_error):
             self._fail(m, s, Cause.BAD_ENTRY, s.running_task[self.nmu_index or 0])
+        # in a running state ``cause`` is NONE, and ``err_cause`` is NONE but in a cycle
+        # with an error: loaded in every cycle, it changes exactly when the error stops
+        # the run, as under an enable ``err`` (which reaches the state register alone)
+        m.d.sync += [self.cause.eq(s.err_cause), s.err_task_q.eq(s.err_task)]
         with m.If(s.err):
-            m.d.sync += [self.cause.eq(s.err_cause), self.error_task.eq(s.err_task)]
             m.next = "ERROR"
 
     def _watchdog(self, m, take, issue, done_any, append):
@@ -568,7 +577,7 @@ class Sequencer(wiring.Component):
                          s.jump_pending.eq(0),
                          s.step.eq(0), s.buf.eq(0), s.count.eq(0), s.task_index.eq(0),
                          self.issued.eq(0), self.completed.eq(0), s.tokens.eq(0),
-                         self.cause.eq(Cause.NONE), self.error_task.eq(0),
+                         self.cause.eq(Cause.NONE), s.err_task_q.eq(0),
                          s.finished.eq(0), s.slot_valid.eq(0)]
             with m.If(self.base[:lw] != 0):
                 m.d.sync += self.cause.eq(Cause.BAD_HEADER)
