@@ -132,3 +132,48 @@ def test_fetch_into_refuses_commands_longer_than_its_fifo():
     with pytest.raises(ValueError, match=r"max_beats \(17\) must be from 1 to the FIFO "
                                          r"depth \(16\)"):
         Simulator(_Fetcher(16, 17))
+
+
+@pytest.mark.parametrize(("depth", "max_beats"), [(16, 16), (6, 5)])
+def test_fetch_into_asks_nothing_when_word_is_past_end(depth, max_beats):
+    """``word`` beyond ``end`` (the SEQ jumps over its buffer table, the caller's end may lag
+    behind): enabled, with the bus always ready, no command for as long as that holds,
+    whatever the bits of the negative difference; then ``end`` moves past ``word`` and
+    the words come."""
+    dut = _Fetcher(depth, max_beats)
+    cases = [(first, first - back) for first in (40, 1000, 65535)
+             for back in (1, 3, max_beats, max_beats + 1, 17, 33, 40)]
+
+    async def bench(ctx):
+        ctx.set(dut.cmd.ready, 1)
+        ctx.set(dut.o.ready, 1)
+        for first, end in cases:
+            ctx.set(dut.first, first)
+            ctx.set(dut.end, end)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for _ in range(6):
+                assert ctx.get(dut.enable)
+                assert not ctx.get(dut.cmd.valid), (first, end, ctx.get(dut.cmd.payload.beats))
+                await ctx.tick()
+            ctx.set(dut.stop, 1)
+            await ctx.tick()
+            ctx.set(dut.stop, 0)
+        # and a word below end asks, with the bus's answer
+        ctx.set(dut.first, 10)
+        ctx.set(dut.end, 12)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(4):
+            if ctx.get(dut.cmd.valid):
+                break
+            await ctx.tick()
+        assert ctx.get(dut.cmd.valid) and ctx.get(dut.cmd.payload.beats) == 2
+        assert ctx.get(dut.cmd.payload.addr) == 10 << LW
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()

@@ -38,7 +38,7 @@ command's owner sends its data and receives its ``done``.
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal
+from amaranth import Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -263,17 +263,29 @@ def fetch_into(m, fifo, depth, cmd, data, *, enable, word, end, lw, max_beats=16
         raise ValueError(f"fetch_into: max_beats ({max_beats}) must be from 1 to the FIFO "
                          f"depth ({depth}): a longer command would never find room")
     inflight = Signal(range(depth + 1))
-    left = Signal.like(end)
-    m.d.comb += left.eq(Mux(end > word, end - word, 0))
+    # the words left, end - word, by one subtraction; whether it is above 0 and above
+    # max_beats from its bits (a sign, an OR of the high bits, a comparison of the low
+    # ones), and whether the FIFO has room from the low bits too: no comparison or
+    # selection of the whole difference lies between the subtraction and the registers
+    width = max(len(Value.cast(end)), len(Value.cast(word))) + 1
+    diff = Signal(signed(width))
+    m.d.comb += diff.eq(end - word)
+    nb = max_beats.bit_length()
+    low, high, neg = diff[:nb], diff[nb:width - 1], diff[width - 1]
+    more = Signal()   # end - word > max_beats
+    some = Signal()   # end - word > 0
+    m.d.comb += [more.eq(~neg & (high.any() | (low > max_beats))),
+                 some.eq(~neg & diff[:width - 1].any())]
     want = Signal(range(max_beats + 1))
-    m.d.comb += want.eq(Mux(left > max_beats, max_beats, left))
+    m.d.comb += want.eq(Mux(more, max_beats, Mux(some, low, 0)))
     room = depth - fifo.level - inflight
+    fits = Mux(more, room >= max_beats, room >= low)
     beats = Signal(range(max_beats + 1))
     ready = Signal()
     m.d.comb += [cmd.valid.eq(enable & ready),
                  cmd.payload.addr.eq(word << lw), cmd.payload.beats.eq(beats)]
     fire = cmd.valid & cmd.ready
-    m.d.sync += [beats.eq(want), ready.eq(enable & (want != 0) & (room >= want) & ~fire)]
+    m.d.sync += [beats.eq(want), ready.eq(enable & some & fits & ~fire)]
     arrived = data.valid & data.ready
     m.d.sync += inflight.eq(inflight + Mux(fire, beats, 0) - arrived)
     m.d.comb += [data.ready.eq(fifo.w_rdy), fifo.w_en.eq(data.valid),
