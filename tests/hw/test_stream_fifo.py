@@ -8,7 +8,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from npu.bus.stream import PassSkid, PingPongBuffer, SkidBuffer, StreamFIFO, start_after_decode
+from npu.bus.stream import PingPongBuffer, SkidBuffer, StreamFIFO, start_after_decode
 from sim.streams import StreamTimeout, stream_recv, stream_send
 
 
@@ -183,116 +183,6 @@ def test_skid_buffer_keeps_one_transfer_a_cycle(cls):
     sim.add_testbench(bench)
     sim.run()
     assert seen == [(c, (c - 1) % 256, (c - 1) % 16) for c in range(1, n + 1)]
-
-
-class PassSkidModel:
-    """Python model of :class:`npu.bus.stream.PassSkid`, one call per clock edge: the skid
-    entry's word (None: empty). Empty, ``o`` is ``i`` and ``i.ready`` is high; holding a
-    word, ``o`` offers it and ``i.ready`` is low."""
-
-    def __init__(self):
-        self.entry = None
-
-    def ready(self):
-        return self.entry is None
-
-    def out(self, i_valid, i_word):
-        """What ``o`` offers this cycle (None: not valid)."""
-        if self.entry is not None:
-            return self.entry
-        return i_word if i_valid else None
-
-    def edge(self, i_valid, i_word, o_ready):
-        """Returns whether ``i`` transferred."""
-        if self.entry is not None:
-            if o_ready:
-                self.entry = None
-            return False
-        if i_valid and not o_ready:
-            self.entry = i_word
-        return i_valid
-
-
-@pytest.mark.parametrize(("idle", "backpressure"), [(0.0, 0.0), (0.4, 0.0), (0.0, 0.7),
-                                                    (0.3, 0.5), (0.0, 0.5)])
-def test_pass_skid_against_its_model_under_stalls(idle, backpressure):
-    """Random producer gaps and consumer stalls, cycle by cycle against ``PassSkidModel``:
-    the words leave in order, a word offered while the entry is empty is on ``o`` in the
-    same cycle, ``full`` says when the entry holds one, and ``i.ready`` does not follow
-    ``o.ready`` within a cycle."""
-    dut = PassSkid(12)
-    rng = random.Random(5)
-    words = [rng.getrandbits(12) for _ in range(400)]
-    model = PassSkidModel()
-    got = []
-
-    async def bench(ctx):
-        k = 0
-        for _cycle in range(3000):
-            i_valid = k < len(words) and rng.random() >= idle
-            word = words[k] if k < len(words) else 0
-            o_ready = rng.random() >= backpressure
-            ctx.set(dut.i.valid, i_valid)
-            ctx.set(dut.i.payload, word)
-            ctx.set(dut.o.ready, o_ready)
-            assert ctx.get(dut.i.ready) == model.ready()
-            assert ctx.get(dut.full) == (not model.ready())
-            out = model.out(i_valid, word)
-            assert ctx.get(dut.o.valid) == (out is not None)
-            if out is not None:
-                assert ctx.get(dut.o.payload) == out
-                if o_ready:
-                    got.append(out)
-            ctx.set(dut.o.ready, not o_ready)
-            assert ctx.get(dut.i.ready) == model.ready()
-            ctx.set(dut.o.ready, o_ready)
-            if model.edge(i_valid, word, o_ready):
-                k += 1
-            await ctx.tick()
-            if len(got) == len(words):
-                break
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert got == words
-
-
-def test_pass_skid_adds_no_latency_and_keeps_the_consumer_fed():
-    """Producer always valid: with the consumer always ready each word leaves in the cycle
-    it is offered (no latency); with the consumer ready every other cycle it still gets a
-    word in every cycle it is ready (the entry's word, then the producer's)."""
-    from amaranth.lib import data
-
-    layout = data.StructLayout({"a": 8, "b": 4})
-    dut = PassSkid(layout)
-    seen = []
-    taken = []
-
-    async def bench(ctx):
-        ctx.set(dut.i.valid, 1)
-        k = 0
-        for cycle in range(60):
-            ready = cycle < 30 or cycle % 2 == 0
-            ctx.set(dut.o.ready, ready)
-            ctx.set(dut.i.payload, {"a": k % 256, "b": k % 16})
-            assert ctx.get(dut.o.valid)
-            p = ctx.get(dut.o.payload)
-            if ready:
-                seen.append((cycle, p.a))
-            if ctx.get(dut.i.ready):
-                taken.append(cycle)
-                k += 1
-            await ctx.tick()
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert [a for _c, a in seen] == list(range(len(seen)))
-    assert [c for c, _a in seen[:30]] == list(range(30))
-    assert [c for c, _a in seen[30:]] == list(range(30, 60, 2))
 
 
 class _DecodeHarness(wiring.Component):

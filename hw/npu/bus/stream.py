@@ -1,5 +1,5 @@
-"""Stream plumbing shared by the blocks: a buffered FIFO, two register slices and a skid
-register without latency, with stream ports.
+"""Stream plumbing shared by the blocks: a buffered FIFO and two register slices with stream
+ports.
 
 Every data port in the design is an :mod:`amaranth.lib.stream` interface: a transfer
 happens on a rising edge where both ``valid`` and ``ready`` are high. A producer may not
@@ -13,7 +13,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PassSkid", "PingPongBuffer", "SkidBuffer", "StreamFIFO", "start_after_decode"]
+__all__ = ["PingPongBuffer", "SkidBuffer", "StreamFIFO", "start_after_decode"]
 
 
 class StreamFIFO(wiring.Component):
@@ -149,55 +149,6 @@ class PingPongBuffer(wiring.Component):
             m.d.sync += [self.o.valid.eq(1), full.eq(self.o.valid)]
         with m.Elif(pop & ~push):
             m.d.sync += [self.o.valid.eq(full), full.eq(0)]
-        return m
-
-
-class PassSkid(wiring.Component):
-    """Skid register without latency: ``i.ready`` is a flip-flop, ``o`` shows the producer's
-    word in the same cycle.
-
-    While the skid entry is empty, ``o`` is ``i`` (valid and payload through a 2:1
-    selection) and ``i.ready`` is high; a word the consumer does not take goes into the
-    entry, which then offers it on ``o`` while ``i.ready`` is low. The consumer's
-    ``o.ready`` reaches only the entry's full flag: not ``i.ready``, and not the entry's
-    payload register, which loads whenever it is empty. For a producer whose output logic
-    (a window that moves when its vector is taken) must not wait on a late consumer ready,
-    at the price of one cycle of producer stall after each consumer stall.
-
-    Parameters
-    ----------
-    shape : shape-castable
-        Payload shape (an int width or a layout).
-
-    Attributes
-    ----------
-    i : stream, in
-    o : stream, out
-        The same words, in order; a word taken on ``i`` while the entry is empty is on
-        ``o`` in the same cycle.
-    full : Signal, out
-        The skid entry holds a word (it is on ``o``).
-    """
-
-    def __init__(self, shape):
-        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape)),
-                          "full": Out(1)})
-        self._shape = shape
-
-    def elaborate(self, platform):
-        m = Module()
-        entry = Signal(self._shape)
-        full = self.full
-        m.d.comb += [self.i.ready.eq(~full),
-                     self.o.valid.eq(full | self.i.valid),
-                     self.o.payload.eq(Mux(full, Value.cast(entry),
-                                           Value.cast(self.i.payload)))]
-        with m.If(~full):
-            m.d.sync += entry.eq(self.i.payload)
-            with m.If(self.i.valid & ~self.o.ready):
-                m.d.sync += full.eq(1)
-        with m.Elif(self.o.ready):
-            m.d.sync += full.eq(0)
         return m
 
 
