@@ -936,6 +936,18 @@ def _task_cases(rng):
         regions.append((f"region_{side}", copy_task(2, counts=(size - 3, 1, 1, 1),
                                                     **{"src": 4, "dst": 4}),
                         Cause.BAD_REGION, 2))
+    # DDR strides with their high bits set (the check multiplies a stride in 17-bit
+    # halves): end = 4 + 2 * (2**31 + 2) = DDR size + 8, per dimension and side
+    for side, lv in (("src", (DDR, L2)), ("dst", (L2, DDR))):
+        for d in range(3):
+            counts = [4, 1, 1, 1]
+            counts[d + 1] = 3
+            strides = [0, 0, 0]
+            strides[d] = (1 << 31) + 2
+            kw = {"counts": counts, f"{side}_strides": strides, "src": 0, "dst": 0,
+                  "levels": lv}
+            regions.append((f"region_ddr_{side}{d}", copy_task(2, Unit.SDMA, **kw),
+                            Cause.BAD_REGION, 2))
     return [
         ("vpu", patch_task(good, 1, "unit", Unit.VPU), Cause.BAD_UNIT, 1),
         ("unit5", patch_task(good, 2, "unit", 5), Cause.BAD_UNIT, 2),

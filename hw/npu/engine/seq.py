@@ -93,6 +93,7 @@ from nem.taskformat import (
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
 from npu.cstl.regs import elt_codes, reads_table_codes
+from npu.dsp import registered_product
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -283,6 +284,7 @@ class Sequencer(wiring.Component):
         # the stages share are attributes of ``s``.
         m = Module()
         s = _Shared(self.config)
+        s.platform = platform
         s.running = Signal()
         self._fetcher(m, s)
         self._byte_window(m, s)
@@ -958,14 +960,31 @@ class Sequencer(wiring.Component):
         cmd = s.slot_cmd.copy
         # dimension d's products are registered in the cycle before they are added (the
         # command does not change while the slot is checked), so that no cycle holds both
-        # a multiplication and an addition
-        def products(d):
-            c1 = (cmd.count[d] - 1)[:16]
-            return c1 * cmd.src_stride[d - 1], c1 * cmd.dst_stride[d - 1]
+        # a multiplication and an addition: ``COUNT(d) - 1`` and the strides of dimension
+        # d are chosen in the cycle of dimension d - 1, multiplied into registers (on the
+        # ECP5 the MULT18X18D's own, :func:`npu.dsp.registered_product`: a stride in two
+        # halves of 17 bits and less), and added the cycle after
+        checking = Signal(name="region_checking")
+        m.d.comb += checking.eq(s.slot_valid & ~s.slot_checked & s.running)
+        c1 = Signal(16, name="region_c1")
+        strides = {side: Signal(aw, name=f"region_{side}_stride") for side in ("src", "dst")}
+        with m.Switch(s.slot_dim):
+            for d in (0, 1, 2):
+                with m.Case(d):
+                    m.d.comb += [c1.eq((cmd.count[d + 1] - 1)[:16]),
+                                 strides["src"].eq(cmd.src_stride[d]),
+                                 strides["dst"].eq(cmd.dst_stride[d])]
+        half = 17   # the widest unsigned operand of a MULT18X18D
 
-        src_prod, dst_prod = (Signal.like(p, name=n)
-                              for p, n in zip(products(1), ("src_prod", "dst_prod"),
-                                              strict=True))
+        def product(side):
+            st, total, k = strides[side], 0, 0
+            for lo in range(0, aw, half):
+                p = registered_product(m, c1, st[lo:lo + half], en=checking,
+                                       name=f"{side}_prod{k}", platform=s.platform)
+                total, k = total + (p.as_unsigned() << lo), k + 1
+            return total
+
+        src_prod, dst_prod = product("src"), product("dst")
         # the comparison with the memories' sizes goes into a register and the error
         # follows in the cycle after (a region inside its memories marks the slot checked
         # in the cycle of the comparison, as before: no cycle for a task that passes)
@@ -973,7 +992,7 @@ class Sequencer(wiring.Component):
         m.d.sync += over.eq(0)
         with m.If(over & s.running):
             self._fail(m, s, Cause.BAD_REGION, s.slot_index)
-        with m.If(s.slot_valid & ~s.slot_checked & s.running):
+        with m.If(checking):
             with m.Switch(s.slot_dim):
                 for d in (0, 1, 2, 3):
                     with m.Case(d):
@@ -983,9 +1002,6 @@ class Sequencer(wiring.Component):
                         else:
                             m.d.sync += [s.src_end.eq(s.src_end + src_prod),
                                          s.dst_end.eq(s.dst_end + dst_prod)]
-                        if d < 3:
-                            m.d.sync += [src_prod.eq(products(d + 1)[0]),
-                                         dst_prod.eq(products(d + 1)[1])]
                 with m.Case(4):
                     sizes = Array([Const(cfg.ddr_bytes, aw + 1),
                                    Const(cfg.l2_depth * W, aw + 1),
