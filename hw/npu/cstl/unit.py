@@ -261,43 +261,32 @@ class Cstl(wiring.Component):
             m.d.sync += [red_valid.eq(1), held[0].eq(red.max), red_idx.eq(red.idx),
                          held_addr.eq(red.addr)]
 
-        # one table copy per lane: 64 words of 4 entries, written together, in a block RAM
-        # read by the lane's byte (the vector's, or the held result's) as the output stage
-        # below takes it: the RAM's address register is that stage's register for the
-        # looked-up bytes, which it selects from the RAM's word by the code's low bits
-        # (``f_sel``) after it (no LUT-RAM read and selection between the reader's slice
-        # and a register)
-        f_load = Signal()
-        codes, looked = [], []
-        f_sel = [Signal(2, name=f"f_sel{k}") for k in range(L)]
+        # one table copy per lane: 64 words of 4 entries, written together, read
+        # combinationally by the lane's byte (the vector's, or the held result's)
+        looked = []
         for k in range(L):
-            mem = Memory(shape=32, depth=TABLE_WORDS, init=[], attrs={"ram_style": "block"})
+            mem = Memory(shape=32, depth=TABLE_WORDS, init=[])
             m.submodules[f"lut{k}"] = mem
             wp = mem.write_port()
-            rp = mem.read_port(domain="sync")
+            rp = mem.read_port(domain="comb")
             code = Signal(8, name=f"code{k}")
             m.d.comb += code.eq(Mux(is_held, held[k], vec.data[k]))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready & ~task.entry),
-                         rp.addr.eq(code[2:]), rp.en.eq(f_load)]
-            with m.If(f_load):
-                m.d.sync += f_sel[k].eq(code[:2])
+                         rp.addr.eq(code[2:])]
             byte = Signal(8, name=f"y{k}")
-            m.d.comb += byte.eq(rp.data.word_select(f_sel[k], 8))
-            codes.append(code)
-            looked.append(byte)
+            m.d.comb += byte.eq(rp.data.word_select(code[:2], 8))
+            looked.append((code, byte))
 
         # a reduction's result: the row's max (through the table of lane 0 when the task
-        # has one: the output stage then takes byte 0 from the RAM, the others are 0) or
-        # the index of its first max, saturated to the output type
+        # has one) or the index of its first max, saturated to the output type
         red_out = Signal(32)
-        red_tab = Signal()
         idx_hi = Array([Const(127, 32), Const(32767, 32), Const(2**31 - 1, 32),
                         Const(2**31 - 1, 32)])[task.out_shift]
         with m.If(task.red == RED_OPS["argmax"]):
             m.d.comb += red_out.eq(Mux(red_idx > idx_hi, idx_hi, red_idx))
         with m.Else():
-            m.d.comb += [red_out.eq(Mux(task.table, 0, red_max)), red_tab.eq(task.table)]
+            m.d.comb += red_out.eq(Mux(task.table, looked[0][1], red_max))
 
         # the output stage: a register between the lookup and the store. It takes a vector
         # of codes (the looked-up bytes, or without a table the bytes as read, or a row's
@@ -306,22 +295,17 @@ class Cstl(wiring.Component):
         # (a reduction), and hands it to the store in parts; it is free when empty or when
         # its last part leaves this cycle
         f_valid = Signal()
-        f_code = [Signal(8, name=f"f_code{k}") for k in range(L)]
-        f_tab = [Signal(name=f"f_tab{k}") for k in range(L)]   # the lane's byte from its RAM
         f_data = [Signal(8, name=f"f_data{k}") for k in range(L)]
-        m.d.comb += [f_data[k].eq(Mux(f_tab[k], looked[k], f_code[k])) for k in range(L)]
         f_n = Signal(range(L + 1))              # elements in the vector
         f_yaddr = Signal.like(tag.yaddr)
         f_eidx = Signal(32)                     # element offset of the vector's first
         s_valid = Signal()
         s_data = [Signal(8, name=f"s_data{k}") for k in range(L)]
-        s_tab = [Signal(name=f"s_tab{k}") for k in range(L)]
-        for k, c in enumerate(codes):
-            m.d.comb += [s_data[k].eq(c), s_tab[k].eq(use_table)]
+        for k, (c, y) in enumerate(looked):
+            m.d.comb += s_data[k].eq(Mux(use_table, y, c))
             if k < 4:
                 with m.If(is_red):
-                    m.d.comb += [s_data[k].eq(red_out[8 * k:8 * k + 8]),
-                                 s_tab[k].eq(red_tab if k == 0 else 0)]
+                    m.d.comb += s_data[k].eq(red_out[8 * k:8 * k + 8])
         s_n = Mux(is_red, 1, Mux(is_pool, pool_count, vec.count >> task.in_shift))
         s_yaddr = Mux(is_held, held_addr, tag.yaddr)
         s_eidx = Mux(is_held, 0, (vec.index * L) >> task.in_shift)
@@ -365,11 +349,9 @@ class Cstl(wiring.Component):
                      f_free.eq(~f_valid | f_leave)]
         with m.If(f_leave):
             m.d.sync += f_valid.eq(0)
-        m.d.comb += f_load.eq(s_valid & f_free)
-        with m.If(f_load):
+        with m.If(s_valid & f_free):
             m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
-            m.d.sync += [f.eq(d) for f, d in zip(f_code, s_data, strict=True)]
-            m.d.sync += [f.eq(t) for f, t in zip(f_tab, s_tab, strict=True)]
+            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
         with m.If(f_valid & st_in.ready):
             m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
                          first.eq(Mux(last_part, 0, first + per))]
