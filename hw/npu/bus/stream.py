@@ -134,16 +134,23 @@ class PingPongBuffer(wiring.Component):
         full = Signal()
         push = self.i.valid & ~full
         pop = self.o.valid & self.o.ready
+        # the read pointer drives a 2:1 selection per payload bit: the upper half of the
+        # bits takes it from a copy of its own, kept inverted (``rptr_n``), which synthesis
+        # does not merge with ``rptr`` (a register of the same input would be), so each
+        # of the two nets fans out to half the payload
+        rptr_n = Signal(init=1)
+        lo_bits = (len(Value.cast(entries[0])) + 1) // 2
+        e0, e1 = Value.cast(entries[0]), Value.cast(entries[1])
         m.d.comb += [self.i.ready.eq(~full),
-                     self.o.payload.eq(Mux(rptr, Value.cast(entries[1]),
-                                           Value.cast(entries[0])))]
+                     self.o.payload.eq(Cat(Mux(rptr, e1[:lo_bits], e0[:lo_bits]),
+                                           Mux(rptr_n, e0[lo_bits:], e1[lo_bits:])))]
         for e, entry in enumerate(entries):
             with m.If(push & (wptr == e)):
                 m.d.sync += entry.eq(self.i.payload)
         with m.If(push):
             m.d.sync += wptr.eq(~wptr)
         with m.If(pop):
-            m.d.sync += rptr.eq(~rptr)
+            m.d.sync += [rptr.eq(~rptr), rptr_n.eq(~rptr_n)]
         # words held: o.valid (at least one) and full (two), after this cycle's push and pop
         with m.If(push & ~pop):
             m.d.sync += [self.o.valid.eq(1), full.eq(self.o.valid)]
