@@ -9,9 +9,8 @@ products in series and four carry chains in one cycle, the NMU's critical path o
 ECP5 (42 ns, ``docs/fpga.md``). Here each loop level keeps its partial sum in a register
 (the address of the first run of the current iteration of that level) and a step adds a
 per-level increment; the increments (``stride_h*xs1``, ``dil_h*xs1``, ``stride_w*xs2``,
-``dil_w*xs2``; the output strides times the element size, which are shifts) and the
-weights' base ``w + n0`` are functions of the task's fields, registered every cycle from
-the inputs, which the caller holds from
+``dil_w*xs2``; the output strides times the element size, which are shifts) are products
+of the task's fields, registered every cycle from the inputs, which the caller holds from
 the ``start`` cycle on (as for ``NmuAgu``), so they are ready when the first run is out.
 The tile's bias offset ``4*n0*b_stride`` is stepped by ``4*cols*b_stride`` as ``n0``
 moves to the next tile. The activations' base address (``x - pad_top*xs1 -
@@ -132,10 +131,6 @@ class SteppedAgu(wiring.Component):
             m.d.sync += b_n0.eq(0)
         with m.Elif(self.n0 != n0_was):
             m.d.sync += b_n0.eq(b_n0 + ((t.b_stride * (4 * self.cols))[:ADDR]))
-        # the tile's weights' base w + n0, registered every cycle like ``ncols`` (the first
-        # weight run is out the cycle after ``start``): a run's address is then one addition
-        # (the reader compares it with the word its port holds in the same cycle)
-        w_base = product("w_base", t.w_addr + self.n0)
         b_inc = Signal(ADDR)
         pb_inc = Signal(ADDR)
         m.d.comb += [b_inc.eq(t.b_stride << 2), pb_inc.eq(t.b_mstride << 2)]
@@ -220,7 +215,7 @@ class SteppedAgu(wiring.Component):
         # the nest of each mode; only the modes this AGU is started in are built
         def walk_w():
             m.d.comb += [
-                p.addr.eq(w_base + w_off),
+                p.addr.eq(t.w_addr + self.n0 + w_off),
                 p.length.eq(ncols), p.pad.eq(0),
                 p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
             ]
