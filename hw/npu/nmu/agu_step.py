@@ -23,7 +23,7 @@ gives the same address bits; the reader does not read pad runs).
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, signed
+from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,12 +43,6 @@ class SteppedAgu(wiring.Component):
         Reduction lanes (L1 word bytes).
     cols : int
         Output channels per tile.
-    modes : collection of int, optional
-        The modes this AGU is started in (default all three). Only their loop nests are
-        built: an NMU with a weight port walks the activations on one AGU and the weights
-        and bias on another, and the nests it never starts would otherwise stay in the
-        netlist (the mode register is loaded from the caller's input at ``start``, so
-        synthesis cannot see that it holds one value). Starting another mode is an error.
 
     Attributes
     ----------
@@ -64,14 +58,8 @@ class SteppedAgu(wiring.Component):
 
     MODE_W, MODE_B, MODE_A = NmuAgu.MODE_W, NmuAgu.MODE_B, NmuAgu.MODE_A
 
-    def __init__(self, *, lanes, cols, modes=None):
-        all_modes = (self.MODE_W, self.MODE_B, self.MODE_A)
-        modes = all_modes if modes is None else tuple(sorted(set(modes)))
-        if not modes or any(md not in all_modes for md in modes):
-            raise ValueError(f"modes must be a non-empty selection of MODE_W ({self.MODE_W}), "
-                             f"MODE_B ({self.MODE_B}) and MODE_A ({self.MODE_A}), "
-                             f"not {modes!r}")
-        self.lanes, self.cols, self.modes = lanes, cols, modes
+    def __init__(self, *, lanes, cols):
+        self.lanes, self.cols = lanes, cols
         super().__init__({
             "task": In(task_fields_layout()),
             "n0": In(16),
@@ -88,9 +76,7 @@ class SteppedAgu(wiring.Component):
         t = self.task
         W = self.lanes
         lw = W.bit_length() - 1
-        # one mode: a constant (no register, no selection by it)
-        single = len(self.modes) == 1
-        mode = Const(self.modes[0], 2) if single else Signal(2)
+        mode = Signal(2)
         b, oy, ox, ky, kx, ci = (Signal(16, name=n) for n in ("b", "oy", "ox", "ky", "kx", "ci"))
         q = Signal(16)  # chunks per tap: ceil(cin / lanes)
         m.d.comb += q.eq((t.cin + (W - 1)) >> lw)
@@ -168,14 +154,11 @@ class SteppedAgu(wiring.Component):
         def at_end(c):
             return ends[c.name]
         with m.If(self.start):
-            m.d.sync += [self.busy.eq(1), bc.eq(0), bank.eq(self.bank),
-                         pb.eq(t.pix_bias & (self.mode == self.MODE_A)
-                               if self.MODE_A in self.modes else 0),
+            m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
+                         pb.eq(t.pix_bias & (self.mode == self.MODE_A)),
                          col_end.eq(ncols_now == 1)]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
             m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
-            if not single:
-                m.d.sync += mode.eq(self.mode)
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
                                            tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_c)]
             m.d.sync += [ih_base.eq(-t.pad_top), ih.eq(-t.pad_top),
@@ -212,112 +195,101 @@ class SteppedAgu(wiring.Component):
                 with m.If(cond):
                     m.d.sync += [c.eq(c + 1), at_end(c).eq(c + 2 == levels[k][0][1])]
 
-        # the nest of each mode; only the modes this AGU is started in are built
-        def walk_w():
-            m.d.comb += [
-                p.addr.eq(t.w_addr + self.n0 + w_off),
-                p.length.eq(ncols), p.pad.eq(0),
-                p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
-            ]
-            nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
-            c_ky, c_kx, c_ci = carries(nest)
-            with m.If(step):
-                count(nest, [c_ky, c_kx, c_ci])
-                with m.If(c_ky):
-                    m.d.sync += self.busy.eq(0)
-                with m.Elif(c_kx):   # next ky
-                    m.d.sync += [w_ky.eq(w_ky + t.ws[0]), w_kx.eq(w_ky + t.ws[0]),
-                                 w_off.eq(w_ky + t.ws[0])]
-                with m.Elif(c_ci):   # next kx
-                    m.d.sync += [w_kx.eq(w_kx + t.ws[1]), w_off.eq(w_kx + t.ws[1])]
-                with m.Else():       # next ci
-                    m.d.sync += w_off.eq(w_off + t.ws[2])
-                with m.If(c_ci):
-                    m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
-
-        def walk_b():
-            m.d.comb += [p.addr.eq(t.b_addr + b_n0 + b_off),
-                         p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
-            with m.If(step):
-                m.d.sync += b_off.eq(b_off + b_inc)
-                with m.If(col_end):
-                    m.d.sync += [ci.eq(0), self.busy.eq(0)]
-                with m.Else():
-                    m.d.sync += [ci.eq(ci + 1), col_end.eq(ci + 2 == ncols)]
-
-        def walk_a():
-            pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
-            last_tap = at_end(ky) & at_end(kx)
-            m.d.comb += [
-                p.addr.eq(x_base + a_off),
-                p.length.eq(t.cin), p.pad.eq(pad),
-                p.tag.row.eq(trow),
-                p.tag.first.eq(tap == 0),
-                p.tag.last.eq(last_tap),
-                p.tag.yaddr.eq(t.y_addr + y_n0 + y_off),
-                p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
-            ]
-            nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
-            c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
-            with m.If(pb):
-                m.d.comb += [
-                    p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
-                    p.length.eq(4), p.pad.eq(0), p.tag.kind.eq(self.MODE_B),
-                    p.tag.lane.eq(bc),
-                ]
-                with m.If(step):
-                    m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc),
-                                 col_end.eq(bc + 2 == ncols)]
-                    with m.If(col_end):
-                        m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0),
-                                     col_end.eq(ncols == 1)]
-            with m.Elif(step):
-                count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
-                with m.If(c_b):
-                    m.d.sync += self.busy.eq(0)
-                with m.Elif(c_oy):   # next image
-                    nxt = a_b + t.xs[0]
-                    ynxt = y_b + y_inc_b
-                    m.d.sync += [a_b.eq(nxt), a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt),
-                                 a_off.eq(nxt), y_b.eq(ynxt), y_oy.eq(ynxt),
-                                 y_off.eq(ynxt), ih_base.eq(-t.pad_top),
-                                 ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
-                                 iw.eq(-t.pad_left), pb_oy.eq(0)]
-                with m.Elif(c_ox):   # next output row
-                    nxt = a_oy + inc_oy
-                    ynxt = y_oy + y_inc_oy
-                    m.d.sync += [a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
-                                 y_oy.eq(ynxt), y_off.eq(ynxt),
-                                 ih_base.eq(ih_base + t.stride_h),
-                                 ih.eq(ih_base + t.stride_h),
-                                 iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
-                                 pb_oy.eq(pb_oy + pb_inc)]
-                with m.Elif(c_ky):   # next output column
-                    nxt = a_ox + inc_ox
-                    m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
-                                 y_off.eq(y_off + y_inc_ox),
-                                 ih.eq(ih_base),
-                                 iw_base.eq(iw_base + t.stride_w),
-                                 iw.eq(iw_base + t.stride_w)]
-                with m.Elif(c_kx):   # next kernel row
-                    nxt = a_ky + inc_ky
-                    m.d.sync += [a_ky.eq(nxt), a_off.eq(nxt), ih.eq(ih + t.dil_h),
-                                 iw.eq(iw_base)]
-                with m.Else():       # next kernel column
-                    m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
-                with m.If(c_ky):     # the pixel's last tap: the next pixel from tap 0
-                    m.d.sync += [tap.eq(0), trow.eq(0)]
-                    with m.If(~c_b):  # (its bias words first)
-                        m.d.sync += pb.eq(t.pix_bias)
-                with m.Else():
-                    m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
-
-        walks = {self.MODE_W: walk_w, self.MODE_B: walk_b, self.MODE_A: walk_a}
-        built = [md for md in (self.MODE_W, self.MODE_B, self.MODE_A) if md in self.modes]
         with m.Switch(mode):
-            for md in built[:-1]:
-                with m.Case(md):
-                    walks[md]()
+            with m.Case(self.MODE_W):
+                m.d.comb += [
+                    p.addr.eq(t.w_addr + self.n0 + w_off),
+                    p.length.eq(ncols), p.pad.eq(0),
+                    p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
+                ]
+                nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
+                c_ky, c_kx, c_ci = carries(nest)
+                with m.If(step):
+                    count(nest, [c_ky, c_kx, c_ci])
+                    with m.If(c_ky):
+                        m.d.sync += self.busy.eq(0)
+                    with m.Elif(c_kx):   # next ky
+                        m.d.sync += [w_ky.eq(w_ky + t.ws[0]), w_kx.eq(w_ky + t.ws[0]),
+                                     w_off.eq(w_ky + t.ws[0])]
+                    with m.Elif(c_ci):   # next kx
+                        m.d.sync += [w_kx.eq(w_kx + t.ws[1]), w_off.eq(w_kx + t.ws[1])]
+                    with m.Else():       # next ci
+                        m.d.sync += w_off.eq(w_off + t.ws[2])
+                    with m.If(c_ci):
+                        m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
+            with m.Case(self.MODE_B):
+                m.d.comb += [p.addr.eq(t.b_addr + b_n0 + b_off),
+                             p.length.eq(4), p.pad.eq(0), p.tag.lane.eq(ci)]
+                with m.If(step):
+                    m.d.sync += b_off.eq(b_off + b_inc)
+                    with m.If(col_end):
+                        m.d.sync += [ci.eq(0), self.busy.eq(0)]
+                    with m.Else():
+                        m.d.sync += [ci.eq(ci + 1), col_end.eq(ci + 2 == ncols)]
             with m.Default():
-                walks[built[-1]]()
+                pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
+                last_tap = at_end(ky) & at_end(kx)
+                m.d.comb += [
+                    p.addr.eq(x_base + a_off),
+                    p.length.eq(t.cin), p.pad.eq(pad),
+                    p.tag.row.eq(trow),
+                    p.tag.first.eq(tap == 0),
+                    p.tag.last.eq(last_tap),
+                    p.tag.yaddr.eq(t.y_addr + y_n0 + y_off),
+                    p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
+                ]
+                nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
+                c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
+                with m.If(pb):
+                    m.d.comb += [
+                        p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
+                        p.length.eq(4), p.pad.eq(0), p.tag.kind.eq(self.MODE_B),
+                        p.tag.lane.eq(bc),
+                    ]
+                    with m.If(step):
+                        m.d.sync += [bc.eq(bc + 1), pb_c.eq(pb_c + b_inc),
+                                     col_end.eq(bc + 2 == ncols)]
+                        with m.If(col_end):
+                            m.d.sync += [bc.eq(0), pb.eq(0), pb_c.eq(0),
+                                         col_end.eq(ncols == 1)]
+                with m.Elif(step):
+                    count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
+                    with m.If(c_b):
+                        m.d.sync += self.busy.eq(0)
+                    with m.Elif(c_oy):   # next image
+                        nxt = a_b + t.xs[0]
+                        ynxt = y_b + y_inc_b
+                        m.d.sync += [a_b.eq(nxt), a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt),
+                                     a_off.eq(nxt), y_b.eq(ynxt), y_oy.eq(ynxt),
+                                     y_off.eq(ynxt), ih_base.eq(-t.pad_top),
+                                     ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
+                                     iw.eq(-t.pad_left), pb_oy.eq(0)]
+                    with m.Elif(c_ox):   # next output row
+                        nxt = a_oy + inc_oy
+                        ynxt = y_oy + y_inc_oy
+                        m.d.sync += [a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
+                                     y_oy.eq(ynxt), y_off.eq(ynxt),
+                                     ih_base.eq(ih_base + t.stride_h),
+                                     ih.eq(ih_base + t.stride_h),
+                                     iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
+                                     pb_oy.eq(pb_oy + pb_inc)]
+                    with m.Elif(c_ky):   # next output column
+                        nxt = a_ox + inc_ox
+                        m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
+                                     y_off.eq(y_off + y_inc_ox),
+                                     ih.eq(ih_base),
+                                     iw_base.eq(iw_base + t.stride_w),
+                                     iw.eq(iw_base + t.stride_w)]
+                    with m.Elif(c_kx):   # next kernel row
+                        nxt = a_ky + inc_ky
+                        m.d.sync += [a_ky.eq(nxt), a_off.eq(nxt), ih.eq(ih + t.dil_h),
+                                     iw.eq(iw_base)]
+                    with m.Else():       # next kernel column
+                        m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
+                    with m.If(c_ky):     # the pixel's last tap: the next pixel from tap 0
+                        m.d.sync += [tap.eq(0), trow.eq(0)]
+                        with m.If(~c_b):  # (its bias words first)
+                            m.d.sync += pb.eq(t.pix_bias)
+                    with m.Else():
+                        m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
         return m

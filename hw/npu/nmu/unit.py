@@ -150,10 +150,7 @@ class Nmu(wiring.Component):
         rows = g.channels // C
         s = SimpleNamespace(L=L, C=C, rows=rows)
 
-        # with a weight port this AGU walks the activations alone (the weight AGU below
-        # the weights and bias): only that nest is built
-        m.submodules.agu = s.agu = agu = SteppedAgu(
-            lanes=L, cols=C, modes=(NmuAgu.MODE_A,) if self.weight_port else None)
+        m.submodules.agu = s.agu = agu = SteppedAgu(lanes=L, cols=C)
         m.submodules.reader = s.reader = reader = RunReader(lanes=L, depth=self.depth, skid=True)
         # the array's tag: the pixel's output address, the tile's valid columns and index
         otag = data.StructLayout({"yaddr": 32, "ncols": 8, "tile": 8})
@@ -501,8 +498,7 @@ class Nmu(wiring.Component):
         Returns (array waiting for weights with no vector offered, read stall)."""
         C, task, agu, reader, array = s.C, s.task, s.agu, s.reader, s.array
         vec = s.vec
-        m.submodules.wagu = wagu = SteppedAgu(lanes=s.L, cols=C,
-                                              modes=(NmuAgu.MODE_W, NmuAgu.MODE_B))
+        m.submodules.wagu = wagu = SteppedAgu(lanes=s.L, cols=C)
         m.submodules.wreader = wreader = RunReader(lanes=s.L, depth=self.depth, skid=True)
         wiring.connect(m, wagu.cmd, wreader.cmd)
         wiring.connect(m, wreader.rd, wiring.flipped(self.l1_wrd))
