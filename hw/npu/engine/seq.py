@@ -962,8 +962,8 @@ class Sequencer(wiring.Component):
         # command does not change while the slot is checked), so that no cycle holds both
         # a multiplication and an addition: ``COUNT(d) - 1`` and the strides of dimension
         # d are chosen in the cycle of dimension d - 1, multiplied into registers (on the
-        # ECP5 the MULT18X18D's own, :func:`npu.dsp.registered_product`: a stride in two
-        # halves of 17 bits and less), and added the cycle after
+        # ECP5 the MULT18X18D's own, :func:`npu.dsp.registered_product`: a stride in
+        # pieces of 17 bits), and added the cycle after
         checking = Signal(name="region_checking")
         m.d.comb += checking.eq(s.slot_valid & ~s.slot_checked & s.running)
         c1 = Signal(16, name="region_c1")
@@ -977,11 +977,11 @@ class Sequencer(wiring.Component):
         half = 17   # the widest unsigned operand of a MULT18X18D
 
         def product(side):
-            st, total, k = strides[side], 0, 0
-            for lo in range(0, aw, half):
-                p = registered_product(m, c1, st[lo:lo + half], en=checking,
+            total = 0
+            for k, lo in enumerate(range(0, aw, half)):
+                p = registered_product(m, c1, strides[side][lo:lo + half], en=checking,
                                        name=f"{side}_prod{k}", platform=s.platform)
-                total, k = total + (p.as_unsigned() << lo), k + 1
+                total = total + (p.as_unsigned() << lo)
             return total
 
         src_prod, dst_prod = product("src"), product("dst")

@@ -85,7 +85,9 @@ class SteppedAgu(wiring.Component):
         ncols = Signal(16)
         left = Signal(16)
         m.d.comb += left.eq(t.cout - self.n0)
-        m.d.sync += ncols.eq(Mux(left > self.cols, self.cols, left))
+        ncols_now = Signal(16)   # the tile's channels from the inputs as they are
+        m.d.comb += ncols_now.eq(Mux(left > self.cols, self.cols, left))
+        m.d.sync += ncols.eq(ncols_now)
 
         def product(name, value):
             """A product of held inputs, registered every cycle (mod 2**32)."""
@@ -144,8 +146,6 @@ class SteppedAgu(wiring.Component):
         # levels' ends: a step's wrap does not wait on ``c + 1 == ncols``. At ``start``
         # from the tile's columns as they are (``ncols``'s register follows a cycle later)
         col_end = Signal()
-        ncols_now = Signal(16)
-        m.d.comb += ncols_now.eq(Mux(left > self.cols, self.cols, left))
         # Each loop counter's end flag (``c + 1 == bound``) in a register, kept with the
         # counter: a step decides from flip-flops which levels wrap.
         bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
