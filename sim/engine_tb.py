@@ -79,6 +79,7 @@ class EngineTB:
                 channel.set_pause_generator(random_pauses(seed + 10 + k, 0.3))
         self.issues = 0
         self.model_tokens = 0
+        self.late_tokens = 0    # tokens of the completions of the cycle before
         self.running = {}
         self.spans = []        # TaskSpan of every task issued in this run, in stream order
         self.cycle = 0         # testbench clock cycles since the monitor started
@@ -91,8 +92,9 @@ class EngineTB:
 
         Checked in the cycle it issues against the SEQ's own scoreboard and against an
         independent one kept here from the issues and the units' completions (a
-        completion sets the signal tokens of the task its unit runs; completions of a
-        cycle count before an issue in that cycle; an issue clears its signal tokens).
+        completion sets the signal tokens of the task its unit runs, from the cycle after
+        it: completions of a cycle count before an issue in the next one; an issue clears
+        its signal tokens).
         Records every task's issue and completion cycle in :attr:`spans` and the SEQ's
         last state changes in :attr:`states`.
         """
@@ -110,10 +112,12 @@ class EngineTB:
                 self.states.append((self.cycle, code))
             if self.started is None and code != 0:  # 0: IDLE (the init state)
                 self.started = self.cycle
+            self.model_tokens |= self.late_tokens
+            self.late_tokens = 0
             for k, valid in enumerate(done):
                 if valid.value == 1 and k in self.running:
                     signal, span = self.running.pop(k)
-                    self.model_tokens |= signal
+                    self.late_tokens |= signal
                     span.end = self.cycle
             if dut.dbg_issue.value == 1:
                 wait = int(dut.dbg_issue_wait.value) & mask
@@ -178,6 +182,7 @@ class EngineTB:
             self.load_sram("l1", l1)
         self.issues = 0
         self.model_tokens = 0     # START clears the tokens
+        self.late_tokens = 0
         self.running = {}
         self.spans = []
         self.ram.write(0, bytes(image))

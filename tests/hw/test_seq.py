@@ -511,6 +511,7 @@ def _bench(cfg):
         issue_cycle = {}
         shadow = {"nmu": [], **{f"cstl{k}": [] for k in range(cfg.n_cstl)}}
         tokens, beats, fetch_error = 0, [], 0
+        late = 0    # the signal tokens of the completions of the cycle before
         quiet, progress_last = 0, None
         put(dut.base, job.base)
         put(dut.watchdog, job.watchdog)
@@ -572,7 +573,9 @@ def _bench(cfg):
                 put(st_ready[k], ready[k])
             # --- outputs
             status, cause = ctx.get(dut.status), ctx.get(dut.cause)
-            visible = tokens | done_mask
+            # a completion's tokens count for an issue from the cycle after it
+            visible = tokens | late
+            late = done_mask
             assert ctx.get(dut.tokens) == visible, (cycle, ctx.get(dut.tokens), visible)
             if cause_seen is None and cause != Cause.NONE:
                 cause_seen, res.cause_cycle = cause, cycle

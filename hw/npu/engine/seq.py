@@ -51,7 +51,8 @@ free. Issuing clears the task's signal tokens and hands the command to the unit 
 cycle. Tasks issue strictly in stream order.
 
 A unit's completion sets the signal tokens of the task it ran (its ``done`` is always
-accepted, also after an error). Any check failing ends in status ERROR with a cause
+accepted, also after an error), from a register: they count for an issue in the cycle
+after the completion. Any check failing ends in status ERROR with a cause
 (:class:`Cause`) and the index of the failing task (the one being decoded, the one in
 the issue slot, or the one the failing unit runs; for ``AXI_ERROR`` the one being
 decoded). The cause is visible at once;
@@ -222,7 +223,7 @@ class Sequencer(wiring.Component):
         Tasks issued and completed in this run.
     tokens : Out(tokens)
         The token scoreboard as the issue logic sees it: the register, with the tokens of
-        completions in this cycle already set.
+        the completions of the cycle before already set.
     issue, issue_unit, issue_wait, issue_signal : Out
         High for the cycle a task is issued, with its unit index and token masks (for
         testbench assertions: a task never issues before its wait tokens are set).
@@ -453,18 +454,25 @@ class Sequencer(wiring.Component):
         s.token_clear = Signal(T)
         s.done_any = Signal()
         s.unit_error = Signal()
+        # A completion's tokens are set from a register: a unit's done comes from across
+        # the die, and a dependent task's command goes back across it, so the completion
+        # counts for an issue in the cycle after it (the unit is free for its next task in
+        # that cycle too: unit_busy clears at the same edge).
+        s.done_q = Signal(self.n_units)
+        m.d.sync += s.done_q.eq(Cat(*[d.valid for d in self.unit_done]))
         sets = []
         for k, done in enumerate(self.unit_done):
             m.d.comb += done.ready.eq(1)
-            sets.append(Mux(done.valid, s.pending[k], 0))
+            sets.append(Mux(s.done_q[k], s.pending[k], 0))
             with m.If(done.valid):
                 m.d.sync += s.unit_busy[k].eq(0)
         m.d.comb += [s.token_set.eq(reduce(operator.or_, sets)),
                      s.done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
                      s.unit_error.eq(Cat(*[d.valid & d.payload.error
                                            for d in self.unit_done]).any())]
-        # completions happen before an issue in the same cycle (the issue already sees their
-        # tokens), so a task that waits on a token and signals it again clears it
+        # the completions registered in the cycle before count before an issue in this
+        # cycle (the issue already sees their tokens), so a task that waits on a token and
+        # signals it again clears it
         m.d.sync += s.tokens.eq((s.tokens | s.token_set) & ~s.token_clear)
         with m.If(s.done_any & s.running):
             m.d.sync += self.completed.eq(self.completed + sum(
@@ -1016,8 +1024,8 @@ class Sequencer(wiring.Component):
         """Issue the slot's task, in stream order, when its wait tokens are set and its
         unit is free: clear its signal tokens, mark the unit busy, start it."""
         T = s.T
-        # a completion in this cycle counts: its tokens are set at this clock edge, which is
-        # also when the waiting task issues (the executor starts it at the same time)
+        # a completion of the cycle before counts (from s.done_q): its tokens are set at
+        # this clock edge, which is also when the waiting task issues
         visible = s.tokens | s.token_set
         ready = s.slot_valid & s.slot_checked & s.running & \
             ((s.slot_wait[:T] & ~visible) == 0) & ~s.unit_busy.bit_select(s.slot_unit, 1)
