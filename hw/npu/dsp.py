@@ -20,9 +20,10 @@ the primitive written from that description.
 
 from __future__ import annotations
 
-from amaranth import ClockSignal, Instance, Signal, signed
+from amaranth import ClockSignal, Const, Instance, Signal, signed
 
-__all__ = ["ECP5", "Ecp5Target", "is_ecp5", "mult18x18d", "registered_product"]
+__all__ = ["ECP5", "Ecp5Target", "constant_product", "is_ecp5", "mult18x18d",
+           "registered_product"]
 
 #: Operand bits of the MULT18X18D (signed).
 WIDTH = 18
@@ -117,3 +118,48 @@ def registered_product(m, a, b, *, en, name, platform):
         ports[f"o_P{bit}"] = p36[bit]
     m.submodules[name] = mult18x18d(**ports)
     return p
+
+
+def constant_product(value, constant):
+    """``value * constant`` for a constant, as shifted adds and subtracts, not a multiplier.
+
+    Yosys maps a product by a constant that is not a power of two to a MULT18X18D (two for
+    an operand above 17 bits), 3.93 ns from input to output on the ECP5-85F speed 6, with
+    the routes to and from it. The canonical signed digits of the constant (no two
+    adjacent digits non-zero) give the fewest terms: ``v * 56`` is ``(v << 6) - (v << 3)``,
+    one carry chain.
+
+    Parameters
+    ----------
+    value : amaranth.Value
+        Unsigned operand.
+    constant : int
+        Non-negative constant.
+
+    Returns
+    -------
+    amaranth.Value
+        The product (its width may exceed what it needs; assign it to a signal wide enough
+        for ``value``'s largest product).
+    """
+    if not isinstance(constant, int) or constant < 0:
+        raise ValueError(f"constant must be a non-negative integer, not {constant!r}")
+    if value.shape().signed:
+        raise ValueError(f"value must be unsigned, not {value.shape()}")
+    plus, minus = [], []
+    c, k = constant, 0
+    while c:
+        if c & 1:
+            digit = 2 - (c & 3)           # +1 when c = 1 mod 4, -1 when c = 3 mod 4
+            (plus if digit > 0 else minus).append(value << k)
+            c -= digit
+        c >>= 1
+        k += 1
+    if not plus:
+        return Const(0, 1)
+    total = plus[0]
+    for term in plus[1:]:
+        total = total + term
+    for term in minus:
+        total = total - term
+    return total

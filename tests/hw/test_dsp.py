@@ -18,7 +18,7 @@ from amaranth.hdl import Fragment
 from amaranth.sim import Simulator
 
 import npu.dsp
-from npu.dsp import ECP5, is_ecp5, registered_product
+from npu.dsp import ECP5, constant_product, is_ecp5, registered_product
 from npu.product import product_latency, staged_product
 from tests.hw.ecp5_models import Mult18x18dModel
 
@@ -179,3 +179,34 @@ def test_refusals(modelled):
         Mult18x18dModel(i_SOURCEB=1)
     with pytest.raises(ValueError, match=r"C3 is not modelled"):
         Mult18x18dModel(i_C3=Signal())
+
+
+@pytest.mark.parametrize("constant", [0, 1, 2, 3, 5, 7, 11, 56, 68, 255, 0x5555, 0xB6DB])
+def test_constant_product_against_python(constant):
+    """``constant_product`` against Python's product, on the operand's extremes and random
+    values; no multiplier in what it builds (Verilog's ``*`` absent)."""
+    v = Signal(32)
+    out = Signal(32 + constant.bit_length())
+    m = Module()
+    m.d.comb += out.eq(constant_product(v, constant))
+    rng = random.Random(constant)
+    values = [0, 1, (1 << 32) - 1, 1 << 31, *(rng.getrandbits(32) for _ in range(40))]
+    got = []
+
+    async def bench(ctx):
+        for x in values:
+            ctx.set(v, x)
+            got.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [x * constant for x in values]
+    assert " * " not in verilog.convert(m, ports=[v, out], emit_src=False)
+
+
+def test_constant_product_refusals():
+    with pytest.raises(ValueError, match=r"^constant must be a non-negative integer, not -3$"):
+        constant_product(Signal(4), -3)
+    with pytest.raises(ValueError, match=r"^value must be unsigned, not signed\(4\)$"):
+        constant_product(Signal(signed(4)), 3)

@@ -94,7 +94,7 @@ from nem.taskformat import (
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
 from npu.cstl.regs import elt_codes, reads_table_codes
-from npu.dsp import registered_product
+from npu.dsp import constant_product, registered_product
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
@@ -647,7 +647,9 @@ class Sequencer(wiring.Component):
             elif name == "task_count":
                 stores.append(s.ntasks.eq(v))
             elif name == "buffer_count":
-                stores.append(s.stream_want.eq(HEADER.size + v * BUFFER_ENTRY.size))
+                # shifted adds and subtracts, not a multiplier on the FPGA
+                stores.append(s.stream_want.eq(
+                    HEADER.size + constant_product(v, BUFFER_ENTRY.size)))
             elif name == "stream_offset":
                 checks.append((v != s.stream_want, Cause.BAD_HEADER))
                 stores.append(s.stream_off.eq(v))
