@@ -90,27 +90,8 @@ class VectorStore(wiring.Component):
         p_addr = Signal(32 - lw)
         p_data = Signal(8 * L)
         p_en = Signal(L)
-        # "the pending word is the staged vector's lo word" in a register (same_addr): the
-        # comparison of two 29-bit addresses is not in the cycle that decides the write and
-        # the take (and so the input's ready). Its next value is one of three comparisons
-        # of the incoming vector's word with the words the pending address can load
-        # (waddr, waddr + 1, itself), chosen by what loads, or follows without one when
-        # no vector comes in (see below).
-        same_addr = Signal()
         same = Signal()
-        m.d.comb += same.eq(p_valid & same_addr)
-        in_word = v.addr[lw:]
-        eq_w, eq_w1, eq_p = Signal(), Signal(), Signal()
-        m.d.comb += [eq_w.eq(in_word == waddr), eq_w1.eq(in_word == waddr + 1),
-                     eq_p.eq(in_word == p_addr)]
-        p_load = Signal(2)      # what p_addr loads this cycle: 0 itself, 1 waddr, 2 waddr + 1
-        P_KEEP, P_WADDR, P_NEXT = 0, 1, 2
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += same_addr.eq(Mux(p_load == P_WADDR, eq_w,
-                                         Mux(p_load == P_NEXT, eq_w1, eq_p)))
-        with m.Else():
-            m.d.sync += same_addr.eq(Mux(p_load == P_WADDR, 1,
-                                         Mux(p_load == P_NEXT, 0, same_addr)))
+        m.d.comb += same.eq(p_valid & (p_addr == waddr))
         merged = Signal(8 * L)
         merged_en = Signal(L)
         m.d.comb += merged_en.eq(lo_en | Mux(same, p_en, 0))
@@ -132,15 +113,15 @@ class VectorStore(wiring.Component):
                 m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
                 with m.If(go):
                     m.d.sync += [p_addr.eq(waddr), p_data.eq(lo), p_en.eq(lo_en)]
-                    m.d.comb += [take.eq(~has_hi), p_load.eq(P_WADDR)]
+                    m.d.comb += take.eq(~has_hi)
             with m.Elif(has_hi | (merged_en == (1 << L) - 1)):
                 m.d.comb += [req.eq(1), w_addr.eq(waddr), w_data.eq(merged), w_en.eq(merged_en)]
                 with m.If(go):
-                    m.d.comb += [take.eq(1), p_load.eq(P_NEXT)]
+                    m.d.comb += take.eq(1)
                     m.d.sync += [p_valid.eq(has_hi), p_addr.eq(waddr + 1), p_data.eq(hi),
                                  p_en.eq(hi_en)]
             with m.Else():
-                m.d.comb += [take.eq(1), p_load.eq(P_WADDR)]
+                m.d.comb += take.eq(1)
                 m.d.sync += [p_valid.eq(1), p_addr.eq(waddr), p_data.eq(merged),
                              p_en.eq(merged_en)]
         with m.Elif(self.flush & p_valid):
