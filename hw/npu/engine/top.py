@@ -355,7 +355,11 @@ class NemEngine(wiring.Component):
         # a task that reads a table (or an eltwise entry) starts the CSTL and the fetch
         # together (the CSTL reads all of it before it reports done); a table at the DDR
         # address of the last table this CSTL read in this run is still in its lane
-        # tables: the task starts with ``keep`` and nothing is fetched
+        # tables: the task starts with ``keep`` and nothing is fetched. The start waits for
+        # both the CSTL and its fetcher to be free whether or not it fetches (the fetcher
+        # is idle by the time the CSTL is free: the CSTL takes the whole table first), so
+        # the table-address comparison is not in the SEQ's issue (and from there in the
+        # issue slot's enables) in the same cycle
         go, table = seq.unit_start[unit], seq.cstl_has_table
         last = Signal(cfg.addr_width, name=f"cstl{k}_last_table")
         last_ok = Signal(name=f"cstl{k}_last_ok")
@@ -367,12 +371,12 @@ class NemEngine(wiring.Component):
             m.d.sync += [last.eq(seq.cstl_table), last_ok.eq(1)]
         with m.If(seq.start):
             m.d.sync += last_ok.eq(0)  # a new program: its tables may differ
-        m.d.comb += [u.start.valid.eq(go.valid & (~fetch_it | fetch.start.ready)),
+        m.d.comb += [u.start.valid.eq(go.valid & fetch.start.ready),
                      u.start.payload.eq(keep),
                      fetch.start.valid.eq(go.valid & fetch_it & u.start.ready),
                      fetch.start.payload.eq(seq.cstl_table),
                      fetch.entry.eq(seq.cstl_elt_entry),
-                     go.ready.eq(u.start.ready & (~fetch_it | fetch.start.ready)),
+                     go.ready.eq(u.start.ready & fetch.start.ready),
                      seq.unit_done[unit].valid.eq(u.done.valid),
                      seq.unit_done[unit].payload.error.eq(u.done.payload.error),
                      u.done.ready.eq(seq.unit_done[unit].ready)]
