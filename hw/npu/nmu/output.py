@@ -121,45 +121,40 @@ class NmuOutput(wiring.Component):
         down = rq.o.valid & rq.o.ready
         m.d.sync += inflight.eq(inflight + up - down)
 
-        # the byte run of one result (its bytes by the element size, and which of them are
-        # the result's: the first ``length``), worked out before the register slice, so
-        # that the element size (a task register) and the count's arithmetic are not in
-        # the cycle that places the run at its address into the writer's registers
-        nb = 4 * C
-        run = Signal(8 * nb)
-        for p in range(nb):
-            b1 = values[p][0:8] if p < C else 0
-            b2 = values[p // 2].as_unsigned()[8 * (p % 2):8 * (p % 2) + 8] \
-                if p < 2 * C else 0
-            b4 = values[p // 4].as_unsigned()[8 * (p % 4):8 * (p % 4) + 8]
-            m.d.comb += run[8 * p:8 * p + 8].eq(
-                Mux(self.out_bytes == 1, b1, Mux(self.out_bytes == 2, b2, b4)))
-        length = Signal(range(nb + 1))
-        m.d.comb += length.eq(Mux(self.out_bytes == 1, v_ncols,
-                                  Mux(self.out_bytes == 2, v_ncols << 1, v_ncols << 2)))
-        mask = Signal(nb)   # bit p: byte p is the result's (p < length), no carry chain
-        m.d.comb += [mask[p].eq(length > p) for p in range(nb)]
-
         # the register slice: a result waits here for the writer (full rate); its ready is
         # a flip-flop, so the writer's grant does not reach back into the requantiser's
         # (and the array's) pipeline enables
-        held = data.StructLayout({"run": 8 * nb, "mask": nb, "length": range(nb + 1),
-                                  "yaddr": ADDR})
+        held = data.StructLayout({"values": data.ArrayLayout(signed(32), C), "yaddr": ADDR,
+                                  "ncols": range(C + 1)})
         m.submodules.slice = sl = SkidBuffer(held)
         s_valid, s_ready = sl.o.valid, sl.o.ready
-        s_yaddr, s_length = sl.o.payload.yaddr, sl.o.payload.length
+        s_values = [sl.o.payload.values[c] for c in range(C)]
+        s_yaddr, s_ncols = sl.o.payload.yaddr, sl.o.payload.ncols
         m.d.comb += [sl.i.valid.eq(v_valid), v_ready.eq(sl.i.ready),
-                     sl.i.payload.yaddr.eq(v_yaddr), sl.i.payload.run.eq(run),
-                     sl.i.payload.mask.eq(mask), sl.i.payload.length.eq(length)]
+                     sl.i.payload.yaddr.eq(v_yaddr), sl.i.payload.ncols.eq(v_ncols),
+                     *(sl.i.payload.values[c].eq(values[c]) for c in range(C))]
 
+        # the byte run of one result
+        nb = 4 * C
+        run = Signal(8 * nb)
+        for p in range(nb):
+            b1 = s_values[p][0:8] if p < C else 0
+            b2 = s_values[p // 2].as_unsigned()[8 * (p % 2):8 * (p % 2) + 8] \
+                if p < 2 * C else 0
+            b4 = s_values[p // 4].as_unsigned()[8 * (p % 4):8 * (p % 4) + 8]
+            m.d.comb += run[8 * p:8 * p + 8].eq(
+                Mux(self.out_bytes == 1, b1, Mux(self.out_bytes == 2, b2, b4)))
+        length = Signal(range(nb + 1))
+        m.d.comb += length.eq(Mux(self.out_bytes == 1, s_ncols,
+                                  Mux(self.out_bytes == 2, s_ncols << 1, s_ncols << 2)))
         off = Signal(range(W))
         m.d.comb += off.eq(s_yaddr[:lw] if lw else 0)
         width = nb + W
         maxw = -(-width // W)
         aligned = Signal(8 * maxw * W)
         enables = Signal(maxw * W)
-        m.d.comb += [aligned.eq(sl.o.payload.run << (off * 8)),
-                     enables.eq(sl.o.payload.mask << off)]
+        m.d.comb += [aligned.eq(run << (off * 8)),
+                     enables.eq(((1 << length) - 1) << off)]
 
         busy = Signal()
         wdata = Signal(8 * maxw * W)
@@ -185,8 +180,8 @@ class NmuOutput(wiring.Component):
             with m.If(last):
                 m.d.sync += busy.eq(0)
         with m.If(s_valid & s_ready):
-            m.d.sync += [busy.eq(s_length != 0), wdata.eq(aligned), wen.eq(enables),
+            m.d.sync += [busy.eq(length != 0), wdata.eq(aligned), wen.eq(enables),
                          word0.eq(s_yaddr[lw:]), k.eq(0),
-                         nwords.eq((off + s_length + (W - 1)) >> lw)]
+                         nwords.eq((off + length + (W - 1)) >> lw)]
         m.d.comb += self.busy.eq(busy | (inflight != 0) | v_valid | s_valid)
         return m

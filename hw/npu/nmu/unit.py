@@ -160,14 +160,6 @@ class Nmu(wiring.Component):
         m.submodules.output = s.out = out = NmuOutput(cols=C, rows=rows, lanes=L,
                                                       depth=self.depth)
         wiring.connect(m, agu.cmd, reader.cmd)
-        # the activation reader's vectors through a register slice (as the weight reader's
-        # in the weight-port unit): what takes them (the array, a bias register, by the
-        # vector's kind) decides late in the cycle (the array's ready is its output's
-        # back-pressure), and that ready now reaches the slice's output register only, not
-        # the reader's window, fill level and next read. A cycle of latency per task.
-        m.submodules.aslice = aslice = SkidBuffer(reader.o.payload.shape())
-        wiring.connect(m, reader.o, aslice.i)
-        s.vo = vo = aslice.o
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, out.wr, wiring.flipped(self.l1_wr))
 
@@ -198,7 +190,7 @@ class Nmu(wiring.Component):
         m.d.sync += row_write.eq(0)
 
         # activation vectors -> the array (weights and bias: by the variant below)
-        s.vec = vec = vo.payload
+        s.vec = vec = reader.o.payload
         m.d.comb += [array.i.payload.data.eq(vec.data), array.i.payload.count.eq(vec.count),
                      array.i.payload.row.eq(vec.tag.row + vec.index),
                      array.i.payload.first.eq(vec.tag.first & (vec.index == 0)),
@@ -316,9 +308,9 @@ class Nmu(wiring.Component):
 
     def _counters(self, m, s, waiting_w, read_stall):
         """The ``cnt_*`` counters (:data:`COUNTERS`), counting while ``s.counting``."""
-        array, out, vec = s.array, s.out, s.vec
+        reader, array, out, vec = s.reader, s.array, s.out, s.vec
         counting, counters = s.counting, s.counters
-        offered = s.vo.valid
+        offered = reader.o.valid
         is_act = vec.tag.kind == NmuAgu.MODE_A
         # The MACs of the vector the array took, added two cycles later: the handshake,
         # the vector's byte count (the reader's fill level) and its columns into registers
@@ -440,11 +432,11 @@ class Nmu(wiring.Component):
         m.d.comb += [array.w_data[c].eq(vec.data[c]) for c in range(C)]
         with m.Switch(vec.tag.kind):
             with m.Case(NmuAgu.MODE_W):
-                m.d.comb += [s.vo.ready.eq(1), array.w_en.eq(s.vo.valid)]
+                m.d.comb += [reader.o.ready.eq(1), array.w_en.eq(reader.o.valid)]
             with m.Case(NmuAgu.MODE_B):
                 # the bias changes only once the previous tile's pixels have left the array
-                m.d.comb += s.vo.ready.eq(~array.busy)
-                with m.If(s.vo.valid & ~array.busy):
+                m.d.comb += reader.o.ready.eq(~array.busy)
+                with m.If(reader.o.valid & ~array.busy):
                     word = Signal(32)
                     m.d.comb += word.eq(vec.data.as_value()[:32])
                     with m.Switch(vec.tag.lane):
@@ -452,9 +444,9 @@ class Nmu(wiring.Component):
                             with m.Case(c):
                                 m.d.sync += bias[c].eq(word.as_signed())
             with m.Default():
-                m.d.comb += [array.i.valid.eq(s.vo.valid), s.vo.ready.eq(array.i.ready)]
+                m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
 
-        quiet = ~agu.busy & ~reader.busy & ~s.vo.valid
+        quiet = ~agu.busy & ~reader.busy
         self._task_fsm(m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0)], ok=[], first="W_START",
                        tiles=partial(self._phases, m, s, n0, tile, mat, bias), quiet=quiet)
         return Const(0, 1), reader.stall
@@ -533,13 +525,13 @@ class Nmu(wiring.Component):
                      wagu.bank.eq(wb)]
 
         # bank state: full (loaded, not yet released), issued (every activation run of the
-        # bank's tile handed to the reader), runs of the bank in the reader (at most 7:
+        # bank's tile handed to the reader), runs of the bank in the reader (at most 5:
         # the one in the command skid register, the run being read, the two pending
-        # words', the window's, the two vectors' in the slice behind the reader)
+        # words', the window's)
         full, issued = Signal(2), Signal(2)
         inflight = [Signal(range(8), name=f"inflight{b}") for b in range(2)]
         took_cmd = agu.cmd.valid & agu.cmd.ready
-        took_last = s.vo.valid & s.vo.ready & vec.last
+        took_last = reader.o.valid & reader.o.ready & vec.last
         for b in range(2):
             inc = took_cmd & (agu.cmd.payload.tag.bank == b)
             dec = took_last & (vec.tag.bank == b)
@@ -575,15 +567,15 @@ class Nmu(wiring.Component):
         # activation reader -> array; per-pixel bias words (gemm [M, N]) into the bias of
         # the tile's bank once the previous pixel has left the array
         with m.If(vec.tag.kind == NmuAgu.MODE_B):
-            m.d.comb += s.vo.ready.eq(~array.busy)
-            with m.If(s.vo.valid & ~array.busy):
+            m.d.comb += reader.o.ready.eq(~array.busy)
+            with m.If(reader.o.valid & ~array.busy):
                 write_bias(vec.tag.bank, vec.tag.lane, vec.data.as_value()[:32])
         with m.Else():
-            m.d.comb += [array.i.valid.eq(s.vo.valid), s.vo.ready.eq(array.i.ready),
+            m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready),
                          array.i.payload.bank.eq(vec.tag.bank)]
 
         wgo, widle = self._weight_fsm(m, s, wagu, wbusy, full, wb, wn0, wmat, w_addr, bias)
-        quiet = ~agu.busy & ~reader.busy & ~s.vo.valid & ~wagu.busy & ~wbusy & widle
+        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wbusy & widle
         ready = Signal()  # the activation side's bank is loaded (and not a stale load)
         m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
         waiting_w = Signal()
