@@ -26,7 +26,7 @@ Interface (:class:`Cstl`)
 * the model of the whole unit is :func:`npu.cstl.model.cstl_model`.
 * ``done`` (stream of ``{error, cause}``, :class:`npu.nmu.model.Cause`): one per task.
 * ``l1_rd`` / ``l1_wr``: client ports of the engine's arbitrated L1.
-* ``busy`` and the counters ``cnt_<name>`` of :data:`COUNTERS`, cleared at ``start``.
+* ``busy`` and the counters ``cnt_<name>`` of :data:`COUNTERS`, cleared while idle.
 
 Sequence of a task: the table words into the lane tables (one word per cycle); then the
 walk, one run per cycle, the reader one L1 word per cycle, the lookups combinational
@@ -72,7 +72,8 @@ SUM_BITS = 24
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
 
-#: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
+#: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle
+#: (a task's counts hold until the cycle after its ``done``).
 COUNTERS = {
     "busy": "cycles busy (start to done)",
     "elems": "result elements written",
@@ -394,6 +395,10 @@ class Cstl(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
+                # the counters clear in every idle cycle, not on ``start.valid`` (which
+                # comes through the SEQ's issue: no path from there into 160 enables); a
+                # task's counts hold in its done cycle and the one after it
+                m.d.sync += [c.eq(0) for c in counters.values()]
                 with m.If(self.start.valid):
                     p = self.start.payload
                     m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
@@ -405,7 +410,6 @@ class Cstl(wiring.Component):
                                  use_table.eq(p.table & (p.in_shift == 0)),
                                  empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
                                  entry_bad.eq(0)]
-                    m.d.sync += [c.eq(0) for c in counters.values()]
                     with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
                     with m.Else():
