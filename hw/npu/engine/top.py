@@ -263,7 +263,11 @@ class NemEngine(wiring.Component):
                 m.d.sync += reg.eq(reg + inc)
 
         counter(regs.CYCLES, busy)
-        counter(regs.SEQ_WAIT, seq.waiting)
+        # the SEQ's waiting comes through its scoreboard and issue: registered beside the
+        # SEQ, not a path across the die into a counter's enables (counted a cycle late)
+        waiting = Signal()
+        m.d.sync += waiting.eq(seq.waiting)
+        counter(regs.SEQ_WAIT, waiting)
         names = unit_names(cfg)
         for name, u in zip(names[:len(units)], units, strict=True):
             counter(getattr(regs, f"BUSY_{name}"), u.busy)
