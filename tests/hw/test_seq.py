@@ -73,9 +73,11 @@ from nem.taskformat import (
     encode,
 )
 from npu.cstl.regs import elt_codes, reads_table_codes
+from npu.cstl.unit import START_WAIT as CSTL_START_WAIT
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig
 from npu.engine.seq import Cause, Sequencer, Status
 from npu.nmu.model import NmuGeometry
+from npu.nmu.unit import START_WAIT as NMU_START_WAIT
 
 HASH = bytes((37 * k + 11) & 0xFF for k in range(32))
 #: 4-byte word, every unit type (three CSTLs: a 2-bit instance select), 4 tokens
@@ -369,7 +371,8 @@ class Job:
     ``unit_error``: task whose done reports an error; ``axi_error``: ``"first"`` (on the
     first data beat) or ``"stalled"`` (once the SEQ has issued and been quiet for 40
     cycles); ``entry_error``: NMU task index during whose run the entry fetcher reports an
-    error; ``progress_until``: drive ``progress`` high for that many cycles after the start.
+    error; ``progress_until``: drive ``progress`` high for that many cycles after the start;
+    ``refuse``: task index whose start its (free) unit does not take.
     """
 
     binary: bytes
@@ -383,9 +386,10 @@ class Job:
     entry_error: int | None = None
     progress_until: int = 0
     start_again: int | None = None
+    refuse: int | None = None
     max_cycles: int = 4000
-    #: probabilities of a fetch command taken, a data beat offered, a unit start taken
-    pace: tuple = (0.6, 0.7, 0.7)
+    #: probabilities of a fetch command taken, a data beat offered
+    pace: tuple = (0.6, 0.7)
     #: task index -> cycles its unit runs (else random)
     delays: dict = field(default_factory=dict)
     #: tasks during whose run ``progress`` is high (until their done, included)
@@ -459,10 +463,21 @@ def _bench(cfg):
     never a word twice), fetch data and unit done always accepted, a start only to a free
     unit and after its wait tokens, the token scoreboard, the issue strobe and counters,
     status DONE / ERROR only when quiescent and the cause steady once shown.
+
+    The units' ``start.ready`` is what the units drive: high when the unit is free (no task,
+    or its done seen) and, for the NMU and the CSTLs, their shadow registers' decode has
+    settled (``START_WAIT`` cycles without a clear or write to them, counted here from the
+    SEQ's clear and write strobes); low for the task of ``Job.refuse``. A start offered
+    while it is low fails the bench unless the job refuses it.
     """
     dut = Sequencer(cfg)
     W = cfg.wbytes
     n = dut.n_units
+    settle = {}   # unit index -> its START_WAIT (the units with shadow registers)
+    if cfg.n_nmu:
+        settle[dut.nmu_index] = NMU_START_WAIT
+    for k in range(cfg.n_cstl):
+        settle[dut.cstl_index + k] = CSTL_START_WAIT
     state = SimpleNamespace(rng=random.Random(0), todo=[], done=[])
     # the ports, resolved once (attribute look-ups on interfaces are slow)
     st_valid = [p.valid for p in dut.unit_start]
@@ -512,6 +527,10 @@ def _bench(cfg):
         shadow = {"nmu": [], **{f"cstl{k}": [] for k in range(cfg.n_cstl)}}
         tokens, beats, fetch_error = 0, [], 0
         late = 0    # the signal tokens of the completions of the cycle before
+        changed = {}   # unit index -> last cycle its shadow registers were cleared or written
+
+        def settled(k, cycle):
+            return k not in settle or cycle - changed.get(k, -1 << 30) > settle[k]
         quiet, progress_last = 0, None
         put(dut.base, job.base)
         put(dut.watchdog, job.watchdog)
@@ -569,7 +588,8 @@ def _bench(cfg):
                 if d:
                     done_mask |= signals[k]
                     done_units.append(k)
-                ready.append(k not in running and rng.random() < job.pace[2])
+                ready.append(k not in running and settled(k, cycle) and
+                             job.refuse != len(res.issues))
                 put(st_ready[k], ready[k])
             # --- outputs
             status, cause = ctx.get(dut.status), ctx.get(dut.cause)
@@ -600,10 +620,12 @@ def _bench(cfg):
                     shadow["nmu"] = []
                     res.clears.append((cycle, "nmu"))
                     open_.add("nmu")
+                    changed[dut.nmu_index] = cycle
                 if ctx.get(nmu_wv):
                     # only the writes of an NMU task, between its clear and its issue
                     assert not nmu_clear and "nmu" in open_, cycle
                     shadow["nmu"].append((ctx.get(nmu_wi), ctx.get(nmu_wd)))
+                    changed[dut.nmu_index] = cycle
             if cfg.n_cstl:
                 clears = ctx.get(dut.cstl_clear)
                 for k in range(cfg.n_cstl):
@@ -611,25 +633,32 @@ def _bench(cfg):
                         shadow[f"cstl{k}"] = []
                         res.clears.append((cycle, f"cstl{k}"))
                         open_.add(f"cstl{k}")
+                        changed[dut.cstl_index + k] = cycle
                 if ctx.get(cs_wv):
                     sel = f"cstl{ctx.get(dut.cstl_sel)}"
                     assert not clears and sel in open_, cycle
                     shadow[sel].append((ctx.get(cs_wi), ctx.get(cs_wd)))
-            issued_now = []
+                    changed[dut.cstl_index + ctx.get(dut.cstl_sel)] = cycle
+            issued_now, refused_now = [], []
             for k in range(n):
                 if ctx.get(st_valid[k]):
-                    assert k not in running, (cycle, k)   # the unit is free
+                    # the unit is free and its decode settled: it takes the start, but for
+                    # the task the job refuses (the SEQ does not look at ``ready`` to issue)
+                    assert k not in running and settled(k, cycle), (cycle, k)
                     if ready[k]:
                         issued_now.append(k)
-            assert len(issued_now) <= 1
-            assert ctx.get(dut.issue) == bool(issued_now), cycle
+                    else:
+                        assert job.refuse == len(res.issues), (cycle, k)
+                        refused_now.append(k)
+            assert len(issued_now + refused_now) <= 1
+            assert ctx.get(dut.issue) == bool(issued_now + refused_now), cycle
             # waiting: a decoded task is held (not in the cycle it issues, not after an error)
             if ctx.get(dut.waiting):
                 res.waiting.append(cycle)
                 assert not issued_now and cause == Cause.NONE, cycle
                 assert tasks is None or len(res.issues) < len(tasks), cycle
-            if issued_now:
-                k = issued_now[0]
+            if issued_now or refused_now:
+                k = (issued_now + refused_now)[0]
                 index = len(res.issues)
                 wait, signal = ctx.get(dut.issue_wait), ctx.get(dut.issue_signal)
                 assert ctx.get(dut.issue_unit) == k, cycle
@@ -656,12 +685,13 @@ def _bench(cfg):
                            "levels": (p.src_level, p.dst_level)}
                 res.issues.append((k, payload, extra))
                 res.issue_cycles.append(cycle)
-                running[k], signals[k] = index, signal
-                issue_cycle[k] = cycle
-                held = job.hold == index if isinstance(job.hold, int) else \
-                    index in (job.hold or ())
-                left[k] = None if held else job.delays.get(index,
-                                                            rng.choice((1, 1, 2, 3, 5, 8)))
+                if issued_now:   # (a refused start: the unit stays free)
+                    running[k], signals[k] = index, signal
+                    issue_cycle[k] = cycle
+                    held = job.hold == index if isinstance(job.hold, int) else \
+                        index in (job.hold or ())
+                    left[k] = None if held else job.delays.get(
+                        index, rng.choice((1, 1, 2, 3, 5, 8)))
                 visible &= ~signal
             tokens = visible
             for k in done_units:
@@ -678,7 +708,7 @@ def _bench(cfg):
                 elif left[k] and k not in issued_now:
                     left[k] -= 1
             quiet = 0 if issued_now or done_units or give else quiet + 1
-            counted = bool(issued_now or done_units)
+            counted = bool(issued_now or refused_now or done_units)
             if give:
                 beats.pop(0)
             if status != Status.BUSY:
@@ -857,7 +887,7 @@ def run_errors(cfg, cases, seed, **job_args):
         mapped = decode_cause(binary, cfg)
         if mapped is not None and mapped[0] != "other":
             assert mapped == (cause, task), (name, mapped)
-    job_args = {"pace": (0.9, 0.9, 0.9)} | job_args   # stalls, but fewer: many cases
+    job_args = {"pace": (0.9, 0.9)} | job_args   # stalls, but fewer: many cases
     jobs = [Job(binary, base=base, **job_args) for _, binary, base, *_ in cases]
     for (name, _, _, cause, task, prefix), res in zip(cases, run_jobs(cfg, jobs, seed),
                                                      strict=True):
@@ -1125,6 +1155,11 @@ def test_runtime_errors():
         # unit error while another unit still runs; a start meanwhile is ignored
         (Job(chain, hold=0, hold_cycles=150, unit_error=2, start_again=100),
          Cause.UNIT_ERROR, 2, want_chain),
+        # a free unit does not take task 2's start (a DMA), the NMU's task 3: the run stops
+        # at once, the task named, without waiting for the refusing unit; task 1 still runs
+        (Job(chain, refuse=2), Cause.START_REFUSED, 2, want_chain),
+        (Job(prog, base=8, refuse=3, hold=1, hold_cycles=60), Cause.START_REFUSED, 3,
+         want_prog),
     ]
     results = run_jobs(CFG, [c[0] for c in cases], 15)
     for n, ((_, cause, task, want), res) in enumerate(zip(cases, results, strict=True)):
@@ -1133,6 +1168,11 @@ def test_runtime_errors():
         check_issues(CFG, res, want, len(res.issues))
     # an AXI error ends the fetch: the SEQ waits for the units, issues nothing more
     assert len(results[4].issues) == 1
+    # a refused start: the refused task was the last offered, the cause shows two cycles
+    # after it (the refusal registered, then the error)
+    for (job, *_), res in zip(cases[-2:], results[-2:], strict=True):
+        assert len(res.issues) == job.refuse + 1, (len(res.issues), job.refuse)
+        assert res.cause_cycle == res.issue_cycles[-1] + 2, (res.cause_cycle, res.issue_cycles)
     # two units finish in the same cycle, one with an error: the task of the failing one
     three = encode(Program(HASH, (), (dma(rng), dma(rng, inst=1), dma(rng, src=0, dst=64))))
     jobs = [Job(three, hold=(0, 1), hold_until=120, unit_error=e) for e in (0, 1)]
@@ -1168,7 +1208,7 @@ def test_watchdog(limit=20):
         assert res.cycles > 90
     # START counts as progress: with a limit of 1 or 2 the first fetch (a few cycles) is
     # too slow, and the cause shows as long after the start pulse (cycle -1) as above
-    for limit, res in zip((1, 2), run_jobs(CFG, [Job(chain, watchdog=w, pace=(1, 1, 1))
+    for limit, res in zip((1, 2), run_jobs(CFG, [Job(chain, watchdog=w, pace=(1, 1))
                                                   for w in (1, 2)], 16), strict=True):
         got = (res.cause, res.error_task, res.cause_cycle)
         assert got == (Cause.WATCHDOG, 0, -1 + limit + 2), (limit, got)
@@ -1443,7 +1483,7 @@ def test_header_check_timing():
                for p in range(4)),
              ("table_offset", 0, patch_header(good, "table_offset", 0)),
              ("stream_offset", 0, patch_header(good, "buffer_count", 1))]
-    jobs = [Job(b, pace=(1, 1, 1)) for *_, b in cases]
+    jobs = [Job(b, pace=(1, 1)) for *_, b in cases]
     results = run_jobs(WIDE, jobs, 23)
     first = results[0].cause_cycle
     for (name, piece, _), res in zip(cases, results, strict=True):
@@ -1461,9 +1501,9 @@ def test_watchdog_counts_issues_and_completions():
     three = encode(Program(HASH, (), (dma(rng), dma(rng, inst=1), sdma)))
     two = encode(Program(HASH, (), (dma(rng), dma(rng))))
     limit_a, limit_b = 30, 16
-    jobs = [Job(three, watchdog=limit_a, pace=(1, 1, 1), delays={0: 40, 1: 40, 2: 45},
+    jobs = [Job(three, watchdog=limit_a, pace=(1, 1), delays={0: 40, 1: 40, 2: 45},
                 progress_tasks=(0,)),
-            Job(two, watchdog=limit_b, pace=(1, 1, 1), delays={0: 40, 1: limit_b - 1},
+            Job(two, watchdog=limit_b, pace=(1, 1), delays={0: 40, 1: limit_b - 1},
                 progress_tasks=(0,))]
     results = run_jobs(CFG, jobs, 24)
     for job, res, limit in zip(jobs, results, (limit_a, limit_b), strict=True):
@@ -1500,7 +1540,7 @@ def test_writes_the_window_holds_go_together():
         tasks = (*head, Task(Unit.DMA, 1, 0, 0, 0, writes), dma(rng))
         good = encode(Program(HASH, (), tasks))
         jobs += [Job(patch_write(good, 3, j, "index", 99), hold=0, hold_until=80,
-                     pace=(1, 1, 1)) for j in range(len(writes))]
+                     pace=(1, 1)) for j in range(len(writes))]
     results = run_jobs(CFG16, jobs, 27)
     assert {(r.cause, r.error_task) for r in results} == {(Cause.BAD_REGISTER, 3)}
     assert len({r.cause_cycle for r in results}) == 1, [r.cause_cycle for r in results]

@@ -65,12 +65,20 @@ from npu.cstl.walk import RegionWalk
 from npu.nmu.agu import RunReader
 from npu.nmu.model import Cause
 
-__all__ = ["COUNTERS", "TABLE_BYTES", "TABLE_WORDS", "Cstl", "CstlUnit", "done_layout"]
+__all__ = ["COUNTERS", "DECODE_REGISTERS", "START_WAIT", "TABLE_BYTES", "TABLE_WORDS", "Cstl",
+           "CstlUnit", "done_layout"]
 
 #: Bits of a pool's running sum per lane (fewer than 2**16 taps of at most 128 in size).
 SUM_BITS = 24
 #: 32-bit words of the table on the ``table`` stream.
 TABLE_WORDS = TABLE_BYTES // 4
+
+#: Registers between :class:`CstlUnit`'s decode of its shadow registers and the core's task.
+DECODE_REGISTERS = 2
+#: ``CstlUnit.start`` is taken once this many cycles have passed without a shadow-register
+#: write or clear; it is then ready whenever the core is idle. The sequencer counts the
+#: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
+START_WAIT = CstlRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle
 #: (a task's counts hold until the cycle after its ``done``).
@@ -668,8 +676,9 @@ class CstlUnit(wiring.Component):
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
     ready), then a transfer on ``start`` (its payload: :class:`Cstl`'s ``keep``; taken
-    ``CstlRegisters.LATENCY + 3`` cycles after the last write at the earliest: the decode
-    is registered twice); the table follows on ``table`` (when the decode says ``task.table`` and
+    :data:`START_WAIT` + 1 = ``CstlRegisters.LATENCY + 3`` cycles after the last write at
+    the earliest: the decode is registered twice; ready from then on whenever the core is
+    idle); the table follows on ``table`` (when the decode says ``task.table`` and
     ``keep`` is low) and the result comes on ``done``. Ports and counters as for
     :class:`Cstl`.
     """
@@ -696,7 +705,7 @@ class CstlUnit(wiring.Component):
         # the wire between them (across the unit) gets a cycle of its own
         start_after_decode(m, self.start, core.start, regs.task,
                            self.clear | self.write.valid, latency=regs.LATENCY,
-                           registers=2)
+                           registers=DECODE_REGISTERS)
         m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)
         wiring.connect(m, core.done, wiring.flipped(self.done))

@@ -94,10 +94,12 @@ from nem.taskformat import (
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
 from npu.cstl.regs import elt_codes, reads_table_codes
+from npu.cstl.unit import START_WAIT as CSTL_START_WAIT
 from npu.dsp import constant_product, registered_product
 from npu.engine.copy_units import level_code, unit_command_layout
 from npu.engine.entry_fetch import entry_request_layout
 from npu.nmu.regs import write_layout
+from npu.nmu.unit import START_WAIT as NMU_START_WAIT
 
 __all__ = [
     "Cause",
@@ -139,6 +141,7 @@ class Cause(IntEnum):
     AXI_ERROR = 12      # an AXI read response was not OKAY
     WATCHDOG = 13       # no progress for WATCHDOG cycles
     BAD_ENTRY = 14      # an NMU task's REQUANT entry is misaligned or outside the data section
+    START_REFUSED = 15  # a free unit did not take its task's start (an engine fault)
 
 
 def _header_steps():
@@ -529,6 +532,8 @@ class Sequencer(wiring.Component):
         s.slot_dim = Signal(range(5))
         s.slot_index = Signal(32)
         s.finished = Signal()
+        s.refused = Signal(self.n_units)   # per unit: its start not taken in the cycle before
+        s.refused_task = Signal(32)
 
     def _errors(self, m, s):
         """End of every running state: the errors any state can meet, then stop."""
@@ -541,6 +546,8 @@ class Sequencer(wiring.Component):
             self._fail(m, s, Cause.WATCHDOG, Mux(s.slot_valid, s.slot_index, s.task_index))
         with m.Elif(self.entry_error):
             self._fail(m, s, Cause.BAD_ENTRY, s.running_task[self.nmu_index or 0])
+        with m.Elif(s.refused.any()):
+            self._fail(m, s, Cause.START_REFUSED, s.refused_task)
         # in a running state ``cause`` is NONE, and ``err_cause`` is NONE but in a cycle
         # with an error: loaded in every cycle, it changes exactly when the error stops
         # the run, as under an enable ``err`` (which reaches the state register alone)
@@ -1022,15 +1029,44 @@ class Sequencer(wiring.Component):
                     m.d.sync += [over.eq(out), s.slot_checked.eq(~out)]
             m.d.sync += s.slot_dim.eq(s.slot_dim + 1)
 
+    def _unit_free(self, m, s):
+        """Per unit: free for a task in this cycle. Not busy (a unit is busy from its issue
+        to its ``done``, and its start is ready again from the cycle after), and for the NMU
+        and the CSTLs their shadow registers' decode settled: ``START_WAIT`` cycles without
+        a write or clear to them, counted here from the same strobes exactly as the unit
+        counts them (:func:`npu.bus.stream.start_after_decode`). The units' own
+        ``start.ready`` is thus no input of the issue (no path from a unit's state through
+        the issue into the slot's enables); a start that is not taken all the same stops
+        the run with ``START_REFUSED`` (:meth:`_dispatch`)."""
+        settled = []
+        for k in range(self.n_units):
+            if k == self.nmu_index:
+                changed, wait = self.nmu_clear | self.nmu_write.valid, NMU_START_WAIT
+            elif self.cstl_index is not None and k >= self.cstl_index:
+                i = k - self.cstl_index
+                changed = self.cstl_clear[i] | (self.cstl_write.valid & (self.cstl_sel == i))
+                wait = CSTL_START_WAIT
+            else:
+                settled.append(Const(1))
+                continue
+            quiet = Signal(wait, name=f"decode_quiet{k}")   # no change 1 .. wait cycles ago
+            m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
+            settled.append(quiet.all())
+        free = Signal(self.n_units)
+        m.d.comb += free.eq(~s.unit_busy & Cat(*settled))
+        return free
+
     def _dispatch(self, m, s):
         """Issue the slot's task, in stream order, when its wait tokens are set and its
-        unit is free: clear its signal tokens, mark the unit busy, start it."""
+        unit is free (:meth:`_unit_free`): clear its signal tokens, mark the unit busy,
+        start it."""
         T = s.T
         # a completion of the cycle before counts (from s.done_q): its tokens are set at
         # this clock edge, which is also when the waiting task issues
         visible = s.tokens | s.token_set
+        free = self._unit_free(m, s)
         ready = s.slot_valid & s.slot_checked & s.running & \
-            ((s.slot_wait[:T] & ~visible) == 0) & ~s.unit_busy.bit_select(s.slot_unit, 1)
+            ((s.slot_wait[:T] & ~visible) == 0) & free.bit_select(s.slot_unit, 1)
         m.d.comb += [self.nmu_write.payload.index.eq(s.indices[0]),
                      self.nmu_write.payload.value.eq(s.values[0]),
                      self.nmu_entry.addr.eq(s.slot_entry), self.nmu_entry.limit.eq(s.data_end)]
@@ -1045,10 +1081,18 @@ class Sequencer(wiring.Component):
             m.d.comb += port.payload.eq(s.slot_cmd)
             with m.If(s.slot_unit == k):
                 m.d.comb += port.valid.eq(ready)
-                with m.If(port.valid & port.ready):
+                with m.If(ready):
                     m.d.comb += s.issue.eq(1)
                     m.d.sync += [s.pending[k].eq(s.slot_signal[:T]), s.unit_busy[k].eq(1),
                                  s.running_task[k].eq(s.slot_index)]
+        # a free unit takes its start: one that does not (an engine fault) stops the run in
+        # the cycle after, naming the task, and the unit is not waited for (its ``ready``
+        # goes into these registers only)
+        m.d.sync += [s.refused.eq(Cat(*[p.valid & ~p.ready for p in self.unit_start])),
+                     s.refused_task.eq(s.slot_index)]
+        for k in range(self.n_units):
+            with m.If(s.refused[k]):
+                m.d.sync += s.unit_busy[k].eq(0)
         with m.If(s.issue):
             m.d.comb += s.token_clear.eq(s.slot_signal[:T])
             m.d.sync += self.issued.eq(self.issued + 1)

@@ -69,7 +69,7 @@ from npu.nmu.model import Cause, NmuGeometry
 from npu.nmu.output import NmuOutput
 from npu.nmu.regs import NmuRegisters, write_layout
 
-__all__ = ["COUNTERS", "Nmu", "NmuUnit", "done_layout"]
+__all__ = ["COUNTERS", "DECODE_REGISTERS", "START_WAIT", "Nmu", "NmuUnit", "done_layout"]
 
 #: The requantisation entry as the entry fetcher streams it, one 32-bit word per cycle:
 #: the head's fields by word, then 2 ** CHANNEL_SHIFT words per channel.
@@ -78,6 +78,14 @@ HEAD_WORDS = REQUANT_ENTRY.size // 4
 CHANNEL = REQUANT_CHANNEL.word_fields(4)
 CHANNEL_SHIFT = (REQUANT_CHANNEL.size // 4 - 1).bit_length()
 assert 1 << CHANNEL_SHIFT == REQUANT_CHANNEL.size // 4
+
+#: Registers between :class:`NmuUnit`'s decode of its shadow registers and the core's task
+#: (the decode's logic is shallow, but the shadow registers and the core lie far apart).
+DECODE_REGISTERS = 2
+#: ``NmuUnit.start`` is taken once this many cycles have passed without a shadow-register
+#: write or clear; it is then ready whenever the core is idle. The sequencer counts the
+#: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
+START_WAIT = NmuRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
 COUNTERS = {
@@ -661,8 +669,9 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (taken four cycles after the last write at the
-    earliest: the decode has two stages and is registered twice more); the requantisation
+    ready), then a transfer on ``start`` (taken :data:`START_WAIT` + 1 = four cycles after
+    the last write at the earliest: the decode has two stages and is registered twice
+    more; ready from then on whenever the core is idle); the requantisation
     entry follows on ``rq`` and the result comes on ``done`` (a refused task: ``error``
     with the decode's cause, after the entry has been read). Ports and counters as for
     :class:`Nmu`.
@@ -703,7 +712,8 @@ class NmuUnit(wiring.Component):
         # the decode registered twice: its logic is shallow, but the shadow registers and
         # the core lie far apart on the die
         start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid, latency=regs.LATENCY, registers=2)
+                           self.clear | self.write.valid, latency=regs.LATENCY,
+                           registers=DECODE_REGISTERS)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
         wiring.connect(m, core.l1_rd, wiring.flipped(self.l1_rd))
