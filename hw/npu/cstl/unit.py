@@ -403,21 +403,24 @@ class Cstl(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
-                # the counters clear in every idle cycle, not on ``start.valid`` (which
-                # comes through the SEQ's issue: no path from there into 160 enables); a
-                # task's counts hold in its done cycle and the one after it
+                # The task's registers load in every idle cycle, not on ``start.valid``
+                # (which comes from the SEQ's issue across the die): only the state
+                # register waits on it. Nothing looks at them while idle, and the start's
+                # payload is steady then (the decode settled before a start is offered).
+                # The counters clear likewise: a task's counts hold in its done cycle and
+                # the one after it.
                 m.d.sync += [c.eq(0) for c in counters.values()]
+                p = self.start.payload
+                m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
+                             first.eq(0),
+                             is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
+                             is_red.eq(p.red != 0),
+                             is_avg.eq(p.pool == POOL_OPS["avgpool"]),
+                             is_held.eq((p.pool != 0) | (p.red != 0)),
+                             use_table.eq(p.table & (p.in_shift == 0)),
+                             empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
+                             entry_bad.eq(0)]
                 with m.If(self.start.valid):
-                    p = self.start.payload
-                    m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
-                                 first.eq(0),
-                                 is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
-                                 is_red.eq(p.red != 0),
-                                 is_avg.eq(p.pool == POOL_OPS["avgpool"]),
-                                 is_held.eq((p.pool != 0) | (p.red != 0)),
-                                 use_table.eq(p.table & (p.in_shift == 0)),
-                                 empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
-                                 entry_bad.eq(0)]
                     with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
                     with m.Else():
