@@ -87,7 +87,7 @@ def _u32(raw):
     return list(struct.unpack(f"<{len(raw) // 4}I", raw))
 
 
-@pytest.mark.parametrize("width", [64, 128])
+@pytest.mark.parametrize("width", [32, 64, 128])
 def test_entries_read_word_for_word(width):
     rng = random.Random(width)
     jobs, want = [], []
@@ -104,16 +104,34 @@ def test_entries_read_word_for_word(width):
         assert words == exp
 
 
-@pytest.mark.parametrize("width", [64, 128])
+@pytest.mark.parametrize("width", [32, 64, 128])
 def test_broken_channel_counts_are_cut_after_the_head(width):
     rng = random.Random(7 + width)
     jobs = []
-    for n, room in ((5, 8 * 4), (MAX_CHANNELS, 1 << 20), (3, 0)):
+    # (channel count, bytes of the data section after the head, entry address): the count
+    # word at each place in a bus word (the entry at 0 or 8 in a 128-bit word)
+    for n, room, at in ((5, 8 * 4, 0), (MAX_CHANNELS, 1 << 20, 8), (3, 0, 8),
+                        (4, 8 * 4 - 1, 8), (4, 8 * 4 - 1, 16)):
         raw = bytearray(encode_requant(_entry(rng, 3)))
         raw[16:20] = struct.pack("<I", n)         # the channel count (head word 4)
-        ddr = bytes(raw) + bytes(64)
+        ddr = bytes(at) + bytes(raw) + bytes(64)
         # the data section ends ``room`` bytes after the head: too short for n pairs
-        jobs.append((ddr, 0, 24 + room))
+        jobs.append((ddr, at, at + 24 + room))
     for k, (words, errors) in enumerate(_run(width, jobs, seed=3)):
         assert errors == 1, k
         assert len(words) == HEAD_WORDS and words[4] == 0, (k, words)
+
+
+@pytest.mark.parametrize("width", [32, 128])
+def test_an_entry_ending_on_the_data_section_end_is_read(width):
+    """The pairs end on the section's last byte: read whole (one byte less is refused,
+    above)."""
+    rng = random.Random(11 + width)
+    jobs, want = [], []
+    for n, at in ((4, 8), (4, 16), (1, 0)):
+        raw = encode_requant(_entry(rng, n))
+        jobs.append((bytes(at) + raw + bytes(64), at, at + len(raw)))
+        want.append(_u32(raw))
+    for (words, errors), exp in zip(_run(width, jobs, seed=5), want, strict=True):
+        assert errors == 0
+        assert words == exp

@@ -115,17 +115,28 @@ class EntryFetcher(wiring.Component):
                 with m.Case(k):
                     m.d.comb += word.eq(pieces[k])
         want = emitted < total
+
+        def entry_end(count):
+            return addr + REQUANT_ENTRY.size + REQUANT_CHANNEL.size * count
+
+        # whether each piece, were it the channel count, would refuse the entry: worked
+        # out as the bus word is taken (from the FIFO's output register) and kept beside
+        # it, so that no addition and comparison lie between the word and the NMU's head
+        # registers across the die (``words.payload`` is 0 for a refused count)
+        cur_bad = Signal(per_word)
         with m.If(~cur_valid & fifo.r_rdy):
             m.d.comb += fifo.r_en.eq(1)
             m.d.sync += [cur.eq(fifo.r_data), cur_valid.eq(1),
                          pi.eq(Mux(first, addr[2:lw] if lw > 2 else 0, 0)), first.eq(0)]
+            for k in range(per_word):
+                piece = fifo.r_data[32 * k: 32 * (k + 1)]
+                m.d.sync += cur_bad[k].eq((piece >= MAX_CHANNELS) |
+                                          (entry_end(piece)[:aw + 20] > limit))
         with m.If(cur_valid & ~want):
             m.d.sync += cur_valid.eq(0)   # the bytes after the entry
         last_piece = pi == per_word - 1
         bad = Signal()
-        entry_end = Signal(aw + 20)
-        m.d.comb += entry_end.eq(addr + REQUANT_ENTRY.size + REQUANT_CHANNEL.size * word)
-        m.d.comb += bad.eq((word >= MAX_CHANNELS) | (entry_end > limit))
+        m.d.comb += bad.eq(cur_bad.bit_select(pi, 1))
         is_count = emitted == COUNT_WORD
         m.d.comb += [self.words.valid.eq(cur_valid & want),
                      self.words.payload.eq(Mux(is_count & bad, 0, word))]
@@ -138,7 +149,7 @@ class EntryFetcher(wiring.Component):
                     m.d.comb += self.error.eq(1)
                 with m.Else():
                     m.d.sync += [total.eq(HEAD_WORDS + 2 * word[:17]),
-                                 end_word.eq((entry_end + W - 1) >> lw)]
+                                 end_word.eq((entry_end(word)[:aw + 20] + W - 1) >> lw)]
 
         done = (~want & ~cur_valid & (next_word >= end_word) & (inflight == 0) & ~fifo.r_rdy)
         with m.If(active & done):
