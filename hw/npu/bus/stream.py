@@ -13,7 +13,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PingPongBuffer", "SkidBuffer", "StreamFIFO", "start_after_decode"]
+__all__ = ["PingPongBuffer", "SkidBuffer", "StreamFIFO", "quiet_for", "start_after_decode"]
 
 
 class StreamFIFO(wiring.Component):
@@ -159,6 +159,20 @@ class PingPongBuffer(wiring.Component):
         return m
 
 
+def quiet_for(m, changed, cycles, *, name="quiet"):
+    """A signal high when ``changed`` was low in each of the last ``cycles`` cycles (low
+    for the first ``cycles`` cycles after reset).
+
+    :func:`start_after_decode` waits on it for a unit's decode to settle; the sequencer
+    counts the same cycles from the same strobes to know when the unit will take a start.
+    """
+    fresh = Signal(name=f"{name}_fresh")
+    quiet = Signal(cycles, name=f"{name}_quiet")    # no change 1 .. cycles ago
+    m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
+    m.d.comb += fresh.eq(quiet.all())
+    return fresh
+
+
 def start_after_decode(m, start, core_start, decoded, changed, *, latency=0, registers=1):
     """Pass ``start`` to ``core_start`` with ``decoded`` registered as its payload.
 
@@ -193,11 +207,7 @@ def start_after_decode(m, start, core_start, decoded, changed, *, latency=0, reg
                        else f"decoded_{i}")
         m.d.sync += stage.eq(task)
         task = stage
-    fresh = Signal(name="decode_fresh")
-    wait = latency + registers
-    quiet = Signal(wait, name="decode_quiet")     # no change 1 .. latency + registers ago
-    m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
-    m.d.comb += fresh.eq(quiet.all())
+    fresh = quiet_for(m, changed, latency + registers, name="decode")
     m.d.comb += [core_start.valid.eq(start.valid & fresh),
                  start.ready.eq(core_start.ready & fresh),
                  core_start.payload.eq(task)]

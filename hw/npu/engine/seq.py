@@ -93,6 +93,7 @@ from nem.taskformat import (
 )
 from npu.bus.axi import command_layout
 from npu.bus.ports import fetch_into
+from npu.bus.stream import quiet_for
 from npu.cstl.regs import elt_codes, reads_table_codes
 from npu.cstl.unit import START_WAIT as CSTL_START_WAIT
 from npu.dsp import constant_product, registered_product
@@ -1033,8 +1034,8 @@ class Sequencer(wiring.Component):
         """Per unit: free for a task in this cycle. Not busy (a unit is busy from its issue
         to its ``done``, and its start is ready again from the cycle after), and for the NMU
         and the CSTLs their shadow registers' decode settled: ``START_WAIT`` cycles without
-        a write or clear to them, counted here from the same strobes exactly as the unit
-        counts them (:func:`npu.bus.stream.start_after_decode`). The units' own
+        a write or clear to them, counted here from the same strobes by the same
+        :func:`npu.bus.stream.quiet_for` the unit's ``start_after_decode`` uses. The units' own
         ``start.ready`` is thus no input of the issue (no path from a unit's state through
         the issue into the slot's enables); a start that is not taken all the same stops
         the run with ``START_REFUSED`` (:meth:`_dispatch`)."""
@@ -1049,9 +1050,7 @@ class Sequencer(wiring.Component):
             else:
                 settled.append(Const(1))
                 continue
-            quiet = Signal(wait, name=f"decode_quiet{k}")   # no change 1 .. wait cycles ago
-            m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
-            settled.append(quiet.all())
+            settled.append(quiet_for(m, changed, wait, name=f"decode{k}"))
         free = Signal(self.n_units)
         m.d.comb += free.eq(~s.unit_busy & Cat(*settled))
         return free
