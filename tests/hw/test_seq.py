@@ -650,15 +650,16 @@ def _bench(cfg):
                     else:
                         assert job.refuse == len(res.issues), (cycle, k)
                         refused_now.append(k)
-            assert len(issued_now + refused_now) <= 1
-            assert ctx.get(dut.issue) == bool(issued_now + refused_now), cycle
+            started = issued_now + refused_now
+            assert len(started) <= 1
+            assert ctx.get(dut.issue) == bool(started), cycle
             # waiting: a decoded task is held (not in the cycle it issues, not after an error)
             if ctx.get(dut.waiting):
                 res.waiting.append(cycle)
                 assert not issued_now and cause == Cause.NONE, cycle
                 assert tasks is None or len(res.issues) < len(tasks), cycle
-            if issued_now or refused_now:
-                k = (issued_now + refused_now)[0]
+            if started:
+                k = started[0]
                 index = len(res.issues)
                 wait, signal = ctx.get(dut.issue_wait), ctx.get(dut.issue_signal)
                 assert ctx.get(dut.issue_unit) == k, cycle
@@ -708,7 +709,7 @@ def _bench(cfg):
                 elif left[k] and k not in issued_now:
                     left[k] -= 1
             quiet = 0 if issued_now or done_units or give else quiet + 1
-            counted = bool(issued_now or refused_now or done_units)
+            counted = bool(started or done_units)
             if give:
                 beats.pop(0)
             if status != Status.BUSY:
