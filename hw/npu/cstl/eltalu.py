@@ -120,9 +120,16 @@ class EltAlu(wiring.Component):
             tag = reg(self.tag_width, f"tag{s}", tag)
             valids.append(valid)
         m.d.comb += [self.o_valid.eq(valid), self.o_tag.eq(tag)]
-        busy = 0
-        for v in valids:
-            busy = busy | v
+        # ``busy`` is the OR of the valid bits, kept in a register of its own: the valid
+        # bits only move with ``en``, and then to ``i_valid`` and all but the last stage's
+        # bits. A wide OR after the registers was the head of the board's worst path (the
+        # CSTL's drain -> its store's flush -> the L1 write arbitration).
+        busy = Signal(name="busy_q")
+        with m.If(en):
+            entering = self.i_valid
+            for v in valids[:-1]:
+                entering = entering | v
+            m.d.sync += busy.eq(entering)
         m.d.comb += self.busy.eq(busy)
 
         def i8(word):
