@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from amaranth import Const, Signal
 
-__all__ = ["ShadowRegisters"]
+__all__ = ["WRITE_REGISTERS", "ShadowRegisters", "register_writes"]
 
 
 class ShadowRegisters:
@@ -92,3 +92,28 @@ class ShadowRegisters:
                         if name in self.r:
                             m.d.sync += self.r[name].eq(value)
                         m.d.sync += [sig.eq(fn(value)) for sig, fn in by_name.get(name, [])]
+
+
+#: Registers between the sequencer's ``clear`` / ``write`` strobes and a unit's shadow
+#: registers (:func:`register_writes`). The strobes and the words come from the
+#: sequencer's window, which also feeds its own decode; a register beside each unit lets
+#: the window stay beside the sequencer (the wire across the die gets a cycle of its own).
+WRITE_REGISTERS = 1
+
+
+def register_writes(m, clear, write, regs_clear, regs_write):
+    """Pass a unit's ``clear`` (a pulse) and ``write`` (a stream of ``{"index",
+    "value"}``, always taken) to its shadow registers' ``regs_clear`` / ``regs_write``
+    :data:`WRITE_REGISTERS` cycles later, in order.
+
+    The word is held by a register that loads only with a write (its enable is the
+    unit's own strobe), so two units fed the same word keep a register each.
+    """
+    clear_q = Signal(name="clear_q")
+    valid_q = Signal(name="write_valid_q")
+    payload_q = Signal.like(write.payload, name="write_payload_q")
+    m.d.sync += [clear_q.eq(clear), valid_q.eq(write.valid)]
+    with m.If(write.valid):
+        m.d.sync += payload_q.eq(write.payload)
+    m.d.comb += [write.ready.eq(1), regs_clear.eq(clear_q), regs_write.valid.eq(valid_q),
+                 regs_write.payload.eq(payload_q)]

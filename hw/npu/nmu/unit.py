@@ -68,6 +68,7 @@ from npu.nmu.array import NmuArray
 from npu.nmu.model import Cause, NmuGeometry
 from npu.nmu.output import NmuOutput
 from npu.nmu.regs import NmuRegisters, write_layout
+from npu.shadow import WRITE_REGISTERS, register_writes
 
 __all__ = ["COUNTERS", "DECODE_REGISTERS", "START_WAIT", "Nmu", "NmuUnit", "done_layout"]
 
@@ -85,7 +86,7 @@ DECODE_REGISTERS = 2
 #: ``NmuUnit.start`` is taken once this many cycles have passed without a shadow-register
 #: write or clear; it is then ready whenever the core is idle. The sequencer counts the
 #: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
-START_WAIT = NmuRegisters.LATENCY + DECODE_REGISTERS
+START_WAIT = WRITE_REGISTERS + NmuRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
 COUNTERS = {
@@ -669,9 +670,11 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready), then a transfer on ``start`` (taken :data:`START_WAIT` + 1 = four cycles after
-    the last write at the earliest: the decode has two stages and is registered twice
-    more; ready from then on whenever the core is idle); the requantisation
+    ready; they reach the shadow registers a cycle later,
+    :func:`npu.shadow.register_writes`), then a transfer on ``start`` (taken
+    :data:`START_WAIT` + 1 = five cycles after the last write at the earliest: the
+    writes' register, the decode's two stages and two registers more; ready from then on
+    whenever the core is idle); the requantisation
     entry follows on ``rq`` and the result comes on ``done`` (a refused task: ``error``
     with the decode's cause, after the entry has been read). Ports and counters as for
     :class:`Nmu`.
@@ -707,12 +710,13 @@ class NmuUnit(wiring.Component):
         m = Module()
         m.submodules.regs = regs = self.regs
         m.submodules.core = core = self.core
-        m.d.comb += regs.clear.eq(self.clear)
-        wiring.connect(m, wiring.flipped(self.write), regs.write)
+        # the sequencer's strobes registered beside the unit (npu.shadow.register_writes)
+        register_writes(m, self.clear, self.write, regs.clear, regs.write)
         # the decode registered twice: its logic is shallow, but the shadow registers and
         # the core lie far apart on the die
         start_after_decode(m, self.start, core.start, regs.task,
-                           self.clear | self.write.valid, latency=regs.LATENCY,
+                           self.clear | self.write.valid,
+                           latency=WRITE_REGISTERS + regs.LATENCY,
                            registers=DECODE_REGISTERS)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
