@@ -401,6 +401,13 @@ class Cstl(wiring.Component):
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
         m.d.comb += self.busy.eq(0)
+        # the store's flush comes from a register: high in the cycles of DRAIN after one
+        # with nothing left in the pipeline (nothing enters it in DRAIN, so it stays
+        # empty); in DONE the store holds no word. The wide OR of the stages' valid bits
+        # is then not in front of the store's write request and the L1 arbitration.
+        drained = Signal()
+        m.d.sync += drained.eq(0)
+        m.d.comb += store.flush.eq(drained)
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
@@ -467,7 +474,8 @@ class Cstl(wiring.Component):
                 # an eltwise's last results may still be in its ALU or output register
                 pending = (elt.busy | red.busy | red_valid | pool_valid | f_valid |
                            store_slice.o.valid)
-                m.d.comb += [self.busy.eq(1), store.flush.eq(~pending)]
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += drained.eq(~pending)
                 with m.If(~store.busy & ~pending):
                     m.next = "DONE"
             with m.State("DONE"):
