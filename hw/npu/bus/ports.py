@@ -11,7 +11,13 @@ with a read and a write *client port*. Per cycle and per port:
   engine, so the highest-priority requester of a cycle is granted on every port it asks
   for and always makes progress);
 * the client raises ``go`` when it really performs the access this cycle (granted on all
-  the ports it needs). Only then does the SRAM read or write.
+  the ports it needs; never without ``gnt``). Only then does the SRAM read or write.
+
+The grant alone picks the address and data that go to the SRAM, the ``go`` only its read
+enable and byte enables: the grants are worked out beside the SRAM from the requests, and
+the clients' ``go`` (which come back from across the die, after each client has seen its
+grants on every port it needs) gate one level of logic in front of the SRAM rather than the
+multiplexers of the address and data.
 
 Read data of a ``go`` read appear on the client's ``data`` in the next cycle and are held
 there until the client's next read, whatever other clients do with the port (a client
@@ -149,8 +155,10 @@ class ArbitratedSRAM(wiring.Component):
             took = Signal(name=f"{prefix}took{k}")
             held = Signal(self.data_width, name=f"{prefix}held{k}")
             m.d.comb += port.gnt.eq(grants[k])
+            with m.If(grants[k]):
+                m.d.comb += addr.eq(port.addr)
             with m.If(port.go):
-                m.d.comb += [en.eq(1), addr.eq(port.addr)]
+                m.d.comb += en.eq(1)
             m.d.sync += took.eq(port.go)
             m.d.comb += port.data.eq(held)
             with m.If(took):
@@ -180,9 +188,10 @@ class ArbitratedSRAM(wiring.Component):
                               "x")
         for k, port in enumerate(self.wr):
             m.d.comb += port.gnt.eq(wgnt[k])
+            with m.If(wgnt[k]):
+                m.d.comb += [sram.wr_addr.eq(port.addr), sram.wr_data.eq(port.data)]
             with m.If(port.go):
-                m.d.comb += [sram.wr_en.eq(port.en), sram.wr_addr.eq(port.addr),
-                             sram.wr_data.eq(port.data)]
+                m.d.comb += sram.wr_en.eq(port.en)
         return m
 
 
