@@ -90,8 +90,21 @@ class VectorStore(wiring.Component):
         p_addr = Signal(32 - lw)
         p_data = Signal(8 * L)
         p_en = Signal(L)
+        # ``same``: the staged vector's ``lo`` word is the pending word (``p_valid &
+        # p_addr == waddr``), a register kept in step with both rather than a comparison
+        # of the two in front of the write request. Its next value compares the incoming
+        # vector's word (when one is taken) with what the pending word's address will be:
+        # unchanged, the staged word, or the word after it.
         same = Signal()
-        m.d.comb += same.eq(p_valid & (p_addr == waddr))
+        waddr1 = Signal(32 - lw)        # waddr + 1, loaded with it
+        load = Signal()
+        incoming = Signal(32 - lw)
+        m.d.comb += [load.eq(self.i.valid & self.i.ready), incoming.eq(v.addr[lw:])]
+        with m.If(load):
+            m.d.sync += waddr1.eq(incoming + 1)
+        # the pending word unchanged (also where it stays empty); the branches below
+        # override this where they move or clear it
+        m.d.sync += same.eq(Mux(load, p_valid & (incoming == p_addr), same))
         merged = Signal(8 * L)
         merged_en = Signal(L)
         m.d.comb += merged_en.eq(lo_en | Mux(same, p_en, 0))
@@ -112,20 +125,21 @@ class VectorStore(wiring.Component):
                 # another word: write the pending one; lo becomes pending
                 m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
                 with m.If(go):
-                    m.d.sync += [p_addr.eq(waddr), p_data.eq(lo), p_en.eq(lo_en)]
+                    m.d.sync += [p_addr.eq(waddr), p_data.eq(lo), p_en.eq(lo_en),
+                                 same.eq(~load | (incoming == waddr))]
                     m.d.comb += take.eq(~has_hi)
             with m.Elif(has_hi | (merged_en == (1 << L) - 1)):
                 m.d.comb += [req.eq(1), w_addr.eq(waddr), w_data.eq(merged), w_en.eq(merged_en)]
                 with m.If(go):
                     m.d.comb += take.eq(1)
-                    m.d.sync += [p_valid.eq(has_hi), p_addr.eq(waddr + 1), p_data.eq(hi),
-                                 p_en.eq(hi_en)]
+                    m.d.sync += [p_valid.eq(has_hi), p_addr.eq(waddr1), p_data.eq(hi),
+                                 p_en.eq(hi_en), same.eq(has_hi & load & (incoming == waddr1))]
             with m.Else():
                 m.d.comb += take.eq(1)
                 m.d.sync += [p_valid.eq(1), p_addr.eq(waddr), p_data.eq(merged),
-                             p_en.eq(merged_en)]
+                             p_en.eq(merged_en), same.eq(~load | (incoming == waddr))]
         with m.Elif(self.flush & p_valid):
             m.d.comb += [req.eq(1), w_addr.eq(p_addr), w_data.eq(p_data), w_en.eq(p_en)]
             with m.If(go):
-                m.d.sync += p_valid.eq(0)
+                m.d.sync += [p_valid.eq(0), same.eq(0)]
         return m
