@@ -24,7 +24,7 @@ Interface
   per-pixel gemm bias) only. Serve it from a second physical read port
   (:class:`npu.bus.ports.ArbitratedSRAM` with ``extra_read_clients``), else the two
   streams share one word per cycle and nothing is gained.
-* counters, cleared at ``start``: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
+* counters, cleared while idle: ``cnt_busy`` (start to done), ``cnt_macs`` (valid lanes x
   valid columns of every vector the array took), ``cnt_load`` (the array idle for weights:
   a weight or bias vector goes by on the shared port, or, with the weight port, no
   activation vector while the activations wait for their tile's weights), ``cnt_starve``
@@ -88,7 +88,8 @@ DECODE_REGISTERS = 2
 #: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
 START_WAIT = WRITE_REGISTERS + NmuRegisters.LATENCY + DECODE_REGISTERS
 
-#: The counters (``cnt_<name>``) and what they count, cleared at ``start``.
+#: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle (a
+#: task's counts hold until the cycle after its ``done``).
 COUNTERS = {
     "busy": "cycles busy (start to done)",
     "macs": "MACs issued (valid lanes x valid columns of every vector the array took)",
@@ -240,7 +241,7 @@ class Nmu(wiring.Component):
                                   "channels": nch}, mult, row, row_write, row_at)
 
         def on_start():
-            """Statements of the cycle that takes ``start``."""
+            """Statements of every idle cycle (so of the cycle that takes ``start``)."""
             m.d.sync += [task.eq(self.start.payload), s.cause.eq(0), s.settled.eq(0),
                          *s.entry_start]
             m.d.sync += [c.eq(0) for c in counters.values()]
@@ -258,8 +259,8 @@ class Nmu(wiring.Component):
         """The requantisation entry from ``rq``, one word a cycle: the head's fields into
         ``head`` (field name -> register), the channel records into channel table rows
         (``row`` written at ``row_at`` when ``row_write``). Runs from ``start`` until the
-        last word is in (``s.reading``); ``s.entry_start`` are the statements of the cycle
-        that takes ``start``.
+        last word is in (``s.reading``); ``s.entry_start`` are statements of every idle cycle
+        (so of the one that takes ``start``; ``reading`` is set by the start itself).
 
         Where a word goes is kept in narrow counters of their own (the head word, the
         record's word, the channel's lane, the table row) and the ends of the head, of a
@@ -280,7 +281,7 @@ class Nmu(wiring.Component):
         left = Signal(32)                          # channel records after this one
         ch_last = Signal()                         # this record is the entry's last
         s.entry_start = [hidx.eq(0), head_done.eq(0), part.eq(0), lane.eq(0),
-                         row_idx.eq(0), reading.eq(1), rows_done.eq(0)]
+                         row_idx.eq(0), rows_done.eq(0)]
         m.d.comb += self.rq.ready.eq(reading)
         with m.If(row_write):
             m.d.sync += rows_done.eq(rows_done + 1)
@@ -358,10 +359,16 @@ class Nmu(wiring.Component):
         """
         with m.FSM():
             with m.State("IDLE"):
+                # the task's registers load (and the counters clear) in every idle cycle,
+                # not on ``start.valid`` (from the SEQ's issue across the die): only the
+                # state and ``reading`` wait on it. Nothing looks at them while idle, and
+                # the start's payload is steady then (the decode settled before a start is
+                # offered); a task's counts hold in its done cycle and the one after it
                 m.d.comb += self.start.ready.eq(1)
+                s.on_start()
+                m.d.sync += start
                 with m.If(self.start.valid):
-                    s.on_start()
-                    m.d.sync += start
+                    m.d.sync += s.reading.eq(1)
                     m.next = "PARAMS"
             with m.State("PARAMS"):
                 # the entry's head (zero points, clamp, channel count); the pairs are read
