@@ -281,7 +281,9 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
         for _cycle in range(max_cycles):
             if started:
                 ctx.set(dut.start.valid, 0)
-            ctx.set(dut.rq.valid, k < len(words) and rng.random() < 0.8)
+            # the entry's idle cycles are drawn from the start on, so that they do not
+            # depend on how long the unit takes to become ready (its START_WAIT)
+            ctx.set(dut.rq.valid, started and k < len(words) and rng.random() < 0.8)
             if k < len(words):
                 ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
             wr = dut.l1_wr
