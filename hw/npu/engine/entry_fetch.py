@@ -156,11 +156,17 @@ class EntryFetcher(wiring.Component):
             m.d.sync += active.eq(0)
         with m.If(~active & ~fifo.r_rdy & (inflight == 0)):
             m.d.comb += self.start.ready.eq(1)
-        with m.If(self.start.valid & self.start.ready):
+        # the request's registers load in every idle cycle, not on ``start.valid`` (the
+        # SEQ's issue, across the die): only ``active`` waits on it. Nothing looks at them
+        # while idle (no command goes out, the FIFO is empty, no word is offered), so the
+        # start cycle loads the same values as before
+        with m.If(~active):
             a = self.start.payload.addr
-            m.d.sync += [active.eq(1), addr.eq(a), limit.eq(self.start.payload.limit),
+            m.d.sync += [addr.eq(a), limit.eq(self.start.payload.limit),
                          next_word.eq(a >> lw),
                          end_word.eq((a + REQUANT_ENTRY.size + W - 1) >> lw),
                          total.eq(HEAD_WORDS), emitted.eq(0), first.eq(1)]
+        with m.If(self.start.valid & self.start.ready):
+            m.d.sync += active.eq(1)
         m.d.comb += self.busy.eq(active)
         return m
