@@ -13,7 +13,9 @@ bursts with random stalls against it):
 * Bursts are INCR with full-width beats (the only kind the engine's
   :class:`~npu.bus.axi.AxiBurstPort` issues; ``ARBURST``/``ARSIZE`` are not decoded). A read
   burst streams one beat per cycle once started; W beats are taken one per cycle, the burst
-  ending at ``WLAST``.
+  ending at ``WLAST``. Read beats go through a FIFO of :data:`R_DEPTH` beats: the block
+  RAM reads a beat whenever the FIFO will have room for it, counted from registers, so its
+  read enable does not wait on ``RREADY`` (which comes from deep inside the engine).
 * A beat whose word lies past the memory's end answers ``DECERR`` (read data 0; the write
   is dropped, and the burst's B response is ``DECERR``): the engine then stops with its AXI
   error cause instead of reading wrapped data.
@@ -24,17 +26,22 @@ bursts with random stalls against it):
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from npu.bus.axi import axi4_signature
+from npu.bus.stream import StreamFIFO
 
 __all__ = ["RESP_DECERR", "AxiRam", "host_port_signature"]
 
 RESP_OKAY = 0
 RESP_DECERR = 3
+#: Read beats the R channel's FIFO holds: a beat is read from the block RAM when the beats
+#: in the FIFO and the one read last cycle leave room for it, so a burst streams at one
+#: beat per cycle while ``RREADY`` stays high (the FIFO's output register adds a cycle).
+R_DEPTH = 4
 
 
 def host_port_signature(addr_bits):
@@ -93,14 +100,30 @@ class AxiRam(wiring.Component):
         tid = Signal(axi.arid.shape())
         issued = Signal(9)
         beat = Signal(8)
-        rv = Signal()
+        inflight = Signal()                        # a beat read last cycle: in the FIFO now
         rerr = Signal()
+        rlast = Signal()
         werr = Signal()
         turn = Signal()                            # 1: a write goes first next time
         lane = Signal(max(1, lane_bits))
 
         host_word = host.addr >> lane_bits if lane_bits else host.addr
         m.d.comb += [axi.rid.eq(tid), axi.bid.eq(tid)]
+
+        # the R channel: beats from the block RAM into the FIFO ({data, resp, last}), out
+        # to the engine (a read burst leaves READ only once the FIFO is empty, so ``tid``
+        # holds for all of its beats)
+        dw = self.data_width
+        m.submodules.rfifo = rfifo = StreamFIFO(width=dw + 3, depth=R_DEPTH)
+        m.d.comb += [rfifo.i.valid.eq(inflight),
+                     rfifo.i.payload.eq(Cat(Mux(rerr, 0, rport.data),
+                                            Mux(rerr, RESP_DECERR, RESP_OKAY)[:2], rlast)),
+                     axi.rvalid.eq(rfifo.o.valid),
+                     axi.rdata.eq(rfifo.o.payload[:dw]),
+                     axi.rresp.eq(rfifo.o.payload[dw:dw + 2]),
+                     axi.rlast.eq(rfifo.o.payload[dw + 2]),
+                     rfifo.o.ready.eq(axi.rready)]
+        m.d.sync += inflight.eq(0)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -109,7 +132,7 @@ class AxiRam(wiring.Component):
                 with m.Elif(axi.arvalid & (~axi.awvalid | ~turn)):
                     m.d.comb += axi.arready.eq(1)
                     m.d.sync += [base.eq(axi.araddr[shift:]), length.eq(axi.arlen),
-                                 tid.eq(axi.arid), issued.eq(0), rv.eq(0), turn.eq(1)]
+                                 tid.eq(axi.arid), issued.eq(0), turn.eq(1)]
                     m.next = "READ"
                 with m.Elif(axi.awvalid):
                     m.d.comb += axi.awready.eq(1)
@@ -139,18 +162,15 @@ class AxiRam(wiring.Component):
             with m.State("READ"):
                 word = Signal(self.addr_width - shift + 1)
                 m.d.comb += word.eq(base + issued)
-                advance = ~rv | axi.rready
-                m.d.comb += [axi.rvalid.eq(rv), axi.rlast.eq(beat == length),
-                             axi.rdata.eq(Mux(rerr, 0, rport.data)),
-                             axi.rresp.eq(Mux(rerr, RESP_DECERR, RESP_OKAY)),
-                             rport.addr.eq(word), rport.en.eq(advance)]
-                with m.If(advance):
-                    with m.If(rv & (beat == length)):
-                        m.d.sync += rv.eq(0)
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += [rv.eq(1), beat.eq(issued), rerr.eq(word >= depth),
-                                     issued.eq(issued + 1)]
+                more = issued <= length
+                read = Signal()
+                m.d.comb += [read.eq(more & (rfifo.level + inflight < R_DEPTH)),
+                             rport.addr.eq(word), rport.en.eq(read)]
+                with m.If(read):
+                    m.d.sync += [inflight.eq(1), rerr.eq(word >= depth),
+                                 rlast.eq(issued == length), issued.eq(issued + 1)]
+                with m.If(~more & ~inflight & (rfifo.level == 0)):
+                    m.next = "IDLE"
             with m.State("WRITE"):
                 word = Signal(self.addr_width - shift + 1)
                 m.d.comb += [word.eq(base + beat), axi.wready.eq(1)]
