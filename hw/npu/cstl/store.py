@@ -77,12 +77,16 @@ class VectorStore(wiring.Component):
         lo_en, hi_en = Signal(L), Signal(L)
         has_hi = Signal()
         waddr = Signal(32 - lw)
+        waddr1 = Signal(32 - lw)        # waddr + 1, loaded with it
         take = Signal()         # the pending-word logic takes the staged vector
-        m.d.comb += self.i.ready.eq(~a_valid | take)
-        with m.If(self.i.valid & self.i.ready):
+        load = Signal()         # the input stage takes a vector, of word ``incoming``
+        incoming = Signal(32 - lw)
+        m.d.comb += [self.i.ready.eq(~a_valid | take), load.eq(self.i.valid & self.i.ready),
+                     incoming.eq(v.addr[lw:])]
+        with m.If(load):
             m.d.sync += [a_valid.eq(1), lo.eq(wide[:8 * L]), hi.eq(wide[8 * L:]),
                          lo_en.eq(wen[:L]), hi_en.eq(wen[L:]), has_hi.eq(wen[L:] != 0),
-                         waddr.eq(v.addr[lw:])]
+                         waddr.eq(incoming), waddr1.eq(incoming + 1)]
         with m.Elif(take):
             m.d.sync += a_valid.eq(0)
 
@@ -96,12 +100,6 @@ class VectorStore(wiring.Component):
         # vector's word (when one is taken) with what the pending word's address will be:
         # unchanged, the staged word, or the word after it.
         same = Signal()
-        waddr1 = Signal(32 - lw)        # waddr + 1, loaded with it
-        load = Signal()
-        incoming = Signal(32 - lw)
-        m.d.comb += [load.eq(self.i.valid & self.i.ready), incoming.eq(v.addr[lw:])]
-        with m.If(load):
-            m.d.sync += waddr1.eq(incoming + 1)
         # the pending word unchanged (also where it stays empty); the branches below
         # override this where they move or clear it
         m.d.sync += same.eq(Mux(load, p_valid & (incoming == p_addr), same))
