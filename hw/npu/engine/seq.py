@@ -301,6 +301,7 @@ class Sequencer(wiring.Component):
         # the register writes at the front of the window (WRITES; the NMU's come one by one)
         s.indices = [s.field(WRITE, "index", at=j * WRITE.size) for j in range(s.K)]
         s.values = [s.field(WRITE, "value", at=j * WRITE.size) for j in range(s.K)]
+        self._stage_writes(m, s)
 
         with m.FSM(name="seq"):
             with m.State("IDLE"):
@@ -446,6 +447,26 @@ class Sequencer(wiring.Component):
         # "writes_left >= n" for the write counts WRITES takes at once, as registers set
         # beside every store to writes_left (:meth:`_writes_left`), like stream_at_least
         s.writes_at_least = {n: Signal(name=f"writes_left_ge{n}") for n in range(1, s.K + 1)}
+
+    def _stage_writes(self, m, s):
+        """The writes WRITES takes from the window reach the staging registers a cycle
+        later, from registers: which register each write names (one-hot, no bit for an
+        index out of range) and its value. The staging registers' enables are then an OR
+        of register bits, not the window's decode and the state's conditions (the board's
+        worst path on seed 2 at 8ebe584). HAND reads the staging registers no earlier than
+        two cycles after the last write: WRITES leaves for HAND in a cycle that takes no
+        write, so the last writes have landed when HAND starts."""
+        R = len(s.reg_names)
+        s.stage_hit = [Signal(R, name=f"stage_hit{j}") for j in range(s.K)]
+        s.stage_value = [Signal(32, name=f"stage_value{j}") for j in range(s.K)]
+        # cleared every cycle unless WRITES sets them (statements after this one win)
+        m.d.sync += [h.eq(0) for h in s.stage_hit]
+        m.d.sync += [v.eq(s.values[j]) for j, v in enumerate(s.stage_value)]
+        for k in range(R):
+            # in order, so a later write to the same register wins
+            for j in range(s.K):
+                with m.If(s.stage_hit[j][k]):
+                    m.d.sync += s.staging[k].eq(s.stage_value[j])
 
     def _scoreboard(self, m, s):
         """Token scoreboard and unit occupancy: completions set the signal tokens of the
@@ -826,10 +847,11 @@ class Sequencer(wiring.Component):
                 cond = cond & s.writes_at_least[n]
             with m.Elif(cond):
                 m.d.comb += s.take.eq(nbytes)
-                # the staging registers are written whether or not an index is in range
-                # (the index checks stay off their enables): a bad index ends the run in
-                # ERROR, and the next task clears them
-                m.d.sync += [s.staging[indices[j]].eq(values[j]) for j in range(n)]
+                # staged (:meth:`_stage_writes`) whether or not an index is in range (the
+                # index checks stay off the staging): a bad index ends the run in ERROR,
+                # and the next task clears the staging registers
+                m.d.sync += [s.stage_hit[j][k].eq(indices[j] == k)
+                             for j in range(n) for k in range(len(s.reg_names))]
                 self._count_flags(m, s, n)
                 bad = Cat(*[indices[j] >= len(s.reg_names) for j in range(n)]).any()
                 with m.If(bad):
