@@ -151,12 +151,19 @@ class SteppedAgu(wiring.Component):
         bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
         ends = {c.name: Signal(name=f"{c.name}_end") for c, _ in bounds}
 
+        # The activation run's "last tap of the pixel" (``ky`` and ``kx`` both at their
+        # end) in a register of its own, set from the same counts as the end flags: the
+        # run's tag goes to the reader's registers across the unit, and ``ky_end``, which
+        # every step's carries read, no longer has to sit near them (the board's worst
+        # path on seed 3 at 8ebe584 started at ``ky_end``, 60 columns from its loads)
+        last_tap = Signal()
+
         def at_end(c):
             return ends[c.name]
         with m.If(self.start):
             m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
                          pb.eq(t.pix_bias & (self.mode == self.MODE_A)),
-                         col_end.eq(ncols_now == 1)]
+                         col_end.eq(ncols_now == 1), last_tap.eq((t.kh == 1) & (t.kw == 1))]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
             m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
@@ -228,7 +235,6 @@ class SteppedAgu(wiring.Component):
                         m.d.sync += [ci.eq(ci + 1), col_end.eq(ci + 2 == ncols)]
             with m.Default():
                 pad = (ih < 0) | (ih >= t.h) | (iw < 0) | (iw >= t.w)
-                last_tap = at_end(ky) & at_end(kx)
                 m.d.comb += [
                     p.addr.eq(x_base + a_off),
                     p.length.eq(t.cin), p.pad.eq(pad),
@@ -287,9 +293,15 @@ class SteppedAgu(wiring.Component):
                     with m.Else():       # next kernel column
                         m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
                     with m.If(c_ky):     # the pixel's last tap: the next pixel from tap 0
-                        m.d.sync += [tap.eq(0), trow.eq(0)]
+                        m.d.sync += [tap.eq(0), trow.eq(0),
+                                     last_tap.eq((t.kh == 1) & (t.kw == 1))]
                         with m.If(~c_b):  # (its bias words first)
                             m.d.sync += pb.eq(t.pix_bias)
                     with m.Else():
                         m.d.sync += [tap.eq(tap + 1), trow.eq(trow + q)]
+                        # the ends ``count`` sets: kx wraps and ky counts, or kx counts
+                        with m.If(c_kx):
+                            m.d.sync += last_tap.eq((ky + 2 == t.kh) & (t.kw == 1))
+                        with m.Else():
+                            m.d.sync += last_tap.eq(at_end(ky) & (kx + 2 == t.kw))
         return m
