@@ -300,6 +300,8 @@ def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3, keep=(), elt_lanes=1):
     is in ``keep`` start with ``keep`` set and are offered no table words; ``elt_lanes``:
     the unit's binary eltwise lanes a cycle."""
     dut = CstlUnit(lanes=LANES, depth=DEPTH, elt_lanes=elt_lanes)
+    core = dut.core
+    walks = (core.walk, core.pool_walk, core.elt_walk)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     results = []
@@ -329,7 +331,13 @@ def _run(tasks, rng, *, table_gap=0.3, done_gap=0.3, keep=(), elt_lanes=1):
             words = [] if index in keep else [int.from_bytes(table[4 * k:4 * k + 4], "little")
                                               for k in range(TABLE_WORDS)]
             k, done = 0, None
+            # the reader's ready goes to every walk: only the task's own may be busy
+            task = decode(regs)
+            own = core.pool_walk if task.pool else core.elt_walk if task.elt else core.walk
             for _cycle in range(20000):
+                for w in walks:
+                    assert w is own or not ctx.get(w.busy), \
+                        f"{type(w).__name__} busy in a task of {type(own).__name__}"
                 offer = k < len(words) and rng.random() >= table_gap
                 ctx.set(dut.table.valid, offer)
                 ctx.set(dut.table.payload, words[k] if k < len(words) else 0)

@@ -132,6 +132,10 @@ class Cstl(wiring.Component):
             raise ValueError(f"elt_lanes must be a power of two from 1 to lanes ({lanes}), "
                              f"not {elt_lanes!r}")
         self.lanes, self.depth, self.elt_lanes = lanes, depth, elt_lanes
+        #: the walks (attributes so that a bench can watch them): copies and casts,
+        #: pools, eltwise; only the task's own walk is ever busy (see ``elaborate``)
+        self.walk, self.pool_walk = RegionWalk(), PoolWalk(lanes=lanes)
+        self.elt_walk = EltWalk(lanes=lanes)
         super().__init__({"start": In(stream.Signature(task_layout())),
                           "keep": In(1),
                           **_signature(depth, 8 * lanes)})
@@ -139,9 +143,9 @@ class Cstl(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         L = self.lanes
-        m.submodules.walk = walk = RegionWalk()
-        m.submodules.pool_walk = pwalk = PoolWalk(lanes=L)
-        m.submodules.elt_walk = ewalk = EltWalk(lanes=L)
+        m.submodules.walk = walk = self.walk
+        m.submodules.pool_walk = pwalk = self.pool_walk
+        m.submodules.elt_walk = ewalk = self.elt_walk
         # commands through a skid register: the walks do not see the reader's ready (which
         # follows the datapath's and the L1 grant's) in the cycle
         m.submodules.reader = reader = RunReader(lanes=L, depth=self.depth, skid=True)
@@ -167,13 +171,18 @@ class Cstl(wiring.Component):
         # use_table: the output stage takes the looked-up bytes (a task with a table and
         # bytes in: a narrowing cast saturates the bytes as read)
         is_held, use_table = Signal(name="is_held"), Signal(name="use_table")
-        # the reader takes the runs of the task's walk; a max pool pads with -128
-        with m.If(is_pool):
-            wiring.connect(m, pwalk.cmd, reader.cmd)
-        with m.Elif(is_elt):
-            wiring.connect(m, ewalk.cmd, reader.cmd)
-        with m.Else():
-            wiring.connect(m, walk.cmd, reader.cmd)
+        # the reader takes the runs of the task's walk; a max pool pads with -128. The
+        # reader's ready goes to every walk as it is, not through the mode: only the
+        # task's own walk is ever busy (a walk starts from CHECK for its mode, and the mode
+        # registers change only in IDLE, after the walk's last run came back through the
+        # reader), so the mode flags stay off each walk's step (the board's worst path on
+        # seed 2 at 8b1ffd2 ran from ``is_pool`` through the pool walk's step)
+        for w, sel in ((pwalk, is_pool), (ewalk, ~is_pool & is_elt),
+                       (walk, ~is_pool & ~is_elt)):
+            with m.If(sel):
+                m.d.comb += [reader.cmd.valid.eq(w.cmd.valid),
+                             reader.cmd.payload.eq(w.cmd.payload)]
+            m.d.comb += w.cmd.ready.eq(reader.cmd.ready)
         m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
         # pooling: per lane the running max, or the running sum, of the window's taps so
