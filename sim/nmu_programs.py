@@ -243,7 +243,7 @@ def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides
                  aligned=aligned)
 
 
-def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
+def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=None):
     """Run one task on ``dut`` in the Amaranth simulator with L1 = ``mem`` (a bytearray,
     changed in place), served the way ``npu.bus.ports.ArbitratedSRAM`` serves its client
     ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
@@ -255,6 +255,9 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
 
     ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
     values ``{index: value}``, written through its register port first.
+    ``denials``: a dict, if given, is filled with the cycles a request was denied from the
+    start to ``done``: ``"read"`` (on either read port) and ``"write"``, what the unit's
+    ``cnt_stall_read`` and ``cnt_stall_write`` count.
     Returns (done payload as (error, cause), counters dict)."""
     lanes = dut.geometry.lanes
     words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
@@ -278,6 +281,7 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
         ctx.set(dut.done.ready, 1)
         k = 0
         started = False
+        denied_read = denied_write = 0
         for _cycle in range(max_cycles):
             if started:
                 ctx.set(dut.start.valid, 0)
@@ -290,6 +294,9 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
             for rd in rports:
                 ctx.set(rd.gnt, ctx.get(rd.req) and rng.random() >= deny)
             ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= deny)
+            if denials is not None:
+                denied_read += any(ctx.get(rd.req) and not ctx.get(rd.gnt) for rd in rports)
+                denied_write += ctx.get(wr.req) and not ctx.get(wr.gnt)
             reads = [None] * len(rports)
             write = None
             for j, rd in enumerate(rports):
@@ -308,6 +315,8 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000):
                 # done waits for the whole requantisation entry, refused task or not
                 assert k == len(words), f"done after {k} of the entry's {len(words)} words"
                 result["counters"] = {n: ctx.get(getattr(dut, f"cnt_{n}")) for n in COUNTERS}
+                if denials is not None:
+                    denials.update(read=denied_read, write=denied_write)
                 await ctx.tick()
                 return
             await ctx.tick()

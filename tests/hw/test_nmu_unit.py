@@ -94,11 +94,15 @@ def test_nmu_against_the_executor(unit, wunit, name, weight_port):
     rng = np.random.default_rng(sorted(CASES).index(name) + 1)
     case = CASES[name](rng)
     mem = bytearray(case.l1_before.tobytes())
+    denials = {}
     done, counters = run_nmu(wunit if weight_port else unit, case.regs, case.entry, mem,
-                             random.Random(name))
+                             random.Random(name), denials=denials)
     assert done == (0, 0)
     _compare(mem, case.l1_after, name)
     assert counters["macs"] == case.macs
+    # every denied cycle counted once, the last one too (the counters count a cycle late)
+    assert (counters["stall_read"], counters["stall_write"]) == (denials["read"],
+                                                                 denials["write"])
     if case.macs >= 200:  # the random denial bit
         assert counters["stall_read"] > 0 and counters["stall_write"] > 0
     # the model too

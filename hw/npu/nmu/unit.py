@@ -334,14 +334,22 @@ class Nmu(wiring.Component):
         m.d.sync += [took.eq(array.i.valid & array.i.ready), took_count.eq(vec.count),
                      took_lane.eq(vec.tag.lane),
                      macs_took.eq(Mux(took, took_count * took_lane, 0))]
+        # the stall counters count a cycle late, from registers beside the readers and the
+        # output stage (their stall follows the L1 grants: not a path across the die to
+        # the counters; the board's worst path on seed 3 at 8b1ffd2 ran from a DMA's write
+        # request through the L1 write grant into ``cnt_stall_write``). A task's last
+        # stall is counted while it still counts: after its last read the array and the
+        # output stage still work, and DRAIN ends in a cycle with no write stall
+        stalled_read, stalled_write = Signal(name="stall_read_q"), Signal(name="stall_write_q")
+        m.d.sync += [stalled_read.eq(read_stall), stalled_write.eq(out.stall)]
         with m.If(counting):
             m.d.sync += [counters["busy"].eq(counters["busy"] + 1),
                          counters["macs"].eq(counters["macs"] + macs_took)]
             with m.If((offered & ~is_act) | (~offered & waiting_w)):
                 m.d.sync += counters["load"].eq(counters["load"] + 1)
-            with m.If(read_stall):
+            with m.If(stalled_read):
                 m.d.sync += counters["stall_read"].eq(counters["stall_read"] + 1)
-            with m.If(out.stall):
+            with m.If(stalled_write):
                 m.d.sync += counters["stall_write"].eq(counters["stall_write"] + 1)
             with m.If(offered & is_act & ~array.i.ready):
                 m.d.sync += counters["stall_out"].eq(counters["stall_out"] + 1)
