@@ -177,12 +177,15 @@ class Cstl(wiring.Component):
         # registers change only in IDLE, after the walk's last run came back through the
         # reader), so the mode flags stay off each walk's step (the board's worst path on
         # seed 2 at 8b1ffd2 ran from ``is_pool`` through the pool walk's step)
-        for w, sel in ((pwalk, is_pool), (ewalk, ~is_pool & is_elt),
-                       (walk, ~is_pool & ~is_elt)):
-            with m.If(sel):
-                m.d.comb += [reader.cmd.valid.eq(w.cmd.valid),
-                             reader.cmd.payload.eq(w.cmd.payload)]
-            m.d.comb += w.cmd.ready.eq(reader.cmd.ready)
+        def offer(w):
+            m.d.comb += [reader.cmd.valid.eq(w.cmd.valid), reader.cmd.payload.eq(w.cmd.payload)]
+        with m.If(is_pool):
+            offer(pwalk)
+        with m.Elif(is_elt):
+            offer(ewalk)
+        with m.Else():
+            offer(walk)
+        m.d.comb += [w.cmd.ready.eq(reader.cmd.ready) for w in (walk, pwalk, ewalk)]
         m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
         # pooling: per lane the running max, or the running sum, of the window's taps so

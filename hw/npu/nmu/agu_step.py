@@ -157,13 +157,14 @@ class SteppedAgu(wiring.Component):
         # every step's carries read, no longer has to sit near them (the board's worst
         # path on seed 3 at 8ebe584 started at ``ky_end``, 60 columns from its loads)
         last_tap = Signal()
+        one_tap = (t.kh == 1) & (t.kw == 1)    # the window is one tap: every tap is last
 
         def at_end(c):
             return ends[c.name]
         with m.If(self.start):
             m.d.sync += [self.busy.eq(1), mode.eq(self.mode), bc.eq(0), bank.eq(self.bank),
                          pb.eq(t.pix_bias & (self.mode == self.MODE_A)),
-                         col_end.eq(ncols_now == 1), last_tap.eq((t.kh == 1) & (t.kw == 1))]
+                         col_end.eq(ncols_now == 1), last_tap.eq(one_tap)]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
             m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
@@ -293,8 +294,7 @@ class SteppedAgu(wiring.Component):
                     with m.Else():       # next kernel column
                         m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
                     with m.If(c_ky):     # the pixel's last tap: the next pixel from tap 0
-                        m.d.sync += [tap.eq(0), trow.eq(0),
-                                     last_tap.eq((t.kh == 1) & (t.kw == 1))]
+                        m.d.sync += [tap.eq(0), trow.eq(0), last_tap.eq(one_tap)]
                         with m.If(~c_b):  # (its bias words first)
                             m.d.sync += pb.eq(t.pix_bias)
                     with m.Else():
