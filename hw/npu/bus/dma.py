@@ -16,10 +16,14 @@ plus three (plan, first source word, read latency): full bus width on long rows.
 
 Ports and timing
 ----------------
-* ``cmd``: stream of :func:`dma_command_layout`; accepted when idle.
+* ``cmd``: stream of :func:`dma_command_layout`; accepted when idle. The command's
+  registers load from ``cmd.payload`` in every idle cycle (only the start waits for
+  ``cmd.valid``), so ``cmd.valid`` reaches a handful of registers, not all of them.
 * ``rd``: read port of the source memory (``addr``, ``en``; ``data`` valid one cycle
   after ``en``, as :class:`npu.bus.memory.SRAM`). ``wr``: write port of the destination
-  memory (``addr``, ``data``, byte enables ``en``). The ports are the unit's own: no
+  memory (``addr``, ``data``, byte enables ``en``; ``valid`` is high exactly when ``en`` is
+  not zero, straight from registers, for a caller that stalls the copy on a write it
+  cannot make). ``rd.en`` also comes from registers only. The ports are the unit's own: no
   arbitration stalls are modelled here.
 * ``done``: one transfer per command when its last word has been written. ``error`` is
   set when a row would reach outside either memory: rows are checked as they start, the
@@ -89,7 +93,7 @@ class RegionCopy(wiring.Component):
     ----------
     cmd : stream of dma_command_layout, in
     rd : {"addr": out, "en": out, "data": in}
-    wr : {"addr": out, "data": out, "en": out (byte enables)}
+    wr : {"addr": out, "data": out, "en": out (byte enables), "valid": out (en != 0)}
     done : stream of {"error"}, out
     bytes, busy : Signal(32), out
     """
@@ -111,7 +115,8 @@ class RegionCopy(wiring.Component):
                                         "data": In(data_width)})),
             "wr": Out(wiring.Signature({"addr": Out(range(dst_depth)),
                                         "data": Out(data_width),
-                                        "en": Out(data_width // 8)})),
+                                        "en": Out(data_width // 8),
+                                        "valid": Out(1)})),
             "done": Out(stream.Signature(data.StructLayout({"error": 1}))),
             "bytes": Out(32),
             "busy": Out(32),
@@ -136,8 +141,7 @@ class RegionCopy(wiring.Component):
         in_row = Signal()
         n = cmd.count[0]
         q = Signal(aw + 1)           # next source word index to fetch (may start at -1)
-        q_first = Signal(aw)         # first and last source words of the row
-        q_last = Signal(aw)
+        q_last = Signal(aw)          # last source word of the row
         outs_left = Signal(17)       # destination words still to produce
         out_k = Signal(17)           # destination word counter within the row
         dst_word0 = Signal(aw)
@@ -152,16 +156,20 @@ class RegionCopy(wiring.Component):
         have_prev = Signal()
 
         m.d.comb += self.cmd.ready.eq(~active)
-        with m.If(self.cmd.valid & ~active):
+        # Idle: the command's registers follow the payload (nothing reads them until the
+        # start); the start itself, the error and the done wait for the handshake.
+        with m.If(~active):
             p = self.cmd.payload
-            m.d.sync += [cmd.eq(p), active.eq(1), i1.eq(0), i2.eq(0), i3.eq(0), self._error.eq(0),
+            m.d.sync += [cmd.eq(p), i1.eq(0), i2.eq(0), i3.eq(0),
                          row_src.eq(p.src), row_dst.eq(p.dst),
                          base2_src.eq(p.src), base2_dst.eq(p.dst),
                          base3_src.eq(p.src), base3_dst.eq(p.dst)]
-            empty = (p.count[0] == 0) | (p.count[1] == 0) | (p.count[2] == 0) | \
-                (p.count[3] == 0)
-            with m.If(empty):  # nothing to copy: done at once
-                m.d.sync += [active.eq(0), self._finished.eq(1)]
+            with m.If(self.cmd.valid):
+                m.d.sync += [active.eq(1), self._error.eq(0)]
+                empty = (p.count[0] == 0) | (p.count[1] == 0) | (p.count[2] == 0) | \
+                    (p.count[3] == 0)
+                with m.If(empty):  # nothing to copy: done at once
+                    m.d.sync += [active.eq(0), self._finished.eq(1)]
         with m.If(active):
             m.d.sync += self.busy.eq(self.busy + 1)
 
@@ -182,7 +190,6 @@ class RegionCopy(wiring.Component):
             m.d.sync += [
                 in_row.eq(1),
                 q.eq((row_src >> lw) - borrow),
-                q_first.eq(row_src >> lw),
                 q_last.eq((row_src + n - 1) >> lw),
                 outs_left.eq(nout),
                 out_k.eq(0),
@@ -199,23 +206,34 @@ class RegionCopy(wiring.Component):
             ]
 
         # Fetch: one source word (or a zero word outside the row) per cycle, nout + 1 in all.
+        # Whether a fetch is due and whether it reads memory (the row's first source word
+        # <= q <= q_last) are registers of their own, so the read request (which a caller's
+        # stall depends on) is two flip-flops and an AND, not a count and two address
+        # comparisons. q starts at the row's first word - borrow and steps by one: it is
+        # before the row for the first fetch when borrow is set, then in the row up to and
+        # including q_last, then past it.
         fetch = Signal()
         fetches_left = Signal(17)
+        more = Signal()              # fetches_left != 0
+        before = Signal()            # q is the word before the row's first
+        real = Signal()              # q is a word of the row, at most q_last
         with m.If(start_row):
-            m.d.sync += fetches_left.eq(
-                ((row_dst + n - 1) >> lw) - (row_dst >> lw) + 2)
-        m.d.comb += fetch.eq(in_row & (fetches_left != 0))
-        q_signed = q.as_signed()
-        real = (q_signed >= 0) & (q[:aw] >= q_first) & (q[:aw] <= q_last) & ~q[aw]
+            borrow = row_dst[:lw] > row_src[:lw]
+            m.d.sync += [fetches_left.eq(((row_dst + n - 1) >> lw) - (row_dst >> lw) + 2),
+                         more.eq(1), before.eq(borrow), real.eq(~borrow)]
+        m.d.comb += fetch.eq(in_row & more)
         m.d.comb += [self.rd.addr.eq(q[:aw]), self.rd.en.eq(fetch & real)]
         m.d.sync += [fetched.eq(fetch), fetched_real.eq(fetch & real)]
         with m.If(fetch):
-            m.d.sync += [q.eq(q + 1), fetches_left.eq(fetches_left - 1)]
+            m.d.sync += [q.eq(q + 1), fetches_left.eq(fetches_left - 1),
+                         more.eq(fetches_left != 1), before.eq(0),
+                         real.eq(before | (real & (q[:aw] != q_last)))]
 
         # Use: combine with the previous word, write one destination word.
         word = Mux(fetched_real, self.rd.data, 0)
         window = Signal(2 * self.data_width)
         m.d.comb += window.eq(Cat(prev, word) >> (shift * 8))
+        m.d.comb += self.wr.valid.eq(fetched & have_prev)
         with m.If(fetched):
             m.d.sync += [prev.eq(word), have_prev.eq(1)]
             with m.If(have_prev):
