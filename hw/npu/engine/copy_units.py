@@ -104,14 +104,18 @@ class DmaUnit(wiring.Component):
         m.d.comb += [self.start.ready.eq(~self.busy & rc.cmd.ready),
                      rc.cmd.valid.eq(self.start.valid & ~self.busy)]
         _load_copy(m, rc.cmd.payload, self.start.payload.copy)
-        with m.If(self.start.valid & self.start.ready):
-            m.d.sync += [self.busy.eq(1), self.src_level.eq(self.start.payload.src_level),
+        # idle, the levels follow the payload (as the copy's command registers do): the
+        # start handshake reaches only ``busy``
+        with m.If(~self.busy):
+            m.d.sync += [self.src_level.eq(self.start.payload.src_level),
                          self.dst_level.eq(self.start.payload.dst_level)]
+        with m.If(self.start.valid & self.start.ready):
+            m.d.sync += self.busy.eq(1)
 
         src_l1 = self.src_level == l1
         dst_l1 = self.dst_level == l1
         rd_req = rc.rd.en
-        wr_req = rc.wr.en.any()
+        wr_req = rc.wr.valid
         rd_ok = Mux(src_l1, self.l1_rd.gnt, self.l2_rd.gnt)
         wr_ok = Mux(dst_l1, self.l1_wr.gnt, self.l2_wr.gnt)
         stall = (rd_req & ~rd_ok) | (wr_req & ~wr_ok)
@@ -135,14 +139,14 @@ class DmaUnit(wiring.Component):
 class _RowWalker:
     """Walks the rows of a copy on one side and issues AXI commands for their words.
 
-    Built inside :meth:`SdmaUnit.elaborate`. ``load`` latches the side's address, the
-    strides and the counts; ``cmd`` is the AXI command stream; ``finished`` goes high
-    when every command has been issued.
+    Built inside :meth:`SdmaUnit.elaborate`. While ``idle`` the side's address, the
+    strides and the counts follow ``copy``; ``load`` (a start, in an idle cycle) starts
+    the walk; ``cmd`` is the AXI command stream; ``finished`` goes high when every
+    command has been issued.
     """
 
-    def __init__(self, m, addr_width, wbytes, copy, load, to_ddr, cmd):
+    def __init__(self, m, addr_width, wbytes, copy, idle, load, to_ddr, cmd):
         lw = wbytes.bit_length() - 1
-        base = Signal(addr_width)
         strides = [Signal(addr_width, name=f"walk_stride{k}") for k in range(3)]
         counts = [Signal(COPY_COUNT_BITS, name=f"walk_count{k}") for k in range(4)]
         i = [Signal(COPY_COUNT_BITS, name=f"walk_i{k}") for k in range(1, 4)]
@@ -155,14 +159,16 @@ class _RowWalker:
         self.finished = Signal()
         self.active = active
 
-        with m.If(load):
+        with m.If(idle):
             addr = Mux(to_ddr, copy.dst, copy.src)
-            m.d.sync += [base.eq(addr), row.eq(addr), base2.eq(addr), base3.eq(addr),
-                         in_row.eq(0), active.eq(1), self.finished.eq(0)]
+            m.d.sync += [row.eq(addr), base2.eq(addr), base3.eq(addr),
+                         in_row.eq(0)]
             m.d.sync += [c.eq(copy.count[k]) for k, c in enumerate(counts)]
             m.d.sync += [x.eq(0) for x in i]
             for k in range(3):
                 m.d.sync += strides[k].eq(Mux(to_ddr, copy.dst_stride[k], copy.src_stride[k]))
+        with m.If(load):
+            m.d.sync += [active.eq(1), self.finished.eq(0)]
             empty = (copy.count[0] == 0) | (copy.count[1] == 0) | (copy.count[2] == 0) | \
                 (copy.count[3] == 0)
             with m.If(empty):
@@ -245,16 +251,18 @@ class SdmaUnit(wiring.Component):
                      load.eq(self.start.valid & self.start.ready)]
         _load_copy(m, rc.cmd.payload, self.start.payload.copy)
         new_to_ddr = self.start.payload.dst_level == level_code("DDR")
-        with m.If(load):
-            m.d.sync += [self.busy.eq(1), self.src_level.eq(self.start.payload.src_level),
+        with m.If(~self.busy):
+            m.d.sync += [self.src_level.eq(self.start.payload.src_level),
                          self.dst_level.eq(self.start.payload.dst_level),
                          to_ddr.eq(new_to_ddr)]
+        with m.If(load):
+            m.d.sync += self.busy.eq(1)
 
         # One walker, on the DDR side of the copy; its commands go to the reader (DDR ->
         # L2) or to the writer (L2 -> DDR).
         walk_cmd = stream.Signature(command_layout(self.addr_width)).create()
-        walker = _RowWalker(m, self.addr_width, wbytes, self.start.payload.copy, load,
-                            new_to_ddr, walk_cmd)
+        walker = _RowWalker(m, self.addr_width, wbytes, self.start.payload.copy, ~self.busy,
+                            load, new_to_ddr, walk_cmd)
         m.d.comb += [self.rd_cmd.payload.eq(walk_cmd.payload),
                      self.wr_cmd.payload.eq(walk_cmd.payload)]
         with m.If(to_ddr):
@@ -278,7 +286,7 @@ class SdmaUnit(wiring.Component):
             m.d.sync += error.eq(0)
 
         rd_req = rc.rd.en
-        wr_req = rc.wr.en.any()
+        wr_req = rc.wr.valid
         rd_ok = Mux(to_ddr, self.l2_rd.gnt, self.rd_data.valid)
         wr_ok = Mux(to_ddr, self.wr_data.ready, self.l2_wr.gnt)
         stall = (rd_req & ~rd_ok) | (wr_req & ~wr_ok)
