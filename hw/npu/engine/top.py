@@ -262,6 +262,13 @@ class NemEngine(wiring.Component):
             with m.Else():
                 m.d.sync += reg.eq(reg + inc)
 
+        def late(cond, name):
+            # a stall gathered from a unit's grants, registered beside the unit before it
+            # crosses to the counters (counted a cycle late, as the units' own counters)
+            q = Signal(name=name)
+            m.d.sync += q.eq(cond)
+            return q
+
         counter(regs.CYCLES, busy)
         # the SEQ's waiting comes through its scoreboard and issue: registered beside the
         # SEQ, not a path across the die into a counter's enables (counted a cycle late)
@@ -271,10 +278,10 @@ class NemEngine(wiring.Component):
         names = unit_names(cfg)
         for name, u in zip(names[:len(units)], units, strict=True):
             counter(getattr(regs, f"BUSY_{name}"), u.busy)
-            counter(getattr(regs, f"STALL_{name}"), u.stall)
+            counter(getattr(regs, f"STALL_{name}"), late(u.stall, f"stall_{name.lower()}_q"))
         if nmu is not None:
             counter(regs.BUSY_NMU0, nmu.busy)
-            counter(regs.STALL_NMU0, nmu.busy & nmu_stall)
+            counter(regs.STALL_NMU0, late(nmu.busy & nmu_stall, "stall_nmu0_q"))
             # the NMU's own counters run per task: added up at each task's end
             ended = nmu.done.valid & nmu.done.ready
             for name in NMU_COUNTERS:
@@ -286,7 +293,7 @@ class NemEngine(wiring.Component):
                 m.d.sync += regs.NMU_CAUSE.eq(nmu.done.payload.cause)
         for k, (u, st) in enumerate(zip(cstls, cstl_stall, strict=True)):
             counter(getattr(regs, f"BUSY_CSTL{k}"), u.busy)
-            counter(getattr(regs, f"STALL_CSTL{k}"), u.busy & st)
+            counter(getattr(regs, f"STALL_CSTL{k}"), late(u.busy & st, f"stall_cstl{k}_q"))
             ended = u.done.valid & u.done.ready
             for name in CSTL_COUNTERS:
                 counter(getattr(regs, f"CSTL{k}_{name.upper()}"),
