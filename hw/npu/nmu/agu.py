@@ -138,13 +138,17 @@ class RunReader(wiring.Component):
         last_word = Signal()
         m.d.comb += last_word.eq(remaining <= room)
 
-        # Pending words (issued, not yet in the window): a queue of two entries, the
-        # oldest (``p``, the one the window looks at) and the next (``q``). A word may be
-        # issued while the queue has room for it at the start of the cycle, whether or not
-        # the window takes the oldest this cycle: the consumer's ready (which moves the
-        # window) does not reach the L1 request and grant. The port shows a word's data in
-        # the cycle after its issue (``fresh``) and holds it only until the next read, so
-        # each entry keeps its word in a register of its own from then on.
+        # Pending words (issued, not yet in the window): a queue of three entries, the
+        # oldest (``p``, the one the window looks at), the next (``q``) and a spare
+        # (``r``). A word may be issued while the queue has room for it at the start of the
+        # cycle, whether or not the window takes the oldest this cycle: the consumer's
+        # ready (which moves the window) does not reach the L1 request and grant. The port
+        # shows a word's data in the cycle after its issue (``fresh``) and holds it only
+        # until the next read, so each entry keeps its word in a register of its own from
+        # then on; the window takes a word only from that register (never in its fresh
+        # cycle), so no path runs from the block RAM's output through the window's shifts.
+        # A word thus waits two cycles from its issue; the third entry keeps a word issued
+        # per cycle while the two before it wait.
         def entry(name):
             return SimpleNamespace(
                 valid=Signal(name=f"{name}_valid"), skip=Signal(range(W), name=f"{name}_skip"),
@@ -153,7 +157,8 @@ class RunReader(wiring.Component):
                 tag=Signal(tag_layout(), name=f"{name}_tag"), fresh=Signal(name=f"{name}_fresh"),
                 data=Signal(8 * W, name=f"{name}_data"))
 
-        pe, qe = entry("p"), entry("q")
+        pe, qe, re = entry("p"), entry("q"), entry("r")
+        queue = (pe, qe, re)
         pend = pe.valid
         p_skip, p_take, p_last, p_first, p_pad, p_tag = (
             pe.skip, pe.take, pe.last, pe.first, pe.pad, pe.tag)
@@ -161,7 +166,7 @@ class RunReader(wiring.Component):
         consume = Signal()
         can_issue = Signal()
         issue = Signal()
-        m.d.comb += can_issue.eq(act & ~qe.valid)
+        m.d.comb += can_issue.eq(act & ~re.valid)
         # The port holds the last word read until the next read: a run that starts in the
         # word the previous run ended in takes it from there without a read. Forgotten
         # whenever the reader is idle (L1 may change between tasks). ``hit`` (the word at
@@ -189,7 +194,8 @@ class RunReader(wiring.Component):
 
         # the queue: an entry's word from the port in its fresh cycle (a hit's too: no read
         # lies between the read of the word it names and the cycle after its issue), kept
-        # in its register after that; the word issued this cycle enters behind what stays
+        # in its register after that; the entries are a prefix of ``queue``, the word issued
+        # this cycle enters behind what stays
         def word_of(e):
             return Mux(e.fresh, self.rd.data, e.data)
 
@@ -201,20 +207,22 @@ class RunReader(wiring.Component):
         def move_entry(dst, src):
             return [dst.valid.eq(src.valid), dst.skip.eq(src.skip), dst.take.eq(src.take),
                     dst.last.eq(src.last), dst.first.eq(src.first), dst.pad.eq(src.pad),
-                    dst.tag.eq(src.tag), dst.data.eq(word_of(src))]
+                    dst.tag.eq(src.tag), dst.data.eq(word_of(src)), dst.fresh.eq(0)]
 
-        m.d.sync += [pe.data.eq(word_of(pe)), pe.fresh.eq(0),
-                     qe.data.eq(word_of(qe)), qe.fresh.eq(0)]
+        for e in queue:
+            m.d.sync += [e.data.eq(word_of(e)), e.fresh.eq(0)]
         with m.If(consume):
-            m.d.sync += move_entry(pe, qe)
-            m.d.sync += qe.valid.eq(0)
+            m.d.sync += move_entry(pe, qe) + move_entry(qe, re) + [re.valid.eq(0)]
             with m.If(issue):
+                # the queue after the shift holds the entries after p: q moved to p
                 with m.If(qe.valid):
                     m.d.sync += fill_entry(qe)
                 with m.Else():
                     m.d.sync += fill_entry(pe)
         with m.Elif(issue):
-            with m.If(pe.valid):
+            with m.If(qe.valid):
+                m.d.sync += fill_entry(re)
+            with m.Elif(pe.valid):
                 m.d.sync += fill_entry(qe)
             with m.Else():
                 m.d.sync += fill_entry(pe)
@@ -295,7 +303,7 @@ class RunReader(wiring.Component):
         word = Signal(8 * W)
         pad_word = Signal(8 * W)
         m.d.comb += pad_word.eq(Const(0, 8 * W) | self.pad_byte.replicate(W))
-        m.d.comb += word.eq(Mux(p_pad, pad_word, word_of(pe)))
+        m.d.comb += word.eq(Mux(p_pad, pad_word, pe.data))
         shifted = Signal(8 * W)
         m.d.comb += shifted.eq(word >> (p_skip * 8))
         # bytes 0 .. p_take-1: one comparison of p_take per byte (a 8*W-bit shift and
@@ -310,7 +318,7 @@ class RunReader(wiring.Component):
         fits_e, fits_n = Signal(), Signal()
         m.d.comb += [fits_e.eq(~p_first | at_most),
                      fits_n.eq(Mux(p_first, empty, fill + p_take <= 2 * W)),
-                     consume.eq(pend & Mux(emit, fits_e, fits_n))]
+                     consume.eq(pend & ~pe.fresh & Mux(emit, fits_e, fits_n))]
 
         fill_next = Signal.like(fill)
         wend_next = Signal()
