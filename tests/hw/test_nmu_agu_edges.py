@@ -353,6 +353,74 @@ def test_run_reader_streams_aligned_runs_without_bubbles():
         assert cycles <= vectors + 4, (skid, cycles)
 
 
+def test_run_reader_keeps_the_held_word_while_it_waits():
+    """Short runs in the same word, back to back, under heavy back-pressure: a run that
+    starts in the word the port holds takes it from there even when it is loaded in a
+    cycle without a read (the run before it was itself such a run, or a pad run) and the
+    reader waited for the window in between, so each word is read once."""
+    lanes = 8
+    for seed in range(4):
+        rng = random.Random(70 + seed)
+        mem = bytearray(rng.randbytes(32 * lanes))
+        runs, addr = [], 5 * lanes + 2
+        for k in range(30):
+            if rng.random() < 0.2:
+                runs.append(Run(rng.randrange(32 * lanes), rng.randint(1, lanes), pad=True,
+                                tag=(k, 0, 0, 0, 0)))
+                continue
+            length = rng.randint(1, 3)
+            if addr % lanes + length > lanes or rng.random() < 0.15:
+                addr = lanes * rng.randrange(31) + rng.randrange(lanes - 3)
+            runs.append(Run(addr, length, tag=(k, 0, 0, 0, 0)))
+            addr += length
+        for skid in (False, True):
+            got, reads, _ = _reader(runs, mem, lanes, skid=skid, seed=seed, deny=0.0,
+                                    ready=0.15)
+            assert got == _vectors(runs, mem, lanes), (seed, skid)
+            assert reads == _held_word_reads(runs, lanes), (seed, skid)
+
+
+def test_run_reader_forgets_the_held_word_across_a_pad_run_after_idle():
+    """After the reader went idle and L1 changed, a pad run (which reads nothing) and then
+    a run in the word read last: that run reads the word again and sees the new bytes."""
+    lanes = 8
+    mem = bytearray(range(64))
+    got = []
+    for skid in (False, True):
+        mem[8:16] = bytes(range(8, 16))
+        dut = RunReader(lanes=lanes, depth=8, skid=skid)
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+
+        async def bench(ctx, dut=dut):
+            l1 = L1Port(dut.rd, mem, lanes, random.Random(42), deny=0.0)
+            ctx.set(dut.o.ready, 1)
+            ctx.set(dut.pad_byte, 0xA5)
+            batches = ([Run(8, 6, tag=(1, 0, 0, 0, 0))],
+                       [Run(40, 8, pad=True, tag=(2, 0, 0, 0, 0)),
+                        Run(10, 3, tag=(3, 0, 0, 0, 0))])
+            for batch in batches:
+                for run in batch:
+                    ctx.set(dut.cmd.valid, 1)
+                    ctx.set(dut.cmd.payload, _run_const(run))
+                    await ctx.tick().until(dut.cmd.ready)
+                    l1.after(ctx)
+                ctx.set(dut.cmd.valid, 0)
+                for _ in range(20):
+                    l1.before(ctx)
+                    if ctx.get(dut.o.valid):
+                        p = ctx.get(dut.o.payload)
+                        got.append([int(p.data[i]) for i in range(int(p.count))])
+                    await ctx.tick()
+                    l1.after(ctx)
+                assert not ctx.get(dut.busy)
+                mem[8:16] = bytes(range(100, 108))  # L1 changes while the reader is idle
+
+        sim.add_testbench(bench)
+        sim.run()
+        assert got[-2:] == [[0xA5] * 8, [102, 103, 104]], (skid, got)
+
+
 def test_run_reader_forgets_the_held_word_when_idle():
     """L1 may change between tasks: after the reader went idle, a run in the word it read
     last reads it again (the new bytes), rather than taking the stale word from the port."""
