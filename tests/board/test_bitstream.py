@@ -38,7 +38,7 @@ def test_bridge_bitstream(tmp_path):
     (clock, target), = report.targets.items()
     assert target == pytest.approx(25.0) and report.fmax[clock] >= target
     util = report.utilisation
-    assert util["EHXPLLL"][0] == 1 and util["DCCA"][0] >= 1   # PLL, global clock buffer
+    assert util["EHXPLLL"][0] == 1 and util["DCCA"][0] == 2   # PLL; globals: clock, reset
     assert util["TRELLIS_IO"][0] == 11                         # clk25, uart_rx/tx, 8 LEDs
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
