@@ -173,6 +173,19 @@ class RegionCopy(wiring.Component):
         with m.If(active):
             m.d.sync += self.busy.eq(self.busy + 1)
 
+        # Fetch: one source word (or a zero word outside the row) per cycle, nout + 1 in all.
+        # Whether a fetch is due and whether it reads memory (the row's first source word
+        # <= q <= q_last) are registers of their own, set as a row starts (below), so the
+        # read request (which a caller's stall depends on) is two flip-flops and an AND,
+        # not a count and two address comparisons. q starts at the row's first word -
+        # borrow and steps by one: it is before the row for the first fetch when borrow is
+        # set, then in the row up to and including q_last, then past it.
+        fetch = Signal()
+        fetches_left = Signal(17)
+        more = Signal()              # fetches_left != 0
+        before = Signal()            # q is the word before the row's first
+        real = Signal()              # q is a word of the row, at most q_last
+
         # Start a row: check it lies inside both memories, then plan fetches and writes.
         start_row = active & ~in_row & ~fetched
         src_off = row_src[:lw]
@@ -203,24 +216,9 @@ class RegionCopy(wiring.Component):
                 last_mask.eq(Cat(1, *[(b <= last_byte_dst[:lw]) for b in range(1, W - 1)],
                                  last_byte_dst[:lw] == W - 1)),
                 have_prev.eq(0),
+                fetches_left.eq(nout + 1), more.eq(1), before.eq(borrow), real.eq(~borrow),
             ]
 
-        # Fetch: one source word (or a zero word outside the row) per cycle, nout + 1 in all.
-        # Whether a fetch is due and whether it reads memory (the row's first source word
-        # <= q <= q_last) are registers of their own, so the read request (which a caller's
-        # stall depends on) is two flip-flops and an AND, not a count and two address
-        # comparisons. q starts at the row's first word - borrow and steps by one: it is
-        # before the row for the first fetch when borrow is set, then in the row up to and
-        # including q_last, then past it.
-        fetch = Signal()
-        fetches_left = Signal(17)
-        more = Signal()              # fetches_left != 0
-        before = Signal()            # q is the word before the row's first
-        real = Signal()              # q is a word of the row, at most q_last
-        with m.If(start_row):
-            borrow = row_dst[:lw] > row_src[:lw]
-            m.d.sync += [fetches_left.eq(((row_dst + n - 1) >> lw) - (row_dst >> lw) + 2),
-                         more.eq(1), before.eq(borrow), real.eq(~borrow)]
         m.d.comb += fetch.eq(in_row & more)
         m.d.comb += [self.rd.addr.eq(q[:aw]), self.rd.en.eq(fetch & real)]
         m.d.sync += [fetched.eq(fetch), fetched_real.eq(fetch & real)]

@@ -207,7 +207,7 @@ class RunReader(wiring.Component):
         def move_entry(dst, src):
             return [dst.valid.eq(src.valid), dst.skip.eq(src.skip), dst.take.eq(src.take),
                     dst.last.eq(src.last), dst.first.eq(src.first), dst.pad.eq(src.pad),
-                    dst.tag.eq(src.tag), dst.data.eq(word_of(src)), dst.fresh.eq(0)]
+                    dst.tag.eq(src.tag), dst.data.eq(word_of(src))]
 
         for e in queue:
             m.d.sync += [e.data.eq(word_of(e)), e.fresh.eq(0)]
