@@ -13,11 +13,12 @@ with a read and a write *client port*. Per cycle and per port:
 * the client raises ``go`` when it really performs the access this cycle (granted on all
   the ports it needs; never without ``gnt``). Only then does the SRAM read or write.
 
-The grant alone picks the address and data that go to the SRAM, the ``go`` only its read
-enable and byte enables: the grants are worked out beside the SRAM from the requests, and
-the clients' ``go`` (which come back from across the die, after each client has seen its
-grants on every port it needs) gate one level of logic in front of the SRAM rather than the
-multiplexers of the address and data.
+The grant alone picks the address and data that go to the SRAM, the ``go`` only its byte
+enables: the grants are worked out beside the SRAM from the requests, and the clients'
+``go`` (which come back from across the die, after each client has seen its grants on
+every port it needs) gate one level of logic in front of the SRAM rather than the
+multiplexers of the address and data. The SRAM reads the granted address in every cycle
+(its read enable is tied high); a client takes the word only after its ``go``.
 
 Read data of a ``go`` read appear on the client's ``data`` in the next cycle and are held
 there until the client's next read, whatever other clients do with the port (a client
@@ -150,15 +151,20 @@ class ArbitratedSRAM(wiring.Component):
         })
 
     def _serve_reads(self, m, ports, grants, en, addr, rd_data, prefix):
-        """Grants, one SRAM read per ``go``, and each client's held read data."""
+        """Grants, the SRAM read of every cycle, and each client's held read data.
+
+        The SRAM reads the granted address in every cycle (its read enable is tied
+        high): only a ``go`` read's word is taken into the client's ``data`` (``took``),
+        so a read nobody takes is harmless, and no client's ``go`` (which comes back from
+        across the die after the grants) reaches the block RAM's clock enable.
+        """
+        m.d.comb += en.eq(1)
         for k, port in enumerate(ports):
             took = Signal(name=f"{prefix}took{k}")
             held = Signal(self.data_width, name=f"{prefix}held{k}")
             m.d.comb += port.gnt.eq(grants[k])
             with m.If(grants[k]):
                 m.d.comb += addr.eq(port.addr)
-            with m.If(port.go):
-                m.d.comb += en.eq(1)
             m.d.sync += took.eq(port.go)
             m.d.comb += port.data.eq(held)
             with m.If(took):
