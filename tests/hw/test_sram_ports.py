@@ -1,10 +1,13 @@
-"""The second read port of ``ArbitratedSRAM`` (``extra_read_clients``) in the Amaranth
-simulator, against ``SRAMModel`` (both read ports, read-first) and the rotating grant rule.
+"""``ArbitratedSRAM`` in the Amaranth simulator, against ``SRAMModel`` (both read ports,
+read-first), the rotating grant rule and a model of the write queues.
 
 Random requests from the clients of both read ports and of the write port, granted
 clients that go ahead three times in four (else they stall elsewhere), every client's
-held read data checked each cycle; with ``extra_read_clients = 0`` the component's ports
-are those of the one-read-port SRAM.
+held read data checked each cycle. Writes: each port's queue of two, modelled here as a
+list (``gnt`` is "fewer than two queued" at the cycle's start, ``wr_idle`` "none queued";
+the non-empty queues' heads are arbitrated by the same rule and the granted head is
+written). With ``extra_read_clients = 0`` the component's ports are those of the
+one-read-port SRAM.
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ def test_second_read_port_against_model(clients, extra, first):
     async def bench(ctx):
         held = [0] * clients
         xheld = [0] * extra
+        queues = [[] for _ in range(clients)]  # (addr, data, en), oldest first
         both = 0  # cycles in which both read ports read
+        full = 0  # cycles in which a write client found its queue full
         for cycle in range(500):
             prio = cycle % clients
             rd = [(rng.random() < 0.5, rng.randrange(depth)) for _ in range(clients)]
@@ -61,30 +66,37 @@ def test_second_read_port_against_model(clients, extra, first):
                 ctx.set(dut.xrd[j].req, xrd[j][0])
                 ctx.set(dut.xrd[j].addr, xrd[j][1])
             rg = _first([r[0] for r in rd], prio)
-            wg = _first([w[0] for w in wr], prio)
+            wg = _first([bool(q) for q in queues], prio)  # the queue heads
             xg = _first([r[0] for r in xrd], prio % extra)
             if first is not None and xrd[first][0]:
                 xg = first
             for k in range(clients):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
-                assert ctx.get(dut.wr[k].gnt) == (k == wg), (cycle, k)
+                assert ctx.get(dut.wr[k].gnt) == (len(queues[k]) < 2), (cycle, k)
+                assert ctx.get(dut.wr_idle) >> k & 1 == (not queues[k]), (cycle, k)
+                full += wr[k][0] and len(queues[k]) == 2
                 assert ctx.get(dut.rd[k].data) == held[k], (cycle, k)
             for j in range(extra):
                 assert ctx.get(dut.xrd[j].gnt) == (j == xg), (cycle, j)
                 assert ctx.get(dut.xrd[j].data) == xheld[j], (cycle, j)
             rgo = rg is not None and rng.random() < 0.75
-            wgo = wg is not None and rng.random() < 0.75
+            # a client with room puts its write into its queue three times in four
+            wgo = [wr[k][0] and len(queues[k]) < 2 and rng.random() < 0.75
+                   for k in range(clients)]
             xgo = xg is not None and rng.random() < 0.75
             both += rgo and xgo
             for k in range(clients):
                 ctx.set(dut.rd[k].go, rgo and k == rg)
-                ctx.set(dut.wr[k].go, wgo and k == wg)
+                ctx.set(dut.wr[k].go, wgo[k])
             for j in range(extra):
                 ctx.set(dut.xrd[j].go, xgo and j == xg)
             model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0,
                         xrd_en=int(xgo), xrd_addr=xrd[xg][1] if xgo else 0,
-                        wr_en=wr[wg][3] if wgo else 0, wr_addr=wr[wg][1] if wgo else 0,
-                        wr_data=wr[wg][2] if wgo else 0)
+                        **({} if wg is None else dict(zip(("wr_addr", "wr_data", "wr_en"),
+                                                          queues[wg].pop(0), strict=True))))
+            for k in range(clients):
+                if wgo[k]:
+                    queues[k].append(wr[k][1:])
             await ctx.tick()
             if rgo:
                 held[rg] = model.rd_data
@@ -96,6 +108,7 @@ def test_second_read_port_against_model(clients, extra, first):
             for j in range(extra):
                 ctx.set(dut.xrd[j].go, 0)
         assert both > 100
+        assert full > 5
 
     sim.add_testbench(bench)
     sim.run()
@@ -105,7 +118,7 @@ def test_no_extra_port_by_default():
     one = ArbitratedSRAM(data_width=64, depth=16, clients=2)
     zero = ArbitratedSRAM(data_width=64, depth=16, clients=2, extra_read_clients=0)
     assert one.signature == zero.signature
-    assert set(one.signature.members) == {"prio", "rd", "wr"}
+    assert set(one.signature.members) == {"prio", "rd", "wr", "wr_idle"}
     assert set(SRAM(data_width=64, depth=16).signature.members) == {
         "rd_addr", "rd_en", "rd_data", "wr_addr", "wr_en", "wr_data"}
     with pytest.raises(ValueError, match=r"xrd_first must be an xrd client index \(0...1\)"):

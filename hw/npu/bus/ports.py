@@ -3,22 +3,37 @@
 Arbitrated SRAM (:class:`ArbitratedSRAM`)
 -----------------------------------------
 An :class:`npu.bus.memory.SRAM` (one read and one write port) shared by ``n`` clients, each
-with a read and a write *client port*. Per cycle and per port:
+with a read and a write *client port*.
 
-* the client raises ``req`` (with ``addr``, and ``data``/``en`` for writes);
+Reads, per cycle:
+
+* the client raises ``req`` with ``addr``;
 * ``gnt`` (combinational, from the requests only) goes to one requester: the first one at
   or after the rotating priority ``prio`` (an input, the same for every memory of the
   engine, so the highest-priority requester of a cycle is granted on every port it asks
   for and always makes progress);
-* the client raises ``go`` when it really performs the access this cycle (granted on all
-  the ports it needs; never without ``gnt``). Only then does the SRAM read or write.
+* the client raises ``go`` when it really takes the word this cycle (granted on all the
+  ports it needs; never without ``gnt``).
 
-The grant alone picks the address and data that go to the SRAM, the ``go`` only its byte
-enables: the grants are worked out beside the SRAM from the requests, and the clients'
-``go`` (which come back from across the die, after each client has seen its grants on
-every port it needs) gate one level of logic in front of the SRAM rather than the
-multiplexers of the address and data. The SRAM reads the granted address in every cycle
-(its read enable is tied high); a client takes the word only after its ``go``.
+The grant alone picks the address that goes to the SRAM; the grants are worked out beside
+the SRAM from the requests. The SRAM reads the granted address in every cycle (its read
+enable is tied high), so no client's ``go`` (which comes back from across the die, after
+the client has seen its grants on every port it needs) reaches the block RAM; a client
+takes the word only after its ``go``.
+
+Writes are queued: each write client port has a queue of two writes beside the SRAM.
+``gnt`` is "the queue has room", a flip-flop that depends on no other client; the client
+raises ``go`` (with ``req``, ``addr``, ``data``, ``en``; never without ``gnt``) to put a
+write into the queue. The queues' heads are arbitrated with the same rule and the granted
+head is written, in order per port, one cycle after its ``go`` at the earliest. So a
+write client's enables depend on its own queue's room, never on another client's request
+(the round trip client -> grants -> another client's enables is gone), and the SRAM's
+write enables come from the queues' registers and the grants beside it. One write per
+cycle per port keeps flowing: a queue written and emptied in the same cycle keeps its room.
+``wr_idle[k]`` is high when port ``k``'s queue is empty; a unit's completion waits for it
+(a unit reports done at least a cycle after its last ``go``, so ``wr_idle`` then already
+counts that write). A read of a word whose write is still queued returns the old word:
+units that share data are ordered by the SEQ's tokens, which wait for the completion.
 
 Read data of a ``go`` read appear on the client's ``data`` in the next cycle and are held
 there until the client's next read, whatever other clients do with the port (a client
@@ -120,7 +135,9 @@ class ArbitratedSRAM(wiring.Component):
         Rotating priority (the client index that goes first this cycle; on ``xrd``,
         ``prio mod extra_read_clients``).
     rd, wr : arrays of client ports (flipped :func:`read_client_signature` /
-        :func:`write_client_signature`)
+        :func:`write_client_signature`; ``wr`` ports are queued, see the module)
+    wr_idle : Signal(clients), out
+        Bit ``k``: write port ``k``'s queue is empty (from a register).
     xrd : array of read client ports on the second read port (``extra_read_clients > 0``
         only)
     """
@@ -147,6 +164,7 @@ class ArbitratedSRAM(wiring.Component):
             "prio": In(range(max(clients, 2))),
             "rd": In(read_client_signature(depth, data_width)).array(clients),
             "wr": In(write_client_signature(depth, data_width)).array(clients),
+            "wr_idle": Out(clients),
             **extra,
         })
 
@@ -175,7 +193,6 @@ class ArbitratedSRAM(wiring.Component):
         m = Module()
         m.submodules.sram = sram = self.sram
         rgnt = priority_grant(m, [p.req for p in self.rd], self.prio)
-        wgnt = priority_grant(m, [p.req for p in self.wr], self.prio)
         self._serve_reads(m, self.rd, rgnt, sram.rd_en, sram.rd_addr, sram.rd_data, "")
         x = self.extra_read_clients
         if x:
@@ -192,13 +209,42 @@ class ArbitratedSRAM(wiring.Component):
             xgnt = priority_grant(m, reqs, xstart)
             self._serve_reads(m, self.xrd, xgnt, sram.xrd_en, sram.xrd_addr, sram.xrd_data,
                               "x")
-        for k, port in enumerate(self.wr):
-            m.d.comb += port.gnt.eq(wgnt[k])
+        heads = [self._write_queue(m, k, port) for k, port in enumerate(self.wr)]
+        wgnt = priority_grant(m, [h["valid"] for h in heads], self.prio)
+        for k, head in enumerate(heads):
+            m.d.comb += head["pop"].eq(wgnt[k])
             with m.If(wgnt[k]):
-                m.d.comb += [sram.wr_addr.eq(port.addr), sram.wr_data.eq(port.data)]
-            with m.If(port.go):
-                m.d.comb += sram.wr_en.eq(port.en)
+                m.d.comb += [sram.wr_addr.eq(head["addr"]), sram.wr_data.eq(head["data"]),
+                             sram.wr_en.eq(head["en"])]
         return m
+
+    def _write_queue(self, m, k, port):
+        """Write client port ``k``'s two-entry queue (see the module).
+
+        Returns its head: ``valid``, ``addr``, ``data``, ``en`` (all from registers) and
+        ``pop`` (to drive: the head is written this cycle).
+        """
+        W = self.data_width
+        pre = f"wq{k}_"
+        addr = [Signal(range(self.depth), name=f"{pre}addr{e}") for e in range(2)]
+        wdata = [Signal(W, name=f"{pre}data{e}") for e in range(2)]
+        en = [Signal(W // 8, name=f"{pre}en{e}") for e in range(2)]
+        wp, rp = Signal(name=f"{pre}wp"), Signal(name=f"{pre}rp")
+        count = Signal(range(3), name=f"{pre}count")
+        room = Signal(init=1, name=f"{pre}room")
+        valid = Signal(name=f"{pre}valid")
+        pop = Signal(name=f"{pre}pop")
+        push = port.go
+        m.d.comb += [port.gnt.eq(room), self.wr_idle[k].eq(~valid)]
+        for e in range(2):
+            with m.If(push & (wp == e)):
+                m.d.sync += [addr[e].eq(port.addr), wdata[e].eq(port.data), en[e].eq(port.en)]
+        nxt = Signal(range(4), name=f"{pre}next")
+        m.d.comb += nxt.eq(count + push - pop)
+        m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(nxt), room.eq(nxt != 2),
+                     valid.eq(nxt != 0)]
+        return {"valid": valid, "addr": Mux(rp, addr[1], addr[0]),
+                "data": Mux(rp, wdata[1], wdata[0]), "en": Mux(rp, en[1], en[0]), "pop": pop}
 
 
 def _owner(m, n):

@@ -105,6 +105,14 @@ def engine_register_map(config):
     return RegisterMap(regs, addr_width=12)
 
 
+
+def _report_done(m, done, seq_done, idle):
+    """A unit's ``done`` to the SEQ once its queued L1/L2 writes are written (``idle``:
+    its write queues are empty, ``npu.bus.ports.ArbitratedSRAM.wr_idle``)."""
+    m.d.comb += [seq_done.valid.eq(done.valid & idle),
+                 seq_done.payload.error.eq(done.payload.error),
+                 done.ready.eq(seq_done.ready & idle)]
+
 class NemEngine(wiring.Component):
     """The NEM engine for a shipped device.
 
@@ -209,7 +217,10 @@ class NemEngine(wiring.Component):
             units.append(u)
         for k, u in enumerate(units):
             wiring.connect(m, seq.unit_start[k], u.start)
-            wiring.connect(m, u.done, seq.unit_done[k])
+            idle = l2.wr_idle[k]
+            if k < cfg.n_dma:
+                idle = idle & l1.wr_idle[k]
+            _report_done(m, u.done, seq.unit_done[k], idle)
         nmu = None
         if cfg.n_nmu:
             nmu = self._nmu(m, seq, rmux, l1, 1 + cfg.n_sdma)
@@ -338,10 +349,8 @@ class NemEngine(wiring.Component):
         m.d.comb += [nmu.start.valid.eq(go.valid & entry.start.ready),
                      entry.start.valid.eq(go.valid & nmu.start.ready),
                      entry.start.payload.eq(seq.nmu_entry),
-                     go.ready.eq(nmu.start.ready & entry.start.ready),
-                     seq.unit_done[k].valid.eq(nmu.done.valid),
-                     seq.unit_done[k].payload.error.eq(nmu.done.payload.error),
-                     nmu.done.ready.eq(seq.unit_done[k].ready)]
+                     go.ready.eq(nmu.start.ready & entry.start.ready)]
+        _report_done(m, nmu.done, seq.unit_done[k], l1.wr_idle[cfg.n_dma])
         return nmu
 
     def _cstl(self, m, seq, rmux, l1, k):
@@ -387,8 +396,6 @@ class NemEngine(wiring.Component):
                      fetch.start.valid.eq(go.valid & fetch_it & u.start.ready),
                      fetch.start.payload.eq(seq.cstl_table),
                      fetch.entry.eq(seq.cstl_elt_entry),
-                     go.ready.eq(u.start.ready & fetch.start.ready),
-                     seq.unit_done[unit].valid.eq(u.done.valid),
-                     seq.unit_done[unit].payload.error.eq(u.done.payload.error),
-                     u.done.ready.eq(seq.unit_done[unit].ready)]
+                     go.ready.eq(u.start.ready & fetch.start.ready)]
+        _report_done(m, u.done, seq.unit_done[unit], l1.wr_idle[client])
         return u
