@@ -1246,6 +1246,25 @@ def test_restart_right_after_errors():
         check_issues(CFG, results[n], want)
 
 
+def test_staging_cleared_after_a_failed_run():
+    """A run that fails in HAND leaves its staged registers behind; the next run's first
+    task reads 0 from every register it does not write (``registers``), not those."""
+    rng = random.Random(23)
+    # a DMA from DDR (BAD_LEVEL in HAND) with every stride register written, non-zero
+    bad = dma(rng, noise=False, levels=(DDR, L1), src_strides=(8, 16, 32),
+              dst_strides=(8, 16, 32), counts=(8, 2, 1, 1))
+    # then a run whose DMA writes no stride register (one row of 8 bytes, L2 -> L1)
+    values = {"SRC_LO": 16, "DST_LO": 32, "SRC_LEVEL": L2, "DST_LEVEL": L1, "COUNT0": 8,
+              "COUNT1": 1, "COUNT2": 1, "COUNT3": 1}
+    good = Task(Unit.DMA, 0, 0, 0, 0, tuple((COPY.index(n), v) for n, v in values.items()))
+    first = encode(Program(HASH, (), (bad,)))
+    second = encode(Program(HASH, (), (good,)))
+    results = run_jobs(CFG, [Job(first), Job(second)], 23)
+    assert (results[0].status, results[0].cause) == (Status.ERROR, Cause.BAD_LEVEL)
+    assert (results[1].status, results[1].cause) == (Status.DONE, Cause.NONE)
+    check_issues(CFG, results[1], expected_issues(CFG, second, 0))
+
+
 def _compute(unit, inst, wait=0, signal=0, *, op=None, table=NO_TABLE, entry=0, extra=()):
     """An NMU task (REQUANT ``entry``) or a CSTL task (``op``, ``TABLE``, ``REQUANT``)."""
     if unit == Unit.NMU:
