@@ -247,7 +247,8 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=Non
     """Run one task on ``dut`` in the Amaranth simulator with L1 = ``mem`` (a bytearray,
     changed in place), served the way ``npu.bus.ports.ArbitratedSRAM`` serves its client
     ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
-    data one cycle after ``go`` and held, writes after the reads of the cycle (read-first).
+    data one cycle after ``go`` and held, writes after the reads of the cycle (read-first;
+    a write is taken at its ``go``, as the port's queue takes it, and lands at once).
     A unit with the weight port (``l1_wrd``) has it served the same way, as a second
     physical read port (both ports may read in the same cycle), grants denied
     independently.

@@ -27,7 +27,7 @@ from nem.taskformat import (
     encode,
 )
 from npu.bus.memory import SRAMModel
-from npu.bus.ports import ArbitratedSRAM
+from npu.bus.ports import ArbitratedSRAM, WriteQueuesModel
 from npu.cstl.eltalu import LATENCY as ELT_ALU_LATENCY
 from npu.engine.config import DEVICE_DIR, EngineConfig, load_device
 from npu.engine.top import engine_register_map, unit_names
@@ -58,7 +58,7 @@ def test_arbitrated_sram_against_model():
 
     async def bench(ctx):
         held = [0] * n        # what each client's data port must show
-        queues = [[] for _ in range(n)]   # (addr, data, en) queued, oldest first
+        queues = WriteQueuesModel(n)
         for cycle in range(400):
             prio = cycle % n
             rd = [(rng.random() < 0.5, rng.randrange(depth)) for _ in range(n)]
@@ -73,25 +73,20 @@ def test_arbitrated_sram_against_model():
                 ctx.set(dut.wr[k].data, wr[k][2])
                 ctx.set(dut.wr[k].en, wr[k][3])
             rg = _first([r[0] for r in rd], prio)
-            wg = _first([bool(q) for q in queues], prio)
             for k in range(n):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
-                assert ctx.get(dut.wr[k].gnt) == (len(queues[k]) < 2), (cycle, k)
-                assert ctx.get(dut.wr_idle) >> k & 1 == (not queues[k]), (cycle, k)
+                assert ctx.get(dut.wr[k].gnt) == queues.gnt(k), (cycle, k)
+                assert ctx.get(dut.wr_idle) >> k & 1 == queues.idle(k), (cycle, k)
                 assert ctx.get(dut.rd[k].data) == held[k], (cycle, k)
             # a granted reader goes ahead three times in four (else it stalls elsewhere);
             # so does a writer with room in its queue
             rgo = rg is not None and rng.random() < 0.75
-            wgo = [wr[k][0] and len(queues[k]) < 2 and rng.random() < 0.75 for k in range(n)]
+            wgo = [wr[k][0] and queues.gnt(k) and rng.random() < 0.75 for k in range(n)]
             for k in range(n):
                 ctx.set(dut.rd[k].go, rgo and k == rg)
                 ctx.set(dut.wr[k].go, wgo[k])
-            head = {} if wg is None else dict(zip(("wr_addr", "wr_data", "wr_en"),
-                                                  queues[wg].pop(0), strict=True))
-            model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0, **head)
-            for k in range(n):
-                if wgo[k]:
-                    queues[k].append(wr[k][1:])
+            model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0,
+                        **queues.clock(prio, {k: wr[k][1:] for k in range(n) if wgo[k]}))
             await ctx.tick()
             if rgo:
                 held[rg] = model.rd_data

@@ -18,7 +18,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from npu.bus.memory import SRAM, SRAMModel
-from npu.bus.ports import ArbitratedSRAM
+from npu.bus.ports import ArbitratedSRAM, WriteQueuesModel
 
 
 def _first(requests, start):
@@ -45,7 +45,7 @@ def test_second_read_port_against_model(clients, extra, first):
     async def bench(ctx):
         held = [0] * clients
         xheld = [0] * extra
-        queues = [[] for _ in range(clients)]  # (addr, data, en), oldest first
+        queues = WriteQueuesModel(clients)
         both = 0  # cycles in which both read ports read
         full = 0  # cycles in which a write client found its queue full
         for cycle in range(500):
@@ -66,22 +66,21 @@ def test_second_read_port_against_model(clients, extra, first):
                 ctx.set(dut.xrd[j].req, xrd[j][0])
                 ctx.set(dut.xrd[j].addr, xrd[j][1])
             rg = _first([r[0] for r in rd], prio)
-            wg = _first([bool(q) for q in queues], prio)  # the queue heads
             xg = _first([r[0] for r in xrd], prio % extra)
             if first is not None and xrd[first][0]:
                 xg = first
             for k in range(clients):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
-                assert ctx.get(dut.wr[k].gnt) == (len(queues[k]) < 2), (cycle, k)
-                assert ctx.get(dut.wr_idle) >> k & 1 == (not queues[k]), (cycle, k)
-                full += wr[k][0] and len(queues[k]) == 2
+                assert ctx.get(dut.wr[k].gnt) == queues.gnt(k), (cycle, k)
+                assert ctx.get(dut.wr_idle) >> k & 1 == queues.idle(k), (cycle, k)
+                full += wr[k][0] and not queues.gnt(k)
                 assert ctx.get(dut.rd[k].data) == held[k], (cycle, k)
             for j in range(extra):
                 assert ctx.get(dut.xrd[j].gnt) == (j == xg), (cycle, j)
                 assert ctx.get(dut.xrd[j].data) == xheld[j], (cycle, j)
             rgo = rg is not None and rng.random() < 0.75
             # a client with room puts its write into its queue three times in four
-            wgo = [wr[k][0] and len(queues[k]) < 2 and rng.random() < 0.75
+            wgo = [wr[k][0] and queues.gnt(k) and rng.random() < 0.75
                    for k in range(clients)]
             xgo = xg is not None and rng.random() < 0.75
             both += rgo and xgo
@@ -92,11 +91,7 @@ def test_second_read_port_against_model(clients, extra, first):
                 ctx.set(dut.xrd[j].go, xgo and j == xg)
             model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0,
                         xrd_en=int(xgo), xrd_addr=xrd[xg][1] if xgo else 0,
-                        **({} if wg is None else dict(zip(("wr_addr", "wr_data", "wr_en"),
-                                                          queues[wg].pop(0), strict=True))))
-            for k in range(clients):
-                if wgo[k]:
-                    queues[k].append(wr[k][1:])
+                        **queues.clock(prio, {k: wr[k][1:] for k in range(clients) if wgo[k]}))
             await ctx.tick()
             if rgo:
                 held[rg] = model.rd_data

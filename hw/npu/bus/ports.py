@@ -71,6 +71,7 @@ __all__ = [
     "ArbitratedSRAM",
     "AxiReadMux",
     "AxiWriteMux",
+    "WriteQueuesModel",
     "fetch_into",
     "priority_grant",
     "read_client_signature",
@@ -245,6 +246,55 @@ class ArbitratedSRAM(wiring.Component):
                      valid.eq(nxt != 0)]
         return {"valid": valid, "addr": Mux(rp, addr[1], addr[0]),
                 "data": Mux(rp, wdata[1], wdata[0]), "en": Mux(rp, en[1], en[0]), "pop": pop}
+
+
+class WriteQueuesModel:
+    """Cycle-level Python model of :class:`ArbitratedSRAM`'s write queues.
+
+    Parameters
+    ----------
+    clients : int
+        Write client ports.
+
+    Attributes
+    ----------
+    queues : list of list
+        Per port, the queued writes ``(addr, data, en)``, oldest first.
+    """
+
+    DEPTH = 2
+
+    def __init__(self, clients):
+        self.queues = [[] for _ in range(clients)]
+
+    def gnt(self, k):
+        """Port ``k``'s ``gnt`` this cycle: its queue has room."""
+        return len(self.queues[k]) < self.DEPTH
+
+    def idle(self, k):
+        """Bit ``k`` of ``wr_idle`` this cycle: nothing queued on port ``k``."""
+        return not self.queues[k]
+
+    def clock(self, prio, pushes):
+        """Advance one rising edge: the first non-empty queue at or after ``prio``
+        (cyclically) writes its head, then ``pushes`` (``{port: (addr, data, en)}``, the
+        ports whose ``go`` is high, each with room) join their queues.
+
+        Returns the write of this edge as ``SRAMModel.clock`` keywords (``wr_addr``,
+        ``wr_data``, ``wr_en``), or an empty dict when no queue holds a write.
+        """
+        n = len(self.queues)
+        head = {}
+        for j in range(n):
+            k = (prio + j) % n
+            if self.queues[k]:
+                head = dict(zip(("wr_addr", "wr_data", "wr_en"), self.queues[k].pop(0),
+                                strict=True))
+                break
+        for k, write in pushes.items():
+            assert len(self.queues[k]) < self.DEPTH, f"port {k}: go without room"
+            self.queues[k].append(tuple(write))
+        return head
 
 
 def _owner(m, n):

@@ -105,13 +105,13 @@ def engine_register_map(config):
     return RegisterMap(regs, addr_width=12)
 
 
-
 def _report_done(m, done, seq_done, idle):
     """A unit's ``done`` to the SEQ once its queued L1/L2 writes are written (``idle``:
     its write queues are empty, ``npu.bus.ports.ArbitratedSRAM.wr_idle``)."""
     m.d.comb += [seq_done.valid.eq(done.valid & idle),
                  seq_done.payload.error.eq(done.payload.error),
                  done.ready.eq(seq_done.ready & idle)]
+
 
 class NemEngine(wiring.Component):
     """The NEM engine for a shipped device.
