@@ -9,6 +9,7 @@ writes nothing).
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -20,11 +21,11 @@ SIZE = 1024
 WB = 8  # bytes per beat (64-bit bus)
 
 
-def _bursts(rng, n):
+def _bursts(rng, n, size=SIZE):
     out = []
     for _ in range(n):
         beats = rng.choice((1, 2, 3, 7, 16))
-        end = SIZE // WB - beats  # the last first word that stays inside
+        end = size // WB - beats  # the last first word that stays inside
         # one burst in four ends near the memory's end, half of those past it
         near = rng.random() < 0.25
         addr = (rng.randrange(end - 2, end + 3) if near else rng.randrange(0, end + 1)) * WB
@@ -32,11 +33,19 @@ def _bursts(rng, n):
     return out
 
 
-@pytest.mark.parametrize("stall", [0.0, 0.4])
-def test_random_bursts_and_host_accesses(stall):
-    rng = random.Random(int(stall * 10) + 7)
-    dut = AxiRam(size=SIZE, addr_width=32, data_width=64)
-    model = bytearray(SIZE)
+@pytest.mark.parametrize("stall,size,bank_words", [
+    (0.0, SIZE, None),   # one bank
+    (0.4, SIZE, None),
+    (0.0, 1000, 8),      # 16 banks in 2 groups, the last bank 5 words
+    (0.4, SIZE, 4),      # 32 banks in 4 groups
+])
+def test_random_bursts_and_host_accesses(stall, size, bank_words):
+    rng = random.Random(int(stall * 10) + 7 + (bank_words or 0))
+    dut = AxiRam(size=size, addr_width=32, data_width=64, bank_words=bank_words)
+    if bank_words:
+        banks = math.ceil(size // WB / bank_words)
+        assert (dut.banks, dut.groups) == (banks, math.ceil(banks / 8))
+    model = bytearray(size)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     axi, host = dut.axi, dut.host
@@ -51,7 +60,7 @@ def test_random_bursts_and_host_accesses(stall):
             kind = rng.choice(("read", "write", "host_w", "host_r"))
             await pause(ctx)
             if kind == "write":
-                addr, beats = _bursts(rng, 1)[0]
+                addr, beats = _bursts(rng, 1, size)[0]
                 ctx.set(axi.awaddr, addr)
                 ctx.set(axi.awlen, beats - 1)
                 ctx.set(axi.awvalid, 1)
@@ -69,7 +78,7 @@ def test_random_bursts_and_host_accesses(stall):
                     await ctx.tick().until(axi.wready)
                     ctx.set(axi.wvalid, 0)
                     a = addr + k * WB
-                    if a + WB > SIZE:
+                    if a + WB > size:
                         bad = True
                         continue
                     for b in range(WB):
@@ -83,7 +92,7 @@ def test_random_bursts_and_host_accesses(stall):
                 checked["writes"] += 1
                 checked["decerr"] += bad
             elif kind == "read":
-                addr, beats = _bursts(rng, 1)[0]
+                addr, beats = _bursts(rng, 1, size)[0]
                 ctx.set(axi.araddr, addr)
                 ctx.set(axi.arlen, beats - 1)
                 ctx.set(axi.arvalid, 1)
@@ -96,7 +105,7 @@ def test_random_bursts_and_host_accesses(stall):
                                                    axi.rlast)
                     ctx.set(axi.rready, 0)
                     a = addr + k * WB
-                    if a + WB > SIZE:
+                    if a + WB > size:
                         assert (data, resp) == (0, RESP_DECERR)
                         checked["decerr"] += 1
                     else:
@@ -105,7 +114,7 @@ def test_random_bursts_and_host_accesses(stall):
                     assert last == (k == beats - 1)
                 checked["reads"] += 1
             else:
-                word = rng.randrange(SIZE // 4)
+                word = rng.randrange(size // 4)
                 ctx.set(host.addr, word)
                 ctx.set(host.we, kind == "host_w")
                 value = rng.getrandbits(32)
