@@ -34,7 +34,9 @@ after must read its own program. Unit errors, AXI errors, the entry fetcher's er
 watchdog (stuck unit, what counts as progress, ``WATCHDOG`` 0) are driven from the outside.
 A few timing rules of the docstring are checked relative to each other: a header check
 fails as many cycles after the first as its step comes later, the register writes the
-window holds are checked together, decoding goes on while the issue slot waits.
+window holds are checked together, decoding goes on while the issue slot waits, and a task
+whose writes follow right after a hand-over reads only its own writes (the staging is
+cleared in between).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ from nem.taskformat import (
 from npu.cstl.regs import elt_codes, reads_table_codes
 from npu.cstl.unit import START_WAIT as CSTL_START_WAIT
 from npu.engine.config import DEVICE_DIR, DEVICES, EngineConfig
-from npu.engine.seq import Cause, Sequencer, Status
+from npu.engine.seq import Cause, Sequencer, Status, copy_register_names
 from npu.nmu.model import NmuGeometry
 from npu.nmu.unit import START_WAIT as NMU_START_WAIT
 
@@ -1564,3 +1566,49 @@ def test_writes_the_window_holds_go_together():
     results = run_jobs(CFG16, jobs, 27)
     assert {(r.cause, r.error_task) for r in results} == {(Cause.BAD_REGISTER, 3)}
     assert len({r.cause_cycle for r in results}) == 1, [r.cause_cycle for r in results]
+
+
+def _copy_task(unit, values, order):
+    """A copy task writing ``values`` (register name -> value) in the order of ``order``."""
+    return Task(unit, 0, 0, 0, 0, tuple((COPY.index(n), values[n]) for n in order))
+
+
+@pytest.mark.parametrize("cfg", [CFG, CFG16], ids=["w4", "w16"])
+def test_staging_cleared_between_back_to_back_tasks(cfg):
+    """Each task's writes follow right after the task before was handed to the issue slot
+    (the window full while HAND waits for the slot, the units quick; on the 16-byte word
+    the first writes are taken two cycles after the hand-over, as early as the decode
+    allows): the staging registers are cleared in between, so a task reads 0 from every
+    register it does not write and the values of those it writes, whatever the task
+    before wrote. Every register is written non-zero (the high words 0) by one task and
+    left unwritten by the next; the next task's first writes are the ones it needs."""
+    rng = random.Random(28)
+    names = copy_register_names()
+    tasks = []
+    for n in range(6):
+        # a DMA L2 -> L1 writing every register, its strides and addresses non-zero
+        full = {"SRC_LO": 4 + n, "DST_LO": 8 + n, "SRC_HI": 0, "DST_HI": 0,
+                "SRC_LEVEL": L2, "DST_LEVEL": L1,
+                **{f"COUNT{d}": (4, 2, 2, 2)[d] + n % 2 for d in range(4)},
+                **{f"{side}_STRIDE{d}": d + n for side in ("SRC", "DST") for d in (1, 2, 3)}}
+        order = list(names)
+        rng.shuffle(order)
+        tasks.append(_copy_task(Unit.DMA, full, order))
+        # then an sDMA DDR -> L2 or a DMA L1 -> L2 writing only its levels and counts: its
+        # addresses, strides and (the sDMA's) source level must read 0
+        sparse = {"DST_LEVEL": L2, **{f"COUNT{d}": 1 + (d + n) % 3 for d in range(4)}}
+        unit = Unit.SDMA if n % 2 else Unit.DMA
+        if unit == Unit.DMA:
+            sparse["SRC_LEVEL"] = L1
+        order = list(sparse)
+        rng.shuffle(order)
+        tasks.append(_copy_task(unit, sparse, order))
+    binary = encode(Program(cfg.device_hash, (), tuple(tasks)))
+    want = expected_issues(cfg, binary, 0)
+    for (_, task, _), k in zip(want[1::2], range(6), strict=True):
+        r = registers(task, COPY)
+        assert [r[COPY.index(n)] for n in ("SRC_LO", "DST_LO", "SRC_STRIDE1")] == [0, 0, 0]
+        assert r[COPY.index("SRC_LEVEL")] == (DDR if k % 2 else L1)
+    [res] = run_jobs(cfg, [Job(binary, pace=(1, 1), delays=dict.fromkeys(range(12), 1))], 28)
+    assert (res.status, res.cause) == (Status.DONE, Cause.NONE)
+    check_issues(cfg, res, want)

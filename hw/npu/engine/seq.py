@@ -26,8 +26,10 @@ Decode (states of the FSM)
 ``TASK``
     a 12-byte task header: the unit type must be one of this engine's (DMA, sDMA), the
     instance below the device's count, the engine 0, the token masks inside
-    ``SEQ.max_active_tokens``. The staging registers are cleared (an unwritten register
-    is 0, as in the executor's front-end).
+    ``SEQ.max_active_tokens``; after the last task (``task_count`` of the header, a flag
+    set where the task index moves) FINISH. The staging registers are already cleared
+    (an unwritten register is 0, as in the executor's front-end): in the cycle after the
+    task before was handed to the issue slot, or after START for the first task.
 ``HOLD``
     (an NMU or CSTL task) waits while the issue slot still holds a task for the same
     unit, whose shadow registers then still hold that task; then clears them (a cycle
@@ -191,7 +193,8 @@ class Sequencer(wiring.Component):
     watchdog : In(32)
         Cycles without progress before the watchdog error.
     progress : In(1)
-        A unit moved data this cycle (from the engine).
+        A unit moved data (from the engine, which registers each unit's "busy and not
+        stalled" beside the unit and then their OR: two cycles after the move).
     fetch_cmd, fetch_data : AXI reader client streams
     fetch_error : In(1)
         Sticky read-response error of the AXI reader.
@@ -406,6 +409,11 @@ class Sequencer(wiring.Component):
         s.data_bytes = Signal(32)
         s.skip_left = Signal(32)
         s.task_index = Signal(32)
+        # "task_index == ntasks" (every task decoded) as a register, set where either moves
+        # (the header's task count, each hand-over: :meth:`_next_task`), so that TASK's
+        # end-of-program test is a flip-flop and not a 32-bit comparison ahead of the
+        # header checks and the staging (the board's worst path on seed 3 at 64e4b2d)
+        s.at_end = Signal()
         s.step = Signal(range(len(s.steps)))
         s.base = Signal(s.aw)
 
@@ -455,13 +463,33 @@ class Sequencer(wiring.Component):
         of register bits, not the window's decode and the state's conditions (the board's
         worst path on seed 2 at 8ebe584). HAND reads the staging registers no earlier than
         two cycles after the last write: WRITES leaves for HAND in a cycle that takes no
-        write, so the last writes have landed when HAND starts."""
+        write, so the last writes have landed when HAND starts.
+
+        The staging registers (and the copy counts' flags, :meth:`_count_flags`) are
+        cleared for the next task in the cycle after a hand-over to the issue slot (and
+        after START, for a run's first task), from a register (``stage_clear``), not in
+        TASK under the header's checks (the board's worst path on seed 3 at 64e4b2d: the
+        task index -> the end-of-program test and the checks -> a staging register's
+        input). Nothing reads them between a hand-over and the next task's HAND (the slot
+        took its command in the hand-over), and the clear never meets a write: after a
+        hand-over in cycle t (HAND, in which no write is staged: see above) the clear
+        comes at the end of t + 1 (TASK), the next task's first writes are taken in WRITES
+        at t + 2 at the earliest and reach the staging at the end of t + 3 (their count
+        flags at the end of t + 2). After START the clear comes in HEADER. The writes'
+        statements follow the clear all the same, so a write would win."""
         R = len(s.reg_names)
         s.stage_hit = [Signal(R, name=f"stage_hit{j}") for j in range(s.K)]
         s.stage_value = [Signal(32, name=f"stage_value{j}") for j in range(s.K)]
         # cleared every cycle unless WRITES sets them (statements after this one win)
         m.d.sync += [h.eq(0) for h in s.stage_hit]
         m.d.sync += [v.eq(s.values[j]) for j, v in enumerate(s.stage_value)]
+        # a hand-over of this cycle clears the staging in the next; START sets it too
+        # (:meth:`_idle`, a later statement)
+        s.stage_clear = Signal()
+        m.d.sync += s.stage_clear.eq(s.slot_load)
+        with m.If(s.stage_clear):
+            m.d.sync += [r.eq(0) for r in s.staging]
+            m.d.sync += [s.count_zero.eq(0b1111), s.count_big.eq(0)]
         for k in range(R):
             # in order, so a later write to the same register wins
             for j in range(s.K):
@@ -618,6 +646,8 @@ class Sequencer(wiring.Component):
                          self.issued.eq(0), self.completed.eq(0), s.tokens.eq(0),
                          self.cause.eq(Cause.NONE), s.err_task_q.eq(0),
                          s.finished.eq(0), s.slot_valid.eq(0)]
+            # the first task's staging cleared (a failed run may have left values there)
+            m.d.sync += s.stage_clear.eq(1)
             with m.If(self.base[:lw] != 0):
                 m.d.sync += self.cause.eq(Cause.BAD_HEADER)
                 m.next = "ERROR"
@@ -674,7 +704,9 @@ class Sequencer(wiring.Component):
                 want = int.from_bytes(self.config.device_hash[at: at + size], "little")
                 checks.append((v != want, Cause.BAD_DEVICE))
             elif name == "task_count":
-                stores.append(s.ntasks.eq(v))
+                # task_index is 0 here (START set it; no task is handed over before the
+                # header ends), so the program is at its end at once if it has no task
+                stores += [s.ntasks.eq(v), s.at_end.eq(v == 0)]
             elif name == "buffer_count":
                 # shifted adds and subtracts, not a multiplier on the FPGA
                 stores.append(s.stream_want.eq(
@@ -743,11 +775,11 @@ class Sequencer(wiring.Component):
         return self._store_count(s.writes_left, s.writes_at_least, value, minus=minus)
 
     def _task_header(self, m, s):
-        """TASK: check a task header (unit, engine, token masks), clear the staging; a
-        compute task's header goes on to HOLD."""
+        """TASK: check a task header (unit, engine, token masks); a compute task's header
+        goes on to HOLD. The staging registers are cleared before (:meth:`_stage_writes`)."""
         cfg, T = s.cfg, s.T
         m.d.comb += [s.running.eq(1), self.status.eq(Status.BUSY)]
-        with m.If(s.task_index == s.ntasks):
+        with m.If(s.at_end):
             with m.If(s.stream_at_least[1]):
                 self._fail(m, s, Cause.BAD_HEADER)       # bytes after the last task
             with m.Else():
@@ -791,8 +823,6 @@ class Sequencer(wiring.Component):
                              s.cur_signal.eq(signal),
                              *self._writes_left(s, s.field(TASK_HEADER, "nwrites")),
                              *self._stream_left(s, minus=TASK_HEADER.size)]
-                m.d.sync += [r.eq(0) for r in s.staging]
-                m.d.sync += [s.count_zero.eq(0b1111), s.count_big.eq(0)]
                 with m.If(is_nmu | is_cstl):
                     m.next = "HOLD"
                 with m.Else():
@@ -849,7 +879,7 @@ class Sequencer(wiring.Component):
                 m.d.comb += s.take.eq(nbytes)
                 # staged (:meth:`_stage_writes`) whether or not an index is in range (the
                 # index checks stay off the staging): a bad index ends the run in ERROR,
-                # and the next task clears the staging registers
+                # and the next START clears the staging registers
                 m.d.sync += [s.stage_hit[j][k].eq(indices[j] == k)
                              for j in range(n) for k in range(len(s.reg_names))]
                 self._count_flags(m, s, n)
@@ -884,7 +914,7 @@ class Sequencer(wiring.Component):
                              s.slot_entry.eq(s.data_base + s.cur_requant),
                              s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                              s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
-                             s.task_index.eq(s.task_index + 1)]
+                             *self._next_task(s)]
                 m.next = "TASK"
         if self.cstl_index is not None:
             with m.Elif(s.cur_is_cstl):
@@ -904,13 +934,20 @@ class Sequencer(wiring.Component):
                          slot_cmd.copy.src.eq(reg["SRC_LO"]),
                          slot_cmd.copy.dst.eq(reg["DST_LO"]),
                          slot_cmd.src_level.eq(sl), slot_cmd.dst_level.eq(dl),
-                         s.task_index.eq(s.task_index + 1)]
+                         *self._next_task(s)]
             for d in range(4):
                 m.d.sync += slot_cmd.copy.count[d].eq(counts[d])
             for d in range(3):
                 m.d.sync += [slot_cmd.copy.src_stride[d].eq(reg[f"SRC_STRIDE{d + 1}"]),
                              slot_cmd.copy.dst_stride[d].eq(reg[f"DST_STRIDE{d + 1}"])]
             m.next = "TASK"
+
+    @staticmethod
+    def _next_task(s):
+        """Statements of a hand-over: the task index moves to the next task, and
+        ``at_end`` says whether that is past the last one (``task_index + 1`` is at most
+        ``ntasks``: TASK decodes no task once ``at_end`` is set)."""
+        return [s.task_index.eq(s.task_index + 1), s.at_end.eq(s.task_index + 1 == s.ntasks)]
 
     @staticmethod
     def _not_cstl(s):
@@ -988,7 +1025,7 @@ class Sequencer(wiring.Component):
                                                            s.cur_table)),
                          s.slot_index.eq(s.task_index), s.slot_unit.eq(s.cur_unit),
                          s.slot_wait.eq(s.cur_wait), s.slot_signal.eq(s.cur_signal),
-                         s.task_index.eq(s.task_index + 1)]
+                         *self._next_task(s)]
             m.next = "TASK"
 
     # ---------------- issue slot ----------------------------------------------------------
