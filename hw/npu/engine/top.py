@@ -238,13 +238,31 @@ class NemEngine(wiring.Component):
             m.d.comb += nmu_stall.eq((nmu.l1_rd.req & ~nmu.l1_rd.gnt) |
                                      (nmu.l1_wrd.req & ~nmu.l1_wrd.gnt) |
                                      (nmu.l1_wr.req & ~nmu.l1_wr.gnt))
-        # a unit moved data: gathered from every unit across the die, so registered before
-        # the SEQ's watchdog (which then sees it a cycle late; it counts quiet cycles)
+
+        def late(cond, name):
+            # a unit's stall or progress, gathered from its grants: registered beside the
+            # unit before it crosses the die to the counters (counted a cycle late, as the
+            # units' own counters) or to the watchdog's progress
+            q = Signal(name=name)
+            m.d.sync += q.eq(cond)
+            return q
+
+        # a unit moved data ("busy and not stalled"): registered beside each unit first,
+        # then gathered from every unit across the die into one register before the SEQ's
+        # watchdog, so that no unit's stall (its level -> its copy flags -> a queue's room,
+        # the board's worst path on seed 4 at 64e4b2d) crosses the die in the same cycle.
+        # The watchdog sees a unit's progress two cycles late: it counts quiet cycles up to
+        # WATCHDOG (65,536 out of reset), and the delay only moves a unit's run of progress
+        # a cycle later (one more quiet cycle before it, one fewer after it)
+        names = unit_names(cfg)
+        moving = [late(u.busy & ~u.stall, f"progress_{name.lower()}_q")
+                  for name, u in zip(names[:len(units)], units, strict=True)]
+        if nmu is not None:
+            moving.append(late(nmu.busy & ~nmu_stall, "progress_nmu0_q"))
+        moving += [late(u.busy & ~st, f"progress_cstl{k}_q")
+                   for k, (u, st) in enumerate(zip(cstls, cstl_stall, strict=True))]
         progress = Signal()
-        m.d.sync += progress.eq(Cat(
-            *[u.busy & ~u.stall for u in units],
-            *([nmu.busy & ~nmu_stall] if nmu is not None else []),
-            *[u.busy & ~st for u, st in zip(cstls, cstl_stall, strict=True)]).any())
+        m.d.sync += progress.eq(Cat(*moving).any())
         rd_error_before = Signal()
         with m.If(regs.START):
             m.d.sync += rd_error_before.eq(port.rd_error)
@@ -273,20 +291,12 @@ class NemEngine(wiring.Component):
             with m.Else():
                 m.d.sync += reg.eq(reg + inc)
 
-        def late(cond, name):
-            # a stall gathered from a unit's grants, registered beside the unit before it
-            # crosses to the counters (counted a cycle late, as the units' own counters)
-            q = Signal(name=name)
-            m.d.sync += q.eq(cond)
-            return q
-
         counter(regs.CYCLES, busy)
         # the SEQ's waiting comes through its scoreboard and issue: registered beside the
         # SEQ, not a path across the die into a counter's enables (counted a cycle late)
         waiting = Signal()
         m.d.sync += waiting.eq(seq.waiting)
         counter(regs.SEQ_WAIT, waiting)
-        names = unit_names(cfg)
         for name, u in zip(names[:len(units)], units, strict=True):
             counter(getattr(regs, f"BUSY_{name}"), u.busy)
             counter(getattr(regs, f"STALL_{name}"), late(u.stall, f"stall_{name.lower()}_q"))
