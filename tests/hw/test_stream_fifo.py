@@ -252,3 +252,53 @@ def test_start_after_decode_waits_for_the_decode_of_the_registers_as_they_are(la
 def test_start_after_decode_wants_a_register():
     with pytest.raises(ValueError, match="registers must be >= 1, not 0"):
         Fragment.get(_DecodeHarness(0, 0), None)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 5])
+@pytest.mark.parametrize(("idle", "backpressure"), [(0.0, 0.0), (0.4, 0.0), (0.0, 0.7),
+                                                    (0.3, 0.5)])
+def test_register_fifo_against_its_model_under_stalls(depth, idle, backpressure):
+    """Random producer gaps and consumer stalls, cycle by cycle against a queue of
+    ``depth`` words: ``i.ready`` is "fewer than ``depth`` held" and ``o`` the oldest word
+    held, both as they were at the start of the cycle (a word written in one cycle is on
+    ``o`` from the next); the words leave in order."""
+    from npu.bus.stream import RegisterFIFO
+
+    dut = RegisterFIFO(12, depth)
+    rng = random.Random(depth * 100 + int(10 * idle) + int(100 * backpressure))
+    words = [rng.getrandbits(12) for _ in range(300)]
+    held, got = [], []
+
+    async def bench(ctx):
+        k = 0
+        for _cycle in range(3000):
+            i_valid = k < len(words) and rng.random() >= idle
+            o_ready = rng.random() >= backpressure
+            ctx.set(dut.i.valid, i_valid)
+            ctx.set(dut.i.payload, words[k] if k < len(words) else 0)
+            ctx.set(dut.o.ready, o_ready)
+            assert ctx.get(dut.i.ready) == (len(held) < depth)
+            assert ctx.get(dut.o.valid) == bool(held)
+            if held:
+                assert ctx.get(dut.o.payload) == held[0]
+            if held and o_ready:
+                got.append(held.pop(0))
+            if i_valid and ctx.get(dut.i.ready):
+                held.append(words[k])
+                k += 1
+            await ctx.tick()
+            if len(got) == len(words):
+                return
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == words
+
+
+def test_register_fifo_wants_two_entries():
+    from npu.bus.stream import RegisterFIFO
+
+    with pytest.raises(ValueError, match="depth must be an integer of at least 2, not 1"):
+        RegisterFIFO(8, 1)

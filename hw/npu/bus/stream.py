@@ -1,5 +1,5 @@
-"""Stream plumbing shared by the blocks: a buffered FIFO and two register slices with stream
-ports.
+"""Stream plumbing shared by the blocks: a buffered FIFO, a FIFO of registers and two
+register slices with stream ports.
 
 Every data port in the design is an :mod:`amaranth.lib.stream` interface: a transfer
 happens on a rising edge where both ``valid`` and ``ready`` are high. A producer may not
@@ -13,7 +13,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["PingPongBuffer", "SkidBuffer", "StreamFIFO", "quiet_for", "start_after_decode"]
+__all__ = ["PingPongBuffer", "RegisterFIFO", "SkidBuffer", "StreamFIFO", "quiet_for",
+           "start_after_decode"]
 
 
 class StreamFIFO(wiring.Component):
@@ -95,6 +96,66 @@ class SkidBuffer(wiring.Component):
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
         with m.Elif(self.i.valid & self.i.ready):
             m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
+        return m
+
+
+class RegisterFIFO(wiring.Component):
+    """A short FIFO of registers: a word written in one cycle is on ``o`` in the next (a
+    :class:`StreamFIFO` takes two), ``i.ready`` and ``o.valid`` are flip-flops.
+
+    Each entry is written only by the producer (``i.valid`` and the entry's turn under the
+    write pointer), and ``o.payload`` is the entry under the read pointer, so the
+    consumer's ``o.ready`` reaches the read pointer and two flags, not the entries'
+    enables (as :class:`PingPongBuffer`, which is this with two entries). For a few
+    entries of a wide word, beside a producer that issues against credits.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        Payload shape (an int width or a layout).
+    depth : int
+        Entries, at least 2.
+
+    Attributes
+    ----------
+    i : stream, in
+        ``i.ready`` is "not full", from registers.
+    o : stream, out
+        The same words, in order, from the cycle after each transfer on ``i``.
+    """
+
+    def __init__(self, shape, depth):
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 2:
+            raise ValueError(f"depth must be an integer of at least 2, not {depth!r}")
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))})
+        self._shape, self._depth = shape, depth
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._depth
+        entries = [Signal(self._shape, name=f"entry{e}") for e in range(n)]
+        wptr, rptr = Signal(range(n)), Signal(range(n))
+        count = Signal(range(n + 1))
+        full = Signal()
+        push = self.i.valid & ~full
+        pop = self.o.valid & self.o.ready
+        m.d.comb += self.i.ready.eq(~full)
+        with m.Switch(rptr):
+            for e, entry in enumerate(entries):
+                with m.Case(e):
+                    m.d.comb += self.o.payload.eq(entry)
+        for e, entry in enumerate(entries):
+            with m.If(push & (wptr == e)):
+                m.d.sync += entry.eq(self.i.payload)
+        with m.If(push):
+            m.d.sync += wptr.eq(Mux(wptr == n - 1, 0, wptr + 1))
+        with m.If(pop):
+            m.d.sync += rptr.eq(Mux(rptr == n - 1, 0, rptr + 1))
+        # words held after this cycle's push and pop: o.valid (at least one), full (n)
+        with m.If(push & ~pop):
+            m.d.sync += [count.eq(count + 1), self.o.valid.eq(1), full.eq(count == n - 1)]
+        with m.Elif(pop & ~push):
+            m.d.sync += [count.eq(count - 1), self.o.valid.eq(count != 1), full.eq(0)]
         return m
 
 

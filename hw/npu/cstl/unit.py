@@ -46,7 +46,7 @@ from amaranth.lib.wiring import In, Out
 
 from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
-from npu.bus.stream import PingPongBuffer, SkidBuffer, start_after_decode
+from npu.bus.stream import PingPongBuffer, RegisterFIFO, SkidBuffer, start_after_decode
 from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
@@ -62,7 +62,7 @@ from npu.cstl.regs import (
 )
 from npu.cstl.store import VectorStore, vector_layout
 from npu.cstl.walk import RegionWalk
-from npu.nmu.agu import RunReader
+from npu.nmu.agu import RunReader, run_layout
 from npu.nmu.model import Cause
 from npu.shadow import WRITE_REGISTERS, register_writes
 
@@ -79,6 +79,10 @@ DECODE_REGISTERS = 2
 #: ``CstlUnit.start`` is taken once this many cycles have passed without a shadow-register
 #: write or clear; it is then ready whenever the core is idle. The sequencer counts the
 #: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
+#: Runs the FIFO between the walks and the reader holds, and the credits a walk steps
+#: against: a run is on the FIFO's output the cycle after it is written and its credit
+#: comes back two cycles after it leaves, so three keep a walk at a run per cycle.
+CMD_DEPTH = 3
 START_WAIT = WRITE_REGISTERS + CstlRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle
@@ -172,20 +176,40 @@ class Cstl(wiring.Component):
         # bytes in: a narrowing cast saturates the bytes as read)
         is_held, use_table = Signal(name="is_held"), Signal(name="use_table")
         # the reader takes the runs of the task's walk; a max pool pads with -128. The
-        # reader's ready goes to every walk as it is, not through the mode: only the
+        # walks' ready goes to every walk as it is, not through the mode: only the
         # task's own walk is ever busy (a walk starts from CHECK for its mode, and the mode
         # registers change only in IDLE, after the walk's last run came back through the
         # reader), so the mode flags stay off each walk's step (the board's worst path on
         # seed 2 at 8b1ffd2 ran from ``is_pool`` through the pool walk's step)
+        #
+        # The runs reach the reader through a FIFO, and the walks step against credits:
+        # a walk's ready is ``can_issue``, a flip-flop set from the credits left after
+        # this cycle's run and the run the FIFO handed out two cycles before, so no
+        # ready from the reader reaches the walks' steps. (The reader's own ready, a
+        # flip-flop too, drove the eltwise walk's step and from it the enables of its
+        # twelve address registers, spread over 30 columns: the board's worst path on
+        # seed 2 at 64e4b2d.) The credits never let the FIFO overflow.
+        m.submodules.cmd_fifo = cmd_fifo = RegisterFIFO(run_layout(), CMD_DEPTH)
+        credits = Signal(range(CMD_DEPTH + 1), init=CMD_DEPTH)
+        can_issue = Signal(init=1)
+        handed = Signal()                     # the FIFO handed a run to the reader
+
         def offer(w):
-            m.d.comb += [reader.cmd.valid.eq(w.cmd.valid), reader.cmd.payload.eq(w.cmd.payload)]
+            m.d.comb += [cmd_fifo.i.valid.eq(w.cmd.valid & can_issue),
+                         cmd_fifo.i.payload.eq(w.cmd.payload)]
         with m.If(is_pool):
             offer(pwalk)
         with m.Elif(is_elt):
             offer(ewalk)
         with m.Else():
             offer(walk)
-        m.d.comb += [w.cmd.ready.eq(reader.cmd.ready) for w in (walk, pwalk, ewalk)]
+        m.d.comb += [w.cmd.ready.eq(can_issue) for w in (walk, pwalk, ewalk)]
+        left = credits - cmd_fifo.i.valid + handed
+        m.d.sync += [handed.eq(cmd_fifo.o.valid & cmd_fifo.o.ready), credits.eq(left),
+                     can_issue.eq(left != 0)]
+        m.d.comb += [reader.cmd.valid.eq(cmd_fifo.o.valid),
+                     reader.cmd.payload.eq(cmd_fifo.o.payload),
+                     cmd_fifo.o.ready.eq(reader.cmd.ready)]
         m.d.comb += reader.pad_byte.eq(Mux(is_avg, 0, 0x80))
 
         # pooling: per lane the running max, or the running sum, of the window's taps so
