@@ -1,5 +1,6 @@
 """StreamFIFO and the shared stream helpers in the Amaranth simulator."""
 
+import functools
 import random
 
 import pytest
@@ -8,7 +9,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from npu.bus.stream import PingPongBuffer, SkidBuffer, StreamFIFO, start_after_decode
+from npu.bus.stream import (
+    PingPongBuffer,
+    RegisterFIFO,
+    SkidBuffer,
+    StreamFIFO,
+    start_after_decode,
+)
 from sim.streams import StreamTimeout, stream_recv, stream_send
 
 
@@ -113,21 +120,44 @@ class SkidModel:
 SLICES = [SkidBuffer, PingPongBuffer]
 
 
-@pytest.mark.parametrize("cls", SLICES)
-@pytest.mark.parametrize(("idle", "backpressure"), [(0.0, 0.0), (0.4, 0.0), (0.0, 0.7),
-                                                    (0.3, 0.5), (0.0, 0.5)])
-def test_skid_buffer_against_its_model_under_stalls(cls, idle, backpressure):
-    """Random producer gaps and consumer stalls, cycle by cycle against ``SkidModel``; the
+class QueueModel:
+    """Python model of :class:`npu.bus.stream.RegisterFIFO`, with the interface of
+    :class:`SkidModel`: up to ``depth`` words held, ``i.ready`` while fewer are, ``o`` the
+    oldest, each as it was at the start of the cycle (a word written in one cycle is on
+    ``o`` from the next). With ``depth`` 2 it shows what ``SkidModel`` shows."""
+
+    def __init__(self, depth):
+        self.depth, self.held = depth, []
+
+    @property
+    def out(self):
+        return self.held[0] if self.held else None
+
+    def ready(self):
+        return len(self.held) < self.depth
+
+    def edge(self, i_valid, i_word, o_ready):
+        took = i_valid and self.ready()
+        if self.held and o_ready:
+            self.held.pop(0)
+        if took:
+            self.held.append(i_word)
+        return took
+
+
+SLICES = [SkidBuffer, PingPongBuffer, functools.partial(RegisterFIFO, depth=2)]
+STALLS = [(0.0, 0.0), (0.4, 0.0), (0.0, 0.7), (0.3, 0.5), (0.0, 0.5)]
+
+
+def _against_model(dut, model, rng, idle, backpressure, n=400):
+    """Random producer gaps and consumer stalls, cycle by cycle against *model*: the
     words leave in order, and ``i.ready`` does not follow ``o.ready`` within a cycle."""
-    dut = cls(12)
-    rng = random.Random(11)
-    words = [rng.getrandbits(12) for _ in range(400)]
-    model = SkidModel()
+    words = [rng.getrandbits(12) for _ in range(n)]
     got = []
 
     async def bench(ctx):
         k = 0
-        for _cycle in range(3000):
+        for _cycle in range(8 * n):
             i_valid = k < len(words) and rng.random() >= idle
             o_ready = rng.random() >= backpressure
             ctx.set(dut.i.valid, i_valid)
@@ -154,6 +184,13 @@ def test_skid_buffer_against_its_model_under_stalls(cls, idle, backpressure):
     sim.add_testbench(bench)
     sim.run()
     assert got == words
+
+
+@pytest.mark.parametrize("cls", SLICES)
+@pytest.mark.parametrize(("idle", "backpressure"), STALLS)
+def test_skid_buffer_against_its_model_under_stalls(cls, idle, backpressure):
+    """The slices against ``SkidModel`` (see ``_against_model``)."""
+    _against_model(cls(12), SkidModel(), random.Random(11), idle, backpressure)
 
 
 @pytest.mark.parametrize("cls", SLICES)
@@ -254,51 +291,17 @@ def test_start_after_decode_wants_a_register():
         Fragment.get(_DecodeHarness(0, 0), None)
 
 
+
 @pytest.mark.parametrize("depth", [2, 3, 5])
-@pytest.mark.parametrize(("idle", "backpressure"), [(0.0, 0.0), (0.4, 0.0), (0.0, 0.7),
-                                                    (0.3, 0.5)])
+@pytest.mark.parametrize(("idle", "backpressure"), STALLS)
 def test_register_fifo_against_its_model_under_stalls(depth, idle, backpressure):
-    """Random producer gaps and consumer stalls, cycle by cycle against a queue of
-    ``depth`` words: ``i.ready`` is "fewer than ``depth`` held" and ``o`` the oldest word
-    held, both as they were at the start of the cycle (a word written in one cycle is on
-    ``o`` from the next); the words leave in order."""
-    from npu.bus.stream import RegisterFIFO
-
-    dut = RegisterFIFO(12, depth)
-    rng = random.Random(depth * 100 + int(10 * idle) + int(100 * backpressure))
-    words = [rng.getrandbits(12) for _ in range(300)]
-    held, got = [], []
-
-    async def bench(ctx):
-        k = 0
-        for _cycle in range(3000):
-            i_valid = k < len(words) and rng.random() >= idle
-            o_ready = rng.random() >= backpressure
-            ctx.set(dut.i.valid, i_valid)
-            ctx.set(dut.i.payload, words[k] if k < len(words) else 0)
-            ctx.set(dut.o.ready, o_ready)
-            assert ctx.get(dut.i.ready) == (len(held) < depth)
-            assert ctx.get(dut.o.valid) == bool(held)
-            if held:
-                assert ctx.get(dut.o.payload) == held[0]
-            if held and o_ready:
-                got.append(held.pop(0))
-            if i_valid and ctx.get(dut.i.ready):
-                held.append(words[k])
-                k += 1
-            await ctx.tick()
-            if len(got) == len(words):
-                return
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
-    assert got == words
+    """``RegisterFIFO`` of 2, 3 and 5 entries against ``QueueModel`` (see
+    ``_against_model``)."""
+    _against_model(RegisterFIFO(12, depth), QueueModel(depth),
+                   random.Random(depth * 100 + int(10 * idle) + int(100 * backpressure)),
+                   idle, backpressure, n=300)
 
 
 def test_register_fifo_wants_two_entries():
-    from npu.bus.stream import RegisterFIFO
-
     with pytest.raises(ValueError, match="depth must be an integer of at least 2, not 1"):
         RegisterFIFO(8, 1)
