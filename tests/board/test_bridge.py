@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import struct
 
+import pytest
 from amaranth import Module
 from amaranth.lib import stream, wiring
 from amaranth.sim import Simulator
@@ -22,7 +23,7 @@ from npu.board.axiram import AxiRam
 from npu.board.bridge import Bridge
 from npu.board.model import BridgeModel
 from npu.board.uart import RX_LAYOUT
-from npu.bus.csr import AxiLiteCsr
+from npu.bus.csr import AxiLiteCsr, AxiLiteSlice
 from npu.engine.config import EngineConfig
 from npu.engine.top import engine_register_map
 from sim.streams import stream_recv
@@ -34,10 +35,12 @@ RO = {"ID": 0x314D454E, "STATUS": 2, "ERROR_CAUSE": 5, "ERROR_TASK": 7, "CYCLES"
 
 
 class Harness(wiring.Component):
-    """Bridge + AxiRam (64-bit words) + the engine's CSR bank with fixed read-only values."""
+    """Bridge + AxiRam (64-bit words) + the engine's CSR bank with fixed read-only values,
+    the bank behind the board's register slice when *sliced*."""
 
-    def __init__(self):
+    def __init__(self, sliced=False):
         self.bridge = Bridge(REGMAP, memory_bytes=MEM, timeout=TIMEOUT)
+        self.sliced = sliced
         super().__init__({"rx": wiring.In(stream.Signature(RX_LAYOUT)),
                           "tx": wiring.Out(stream.Signature(8))})
 
@@ -47,7 +50,12 @@ class Harness(wiring.Component):
         m.submodules.ram = ram = AxiRam(size=MEM, addr_width=32, data_width=64)
         m.submodules.csr = csr = AxiLiteCsr(REGMAP)
         wiring.connect(m, b.mem, ram.host)
-        wiring.connect(m, b.csr, csr.bus)
+        if self.sliced:
+            m.submodules.csr_slice = csr_slice = AxiLiteSlice(REGMAP.addr_width)
+            wiring.connect(m, b.csr, csr_slice.sub)
+            wiring.connect(m, csr_slice.man, csr.bus)
+        else:
+            wiring.connect(m, b.csr, csr.bus)
         for name, value in RO.items():
             m.d.comb += getattr(csr.regs, name).eq(value)
         wiring.connect(m, wiring.flipped(self.rx), b.rx)
@@ -55,13 +63,13 @@ class Harness(wiring.Component):
         return m
 
 
-def _run(steps, *, seed=0, idle=0.3, backpressure=0.3):
+def _run(steps, *, seed=0, idle=0.3, backpressure=0.3, sliced=False):
     """Run *steps* on the gateware; each step is ``(bytes, line_errors, wait_timeout)``.
 
     Returns the reply bytes after each step and the memory's final bytes (read back with
     MEM_READ through the bridge itself is not used: the RAM is read from the simulator).
     """
-    dut = Harness()
+    dut = Harness(sliced)
     rng = random.Random(seed)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -123,7 +131,8 @@ def test_crc8_check_value():
     assert p.crc8(b"123456789") == 0xF4
 
 
-def test_good_commands_equal_the_model():
+@pytest.mark.parametrize("sliced", [False, True], ids=["direct", "sliced"])
+def test_good_commands_equal_the_model(sliced):
     rng = random.Random(5)
     data = bytes(rng.randrange(256) for _ in range(4 * 13))
     steps = [
@@ -141,7 +150,7 @@ def test_good_commands_equal_the_model():
         _step(p.status()),
     ]
     want, _ = _model_replies(steps)
-    got = _run(steps)
+    got = _run(steps, sliced=sliced)
     assert got == want
     # independent of the model: the replies decode to what was written
     assert p.ReplyDecoder().feed(got[2])[0].ok("read") == data
@@ -151,7 +160,8 @@ def test_good_commands_equal_the_model():
     assert struct.unpack("<I", p.ReplyDecoder().feed(got[10])[0].payload) == (0x1000,)
 
 
-def test_malformed_frames_get_error_replies_and_do_not_wedge():
+@pytest.mark.parametrize("sliced", [False, True], ids=["direct", "sliced"])
+def test_malformed_frames_get_error_replies_and_do_not_wedge(sliced):
     good = p.mem_write(0x10, b"\xAA\xBB\xCC\xDD")
     bad_crc = bytearray(good)
     bad_crc[-1] ^= 0x55
@@ -190,7 +200,7 @@ def test_malformed_frames_get_error_replies_and_do_not_wedge():
                      p.Status.BUS, p.Status.LINE, p.Status.TIMEOUT, p.Status.TIMEOUT,
                      p.Status.OK, p.Status.OK]
     assert model.memory[0x10:0x14] == b"\xAA\xBB\xCC\xDD"
-    got = _run(steps, seed=3)
+    got = _run(steps, seed=3, sliced=sliced)
     assert got == want
 
 

@@ -15,13 +15,16 @@ bursts with random stalls against it):
   burst streams one beat per cycle once started; W beats are taken one per cycle, the burst
   ending at ``WLAST``. Read beats go through a FIFO of :data:`R_DEPTH` beats: the block
   RAM reads a beat whenever the FIFO will have room for it, counted from registers, so its
-  read enable does not wait on ``RREADY`` (which comes from deep inside the engine).
+  read enable does not wait on ``RREADY`` (which comes from deep inside the engine);
+  the block RAMs themselves read every cycle, the beat's enable only decides whether the
+  word goes into the FIFO.
 * A beat whose word lies past the memory's end answers ``DECERR`` (read data 0; the write
   is dropped, and the burst's B response is ``DECERR``): the engine then stops with its AXI
   error cause instead of reading wrapped data.
 * Host port: hold ``req`` (with ``we``, ``addr`` = byte address / 4, ``wdata``) until
-  ``ack``; a read's word is on ``rdata`` in the ``ack`` cycle. The bridge checks the range
-  before it asks.
+  ``ack``; a read's word is on ``rdata`` in the ``ack`` cycle, from a register (a read
+  takes three cycles after the request, a write one). The bridge checks the range before
+  it asks.
 * The block RAM's read and write addresses are registers of their own (loaded as a
   transaction starts, stepped by one per beat), with nothing between them and the
   memory: a memory as large as fits on the board spreads over block RAMs across the
@@ -111,11 +114,21 @@ class AxiRam(wiring.Component):
         lane = Signal(max(1, lane_bits))
 
         host_word = host.addr >> lane_bits if lane_bits else host.addr
+        # the host's read word from a register: the block RAMs' outputs gather across the
+        # die, and the bridge that takes the word sits elsewhere (18 ns of routing on one
+        # placement, the board's slowest path, when the word went straight on)
+        host_rdata = Signal(32)
+        m.d.comb += host.rdata.eq(host_rdata)
         m.d.comb += [axi.rid.eq(tid), axi.bid.eq(tid)]
         # the words the ports read and write next (one bit above the memory's words, for
         # the range check: a burst may run past the end)
         raddr = Signal(self.addr_width - shift + 1)
         waddr = Signal(self.addr_width - shift + 1)
+        # the block RAMs read every cycle (``rport.en`` stays at its reset value, 1): a
+        # beat is taken from ``rport.data`` in the cycle after its address was presented,
+        # and nothing else ever looks at that output. A read enable of a beat's own was
+        # a net from the FSM to all of the block RAMs' clock enables across the die
+        # (17 ns of routing on one placement, the board's slowest path).
         m.d.comb += [rport.addr.eq(raddr), wport.addr.eq(waddr)]
 
         # the R channel: beats from the block RAM into the FIFO ({data, resp, last}), out
@@ -161,18 +174,18 @@ class AxiRam(wiring.Component):
                         m.d.comb += wport.en.eq(0xF)
                     m.next = "IDLE"
                 with m.Else():
-                    m.d.comb += rport.en.eq(1)
                     m.next = "HOST_READ"
             with m.State("HOST_READ"):
-                m.d.comb += [host.ack.eq(1),
-                             host.rdata.eq(rport.data.word_select(lane, 32) if lane_bits
-                                           else rport.data)]
+                m.d.sync += host_rdata.eq(rport.data.word_select(lane, 32) if lane_bits
+                                          else rport.data)
+                m.next = "HOST_ACK"
+            with m.State("HOST_ACK"):
+                m.d.comb += host.ack.eq(1)
                 m.next = "IDLE"
             with m.State("READ"):
                 more = issued <= length
                 read = Signal()
-                m.d.comb += [read.eq(more & (rfifo.level + inflight < R_DEPTH)),
-                             rport.en.eq(read)]
+                m.d.comb += read.eq(more & (rfifo.level + inflight < R_DEPTH))
                 with m.If(read):
                     m.d.sync += [inflight.eq(1), rerr.eq(raddr >= depth),
                                  rlast.eq(issued == length), issued.eq(issued + 1),

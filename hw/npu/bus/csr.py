@@ -7,7 +7,9 @@ A :class:`RegisterMap` lists 32-bit registers by name and byte offset. From it c
   port the design drives (status, counters); each ``pulse`` register is an output that is
   high for one cycle after the host writes a 1 to bit 0 (start, clear);
 * :class:`CsrModel`, the Python model of the same behaviour;
-* :meth:`RegisterMap.offset` for host code (drivers, cocotb tests).
+* :meth:`RegisterMap.offset` for host code (drivers, cocotb tests);
+* :class:`AxiLiteSlice`, a register slice for the bus between a manager and a bank that
+  sit far apart on the die (the board's UART bridge and the engine).
 
 Bus behaviour
 -------------
@@ -27,7 +29,10 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["AxiLiteCsr", "CsrModel", "Reg", "RegisterMap", "axi_lite_signature"]
+from npu.bus.stream import SkidBuffer
+
+__all__ = ["AxiLiteCsr", "AxiLiteSlice", "CsrModel", "Reg", "RegisterMap",
+           "axi_lite_signature"]
 
 RESP_OKAY, RESP_SLVERR = 0, 2
 ACCESS = ("rw", "ro", "pulse")
@@ -214,4 +219,55 @@ class AxiLiteCsr(wiring.Component):
                             m.d.sync += bus.rdata.eq(getattr(self.regs, reg.name))
         with m.Elif(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
+        return m
+
+
+#: AXI4-Lite channels: (name, direction, payload members in order). ``fwd`` channels go
+#: from the manager to the subordinate, ``back`` ones the other way.
+_CHANNELS = (("aw", "fwd", ("awaddr",)), ("w", "fwd", ("wdata", "wstrb")),
+             ("b", "back", ("bresp",)), ("ar", "fwd", ("araddr",)),
+             ("r", "back", ("rdata", "rresp")))
+
+
+class AxiLiteSlice(wiring.Component):
+    """AXI4-Lite register slice: each of the five channels through a :class:`SkidBuffer`.
+
+    Every signal out of the slice, on either side, comes from a flip-flop, so no
+    combinational path crosses it: a manager's state machine and a register bank's read
+    multiplexer placed far apart each see a register beside them instead of the other's
+    logic. Each channel keeps its order and one transfer a cycle; a transaction takes one
+    more cycle each way (two per read or write).
+
+    Parameters
+    ----------
+    addr_width : int
+
+    Attributes
+    ----------
+    sub : AXI4-Lite subordinate (connect the manager here)
+    man : AXI4-Lite manager (connect the register bank here)
+    """
+
+    def __init__(self, addr_width):
+        self.addr_width = addr_width
+        super().__init__({"sub": Out(axi_lite_signature(addr_width)),
+                          "man": In(axi_lite_signature(addr_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        for name, way, members in _CHANNELS:
+            src, dst = (self.sub, self.man) if way == "fwd" else (self.man, self.sub)
+            fields = [getattr(src, f) for f in members]
+            width = sum(len(f) for f in fields)
+            m.submodules[name] = buf = SkidBuffer(width)
+            m.d.comb += [buf.i.valid.eq(getattr(src, f"{name}valid")),
+                         getattr(src, f"{name}ready").eq(buf.i.ready),
+                         getattr(dst, f"{name}valid").eq(buf.o.valid),
+                         buf.o.ready.eq(getattr(dst, f"{name}ready"))]
+            low = 0
+            for f in members:
+                n = len(getattr(src, f))
+                m.d.comb += [buf.i.payload[low:low + n].eq(getattr(src, f)),
+                             getattr(dst, f).eq(buf.o.payload[low:low + n])]
+                low += n
         return m
