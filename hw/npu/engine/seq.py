@@ -510,17 +510,19 @@ class Sequencer(wiring.Component):
         # A completion's tokens are set from a register: a unit's done comes from across
         # the die, and a dependent task's command goes back across it, so the completion
         # counts for an issue in the cycle after it (the unit is free for its next task in
-        # that cycle too: unit_busy clears at the same edge).
-        s.done_q = Signal(self.n_units)
-        m.d.sync += s.done_q.eq(Cat(*[d.valid for d in self.unit_done]))
+        # that cycle too: unit_busy clears at the same edge). The register holds the
+        # tokens themselves, not the completions, so the issue's wait test sees one OR
+        # after it: ``pending[k]`` is the same in the done cycle and the one after,
+        # because a unit is busy in its done cycle and takes no task (its next issue
+        # writes ``pending[k]`` at the end of the cycle after).
         sets = []
         for k, done in enumerate(self.unit_done):
             m.d.comb += done.ready.eq(1)
-            sets.append(Mux(s.done_q[k], s.pending[k], 0))
+            sets.append(Mux(done.valid, s.pending[k], 0))
             with m.If(done.valid):
                 m.d.sync += s.unit_busy[k].eq(0)
-        m.d.comb += [s.token_set.eq(reduce(operator.or_, sets)),
-                     s.done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
+        m.d.sync += s.token_set.eq(reduce(operator.or_, sets))
+        m.d.comb += [s.done_any.eq(Cat(*[d.valid for d in self.unit_done]).any()),
                      s.unit_error.eq(Cat(*[d.valid & d.payload.error
                                            for d in self.unit_done]).any())]
         # the completions registered in the cycle before count before an issue in this
@@ -1119,7 +1121,7 @@ class Sequencer(wiring.Component):
         unit is free (:meth:`_unit_free`): clear its signal tokens, mark the unit busy,
         start it."""
         T = s.T
-        # a completion of the cycle before counts (from s.done_q): its tokens are set at
+        # a completion of the cycle before counts (from s.token_set): its tokens are set at
         # this clock edge, which is also when the waiting task issues
         visible = s.tokens | s.token_set
         free = self._unit_free(m, s)
