@@ -74,7 +74,7 @@ def _run(writes, reads, *, sliced, seed, p=0.4):
     dut = Harness(sliced)
     bus = dut.bus
     rng_w, rng_r = random.Random(seed), random.Random(seed + 1000)
-    got_w, got_r, final, cycles = [], [], {}, []
+    got_w, got_r, final, cycles, finished = [], [], {}, [], []
 
     async def writer(ctx):
         for addr, value, strb in writes:
@@ -91,6 +91,7 @@ def _run(writes, reads, *, sliced, seed, p=0.4):
             (resp,) = await _response(ctx, rng_w, bus.bvalid, bus.bready, [bus.bresp], p)
             got_w.append(resp)
             cycles.append(now[0] - start)
+        finished.append("writer")
 
     async def reader(ctx):
         for addr in reads:
@@ -100,6 +101,7 @@ def _run(writes, reads, *, sliced, seed, p=0.4):
             data, resp = await _response(ctx, rng_r, bus.rvalid, bus.rready,
                                          [bus.rdata, bus.rresp], p)
             got_r.append((data, resp))
+        finished.append("reader")
 
     now = [0]
 
@@ -115,7 +117,12 @@ def _run(writes, reads, *, sliced, seed, p=0.4):
 
     async def readback(ctx):
         # after both: every register once more, no gaps
-        await ctx.tick().repeat(len(writes) * 40 + len(reads) * 40)
+        for _ in range(100_000):
+            if sorted(finished) == ["reader", "writer"]:
+                break
+            await ctx.tick()
+        else:
+            raise AssertionError("the writer and the reader did not finish")
         for reg in MAP.regs:
             ctx.set(bus.araddr, reg.offset)
             await _handshake(ctx, bus.arvalid, bus.arready)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -257,17 +257,12 @@ class AxiLiteSlice(wiring.Component):
         m = Module()
         for name, way, members in _CHANNELS:
             src, dst = (self.sub, self.man) if way == "fwd" else (self.man, self.sub)
-            fields = [getattr(src, f) for f in members]
-            width = sum(len(f) for f in fields)
-            m.submodules[name] = buf = SkidBuffer(width)
+            fields_in = Cat(*(getattr(src, f) for f in members))
+            m.submodules[name] = buf = SkidBuffer(len(fields_in))
             m.d.comb += [buf.i.valid.eq(getattr(src, f"{name}valid")),
                          getattr(src, f"{name}ready").eq(buf.i.ready),
+                         buf.i.payload.eq(fields_in),
                          getattr(dst, f"{name}valid").eq(buf.o.valid),
-                         buf.o.ready.eq(getattr(dst, f"{name}ready"))]
-            low = 0
-            for f in members:
-                n = len(getattr(src, f))
-                m.d.comb += [buf.i.payload[low:low + n].eq(getattr(src, f)),
-                             getattr(dst, f).eq(buf.o.payload[low:low + n])]
-                low += n
+                         buf.o.ready.eq(getattr(dst, f"{name}ready")),
+                         Cat(*(getattr(dst, f) for f in members)).eq(buf.o.payload)]
         return m
