@@ -28,7 +28,9 @@ write into the queue. The queues' heads are arbitrated with the same rule and th
 head is written, in order per port, one cycle after its ``go`` at the earliest. So a
 write client's enables depend on its own queue's room, never on another client's request
 (the round trip client -> grants -> another client's enables is gone), and the SRAM's
-write enables come from the queues' registers and the grants beside it. One write per
+write enables come from the queues' registers and the grants beside it. An entry that
+holds no write loads the client's payload in every cycle, so ``go`` only moves the queue's
+pointers and counts and reaches no entry's enable. One write per
 cycle per port keeps flowing: a queue written and emptied in the same cycle keeps its room.
 ``wr_idle[k]`` is high when port ``k``'s queue is empty; a unit's completion waits for it
 (a unit reports done at least a cycle after its last ``go``, so ``wr_idle`` then already
@@ -235,11 +237,15 @@ class ArbitratedSRAM(wiring.Component):
         room = Signal(init=1, name=f"{pre}room")
         valid = Signal(name=f"{pre}valid")
         pop = Signal(name=f"{pre}pop")
+        # an entry that holds no write loads the port's payload in every cycle, so the
+        # client's ``go`` reaches only the pointers and counts, not the entries' enables
+        full = [Signal(name=f"{pre}full{e}") for e in range(2)]
         push = port.go
         m.d.comb += [port.gnt.eq(room), self.wr_idle[k].eq(~valid)]
         for e in range(2):
-            with m.If(push & (wp == e)):
+            with m.If(~full[e]):
                 m.d.sync += [addr[e].eq(port.addr), wdata[e].eq(port.data), en[e].eq(port.en)]
+            m.d.sync += full[e].eq((full[e] & ~(pop & (rp == e))) | (push & (wp == e)))
         nxt = Signal(range(4), name=f"{pre}next")
         m.d.comb += nxt.eq(count + push - pop)
         m.d.sync += [wp.eq(wp ^ push), rp.eq(rp ^ pop), count.eq(nxt), room.eq(nxt != 2),
