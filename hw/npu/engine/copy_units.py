@@ -12,8 +12,8 @@ stay the same, so it retries the same cycle's work next cycle.
   engines: a *row walker* walks the same rows as the copy and issues, per row, burst
   commands for exactly the bus words the copy reads (DDR -> L2) or writes (L2 -> DDR), in
   pieces of at most 256 words, so a contiguous run moves one bus word per cycle in AXI
-  bursts. The task is done when the copy is done and, toward DDR, every write command
-  has its B responses.
+  bursts (through a register slice, a cycle of latency per command). The task is done
+  when the copy is done and, toward DDR, every write command has its B responses.
 
 Each unit takes one task at a time on ``start`` (a :func:`unit_command_layout`: the copy
 command and the two levels; the sequencer has checked that the region lies inside the
@@ -33,6 +33,7 @@ from nem.taskformat import COPY_COUNT_BITS, LEVELS
 from npu.bus.axi import MAX_BURST, command_layout
 from npu.bus.dma import RegionCopy, dma_command_layout
 from npu.bus.ports import read_client_signature, write_client_signature
+from npu.bus.stream import SkidBuffer
 
 __all__ = ["DmaUnit", "SdmaUnit", "level_code", "unit_command_layout"]
 
@@ -260,9 +261,13 @@ class SdmaUnit(wiring.Component):
 
         # One walker, on the DDR side of the copy; its commands go to the reader (DDR ->
         # L2) or to the writer (L2 -> DDR).
-        walk_cmd = stream.Signature(command_layout(self.addr_width)).create()
+        # The walker's commands pass a register slice: the shared reader's or writer's
+        # ready (which depends on the other clients' requests) reaches the slice's
+        # registers, not the walker's counters and address arithmetic.
+        m.submodules.walk_slice = walk_slice = SkidBuffer(command_layout(self.addr_width))
         walker = _RowWalker(m, self.addr_width, wbytes, self.start.payload.copy, ~self.busy,
-                            load, new_to_ddr, walk_cmd)
+                            load, new_to_ddr, walk_slice.i)
+        walk_cmd = walk_slice.o
         m.d.comb += [self.rd_cmd.payload.eq(walk_cmd.payload),
                      self.wr_cmd.payload.eq(walk_cmd.payload)]
         with m.If(to_ddr):
@@ -309,7 +314,7 @@ class SdmaUnit(wiring.Component):
                      self.wr_data.payload.data.eq(rc.wr.data),
                      self.wr_data.payload.strb.eq(rc.wr.en)]
 
-        complete = walker.finished & (pending == 0) & ~issued
+        complete = walker.finished & ~walk_cmd.valid & (pending == 0) & ~issued
         m.d.comb += [self.done.valid.eq(rc.done.valid & complete),
                      self.done.payload.error.eq(rc.done.payload.error | error),
                      rc.done.ready.eq(self.done.ready & complete)]
