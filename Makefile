@@ -60,13 +60,13 @@ fuzz: $(STAMP)
 	@set -e; for s in tests/fuzz/fuzz_*.py; do \
 	  [ -e "$$s" ] || continue; echo "== $$s"; $(PY) "$$s" --seconds $(FUZZ_SECONDS); done
 
-# The board build (npu.board.build): PLL_MHZ, BOARD_DEVICE (tiny | small | sim | none),
-# BOARD_SEED, BOARD_PLACER (static | heap), BOARD_ROUTER (router2 | router1), BOARD_DENSITY
-# (heap placer density), MEMORY (bytes). BOARD_SEEDS="2 3 4" synthesises once and places
-# and routes once per seed (BOARD_JOBS at a time) into $(BITSTREAM_DIR)/seed<N>/, with
-# Fmax min / median / max in $(BITSTREAM_DIR)/seeds.txt.
+# The board build (npu.board.build): PLL_MHZ (engine clock; default npu.board.top.PLL_MHZ),
+# BOARD_DEVICE (tiny | small | sim | none), BOARD_SEED, BOARD_PLACER (static | heap),
+# BOARD_ROUTER (router2 | router1), BOARD_DENSITY (heap placer density), MEMORY (bytes).
+# BOARD_SEEDS="2 3 4" synthesises once and places and routes once per seed (BOARD_JOBS at
+# a time) into $(BITSTREAM_DIR)/seed<N>/, with Fmax min / median / max in seeds.txt.
 BITSTREAM_DIR ?= build/fpga/ulx3s-85f
-PLL_MHZ ?= 25
+PLL_MHZ ?=
 BOARD_DEVICE ?= tiny
 BOARD_SEED ?= 2
 BOARD_ROUTER ?= router2
@@ -75,7 +75,7 @@ BOARD_PLACER ?= static
 BOARD_SEEDS ?=
 BOARD_JOBS ?= 1
 bitstream: $(FPGA_STAMP)
-	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) --pll-mhz $(PLL_MHZ) \
+	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) $(if $(PLL_MHZ),--pll-mhz $(PLL_MHZ)) \
 	  $(if $(BOARD_SEEDS),--seeds $(BOARD_SEEDS) --jobs $(BOARD_JOBS),--seed $(BOARD_SEED)) --placer $(BOARD_PLACER) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY)) \
 	  $(if $(BOARD_DENSITY),--density $(BOARD_DENSITY))
 

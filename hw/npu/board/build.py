@@ -116,7 +116,7 @@ def _synth_stamp(verilog_text):
     return digest.hexdigest()
 
 
-def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, seed=2,
+def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=2,
                     baud=1_000_000, timeout=None, lpf=LPF, router="router2",
                     density=None, placer="static"):
     """Build the bitstream; return a :class:`BitstreamReport`.
@@ -127,8 +127,8 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=25.0, memory_bytes=None, 
         Output directory.
     engine : str or None
         The engine's device, or None for the bridge and block RAM alone.
-    pll_mhz : float
-        Engine clock.
+    pll_mhz : float, optional
+        Engine clock; default :data:`npu.board.top.PLL_MHZ` (50 MHz).
     memory_bytes : int, optional
         Block RAM bytes; default 256 KiB with an engine, 16 KiB without.
     seed : int
@@ -219,7 +219,7 @@ class SeedsReport:
         return "\n".join(lines)
 
 
-def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=25.0, memory_bytes=None,
+def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_bytes=None,
                 baud=1_000_000, timeout=None, lpf=LPF, router="router2", density=None,
                 placer="static"):
     """Synthesise the board top once, then place and route it with each placer seed.
@@ -285,8 +285,10 @@ def _synthesise(workdir, *, engine, pll_mhz, memory_bytes, baud, timeout, lpf):
     """Steps 1 and 2 of the module: the board top's Verilog and its netlist in
     ``workdir`` (the netlist reused when its stamp matches). Returns ``(PLL output MHz,
     synthesis seconds, reused)``."""
-    from npu.board.top import BoardTop
+    from npu.board.top import PLL_MHZ, BoardTop
 
+    if pll_mhz is None:
+        pll_mhz = PLL_MHZ
     workdir.mkdir(parents=True, exist_ok=True)
     if memory_bytes is None:
         memory_bytes = 256 * 1024 if engine else 16 * 1024
@@ -347,6 +349,8 @@ def _raise_if_failing(report, report_file):
 
 def main(argv=None):
     """``python -m npu.board.build`` (``make bitstream``)."""
+    from npu.board.top import PLL_MHZ
+
     parser = argparse.ArgumentParser(prog="python -m npu.board.build",
                                      description="ULX3S-85F bitstream of the board top")
     parser.add_argument("-o", "--output", default="build/fpga/ulx3s-85f",
@@ -354,8 +358,9 @@ def main(argv=None):
     parser.add_argument("--device", default="tiny",
                         help="engine device (default tiny, the board's), or 'none' for the "
                         "bridge and block RAM alone")
-    parser.add_argument("--pll-mhz", type=float, default=25.0,
-                        help="engine clock from the 25 MHz oscillator (default 25)")
+    parser.add_argument("--pll-mhz", type=float,
+                        help="engine clock from the 25 MHz oscillator (default "
+                        f"{PLL_MHZ:g})")
     parser.add_argument("--memory", type=int, help="block RAM bytes")
     seeds = parser.add_mutually_exclusive_group()
     # (no default here: argparse does not see an option given at its default value as

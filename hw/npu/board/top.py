@@ -35,10 +35,14 @@ from npu.bus.csr import AxiLiteCsr, AxiLiteSlice
 from npu.engine.config import EngineConfig
 from npu.engine.top import NemEngine, engine_register_map
 
-__all__ = ["OSC_MHZ", "BoardCore", "BoardTop"]
+__all__ = ["OSC_MHZ", "PLL_MHZ", "BoardCore", "BoardTop"]
 
 #: The ULX3S oscillator (pin G2).
 OSC_MHZ = 25.0
+
+#: The engine clock the board top is built for by default (``make bitstream``): the tiny
+#: engine's board top met it on placer seeds 2, 3 and 4 at 09d33ac (``docs/board.md``).
+PLL_MHZ = 50.0
 
 
 class BoardCore(wiring.Component):
@@ -142,7 +146,7 @@ class BoardTop(wiring.Component):
     Parameters
     ----------
     pll_mhz : float
-        Engine clock from the 25 MHz oscillator.
+        Engine clock from the 25 MHz oscillator (default :data:`PLL_MHZ`).
     **core
         :class:`BoardCore` parameters; ``divisor`` defaults to the PLL frequency over
         ``baud``.
@@ -157,7 +161,7 @@ class BoardTop(wiring.Component):
     led : Out(8)
     """
 
-    def __init__(self, *, pll_mhz=25.0, baud=1_000_000, **core):
+    def __init__(self, *, pll_mhz=PLL_MHZ, baud=1_000_000, **core):
         self.pll = EcpPll(OSC_MHZ, pll_mhz)
         self.f_mhz = self.pll.params.f_out
         divisor = core.pop("divisor", None)
