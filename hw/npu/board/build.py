@@ -32,6 +32,7 @@ import argparse
 import hashlib
 import re
 import shutil
+import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,8 @@ __all__ = ["LPF", "BitstreamReport", "SeedsReport", "build_bitstream", "build_se
 #: The board's constraints file.
 LPF = Path(__file__).resolve().parents[3] / "constraints" / "ulx3s-85f.lpf"
 TOP = "board_top"
+#: The placer seed of a single build: it routes the tiny board top (``docs/board.md``).
+SEED = 2
 _TARGET = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz\s+"
                      r"\((PASS|FAIL) at ([\d.]+) MHz\)")
 
@@ -83,10 +86,7 @@ class BitstreamReport:
         lines = [f"ULX3S-85F bitstream: {self.bitstream}",
                  f"engine clock (PLL): {self.pll_mhz:g} MHz"]
         for clock, f in sorted(self.fmax.items()):
-            target = self.targets.get(clock)
-            verdict = "" if target is None else \
-                f" against {target:g} MHz: {'PASS' if f >= target else 'FAIL'}"
-            lines.append(f"Fmax {clock}: {f:.2f} MHz{verdict}")
+            lines.append(f"Fmax {clock}: {f:.2f} MHz{_verdict(f, self.targets.get(clock))}")
             path = self.critical_paths.get(clock)
             if path is not None:
                 lines.append(f"  critical path {path.delay_ns:.2f} ns ({path.logic_ns:.2f} "
@@ -99,6 +99,13 @@ class BitstreamReport:
             f"synthesis {self.synth_seconds:.0f} s"
         lines.append(f"{synth}, place and route {self.pnr_seconds:.0f} s")
         return "\n".join(lines)
+
+
+def _verdict(fmax, target):
+    """`` against T MHz: PASS`` (or ``FAIL``), or nothing for a clock without a constraint."""
+    if target is None:
+        return ""
+    return f" against {target:g} MHz: {'PASS' if fmax >= target else 'FAIL'}"
 
 
 def _synth_stamp(verilog_text):
@@ -116,7 +123,7 @@ def _synth_stamp(verilog_text):
     return digest.hexdigest()
 
 
-def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=2,
+def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=SEED,
                     baud=1_000_000, timeout=None, lpf=LPF, router="router2",
                     density=None, placer="static"):
     """Build the bitstream; return a :class:`BitstreamReport`.
@@ -187,12 +194,9 @@ class SeedsReport:
         clocks = sorted({c for r in self.reports.values() for c in r.targets})
         out = {}
         for clock in clocks:
-            values = sorted(r.fmax[clock] for r in self.reports.values() if clock in r.fmax)
-            if not values:
-                continue
-            n = len(values)
-            median = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
-            out[clock] = (values[0], median, values[-1])
+            values = [r.fmax[clock] for r in self.reports.values() if clock in r.fmax]
+            if values:
+                out[clock] = (min(values), statistics.median(values), max(values))
         return out
 
     def failing(self):
@@ -207,12 +211,9 @@ class SeedsReport:
                  f" ({synth})"]
         for seed, r in self.reports.items():
             for clock, f in sorted(r.fmax.items()):
-                target = r.targets.get(clock)
-                verdict = "" if target is None else \
-                    f" against {target:g} MHz: {'PASS' if f >= target else 'FAIL'}"
                 path = r.critical_paths.get(clock)
                 where = "" if path is None else f"; {path.start} -> {path.end}"
-                lines.append(f"seed {seed}: {clock} {f:.2f} MHz{verdict} "
+                lines.append(f"seed {seed}: {clock} {f:.2f} MHz{_verdict(f, r.targets.get(clock))} "
                              f"(place and route {r.pnr_seconds:.0f} s){where}")
         for clock, (lo, med, hi) in self.spread().items():
             lines.append(f"Fmax {clock} min / median / max: {lo:.2f} / {med:.2f} / {hi:.2f} MHz")
@@ -365,8 +366,8 @@ def main(argv=None):
     seeds = parser.add_mutually_exclusive_group()
     # (no default here: argparse does not see an option given at its default value as
     # given, so "--seed 2 --seeds 3" would pass the group's check)
-    seeds.add_argument("--seed", type=int,
-                       help="placer seed (default 2: it routes the tiny board top)")
+    seeds.add_argument("--seed", type=int, help=f"placer seed (default {SEED}: it routes the "
+                       "tiny board top)")
     seeds.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
                        help="synthesise once, then place and route with each seed in "
                        "OUTPUT/seed<N>/; prints Fmax min / median / max (OUTPUT/seeds.txt)")
@@ -385,11 +386,10 @@ def main(argv=None):
     engine = None if args.device == "none" else args.device
     if args.seeds is not None:
         return _main_seeds(args, engine)
-    if args.seed is None:
-        args.seed = 2
     try:
         report = build_bitstream(args.output, engine=engine, pll_mhz=args.pll_mhz,
-                                 memory_bytes=args.memory, seed=args.seed, baud=args.baud,
+                                 memory_bytes=args.memory,
+                                 seed=SEED if args.seed is None else args.seed, baud=args.baud,
                                  timeout=args.timeout, router=args.router,
                                  density=args.density, placer=args.placer)
     except SynthError as exc:
