@@ -107,10 +107,27 @@ def engine_register_map(config):
 
 def _report_done(m, done, seq_done, idle):
     """A unit's ``done`` to the SEQ once its queued L1/L2 writes are written (``idle``:
-    its write queues are empty, ``npu.bus.ports.ArbitratedSRAM.wr_idle``)."""
-    m.d.comb += [seq_done.valid.eq(done.valid & idle),
-                 seq_done.payload.error.eq(done.payload.error),
-                 done.ready.eq(seq_done.ready & idle)]
+    its write queues are empty, ``npu.bus.ports.ArbitratedSRAM.wr_idle``), through a
+    register beside the unit.
+
+    The unit's ``done`` comes from its FSM's state, and the SEQ's state, tokens and
+    counters depend on it: the board's worst path at 09d33ac (seeds 2 and 4) was the NMU's
+    state -> its ``done`` -> across the die -> the SEQ's state. The register is a forward
+    slice: it takes a completion when it is empty or being emptied (the SEQ takes every
+    completion at once, so it never holds one for longer than a cycle), and the SEQ sees
+    it a cycle after the unit ends.
+    """
+    full = Signal()
+    error = Signal()
+    take = Signal()
+    m.d.comb += [take.eq(done.valid & idle & (~full | seq_done.ready)),
+                 done.ready.eq(idle & (~full | seq_done.ready)),
+                 seq_done.valid.eq(full),
+                 seq_done.payload.error.eq(error)]
+    with m.If(take):
+        m.d.sync += [full.eq(1), error.eq(done.payload.error)]
+    with m.Elif(seq_done.ready):
+        m.d.sync += full.eq(0)
 
 
 class NemEngine(wiring.Component):
