@@ -85,7 +85,60 @@ class EngineTB:
         self.cycle = 0         # testbench clock cycles since the monitor started
         self.started = None    # cycle the SEQ left IDLE in this run
         self.states = deque(maxlen=8)  # (cycle, seq_state code) of the SEQ's last changes
+        self._tally_handles = self._unit_handles()
+        self.tally = {}        # counter name -> cycles counted here since the last launch
+        self._clear_tally()
         cocotb.start_soon(self._watch_tokens())
+
+    def _unit_handles(self):
+        """Per counter, the handles whose AND is the condition it counts, taken from the
+        units' own ports: ``busy``; a copy unit's ``stall``; for the NMU and the CSTLs, a
+        request on one of their L1 ports without a grant (a port waiting, as the register
+        map documents ``STALL_<unit>``), not the engine's own stall wires."""
+        dut, cfg = self.dut, self.cfg
+        out = {"CYCLES": None}     # the SEQ's status BUSY (read as a value, not a bit)
+        units = ([(f"DMA{k}", f"dma{k}") for k in range(cfg.n_dma)]
+                 + [(f"SDMA{k}", f"sdma{k}") for k in range(cfg.n_sdma)])
+        for name, inst in units:
+            u = getattr(dut, inst)
+            out[f"BUSY_{name}"] = (u.busy, [])
+            out[f"STALL_{name}"] = (u.stall, [])
+        ports = []
+        if cfg.n_nmu:
+            ports.append(("NMU0", dut.nmu, ("l1_rd", "l1_wrd", "l1_wr")))
+        ports += [(f"CSTL{k}", getattr(dut, f"cstl{k}"), ("l1_rd", "l1_wr"))
+                  for k in range(cfg.n_cstl)]
+        for name, u, which in ports:
+            out[f"BUSY_{name}"] = (u.busy, [])
+            out[f"STALL_{name}"] = (u.busy, [(getattr(u, f"{p}__req"), getattr(u, f"{p}__gnt"))
+                                             for p in which])
+        return out
+
+    def _clear_tally(self):
+        self.tally = dict.fromkeys(self._tally_handles, 0)
+
+    def _count_cycle(self):
+        """Add this cycle to :attr:`tally` (called by the monitor once per cycle)."""
+        tally = self.tally
+        for name, handles in self._tally_handles.items():
+            if handles is None:
+                tally[name] += int(self.dut.seq.status.value) == Status.BUSY
+                continue
+            cond, waits = handles
+            if cond.value != 1:
+                continue
+            if waits and not any(req.value == 1 and gnt.value != 1 for req, gnt in waits):
+                continue
+            tally[name] += 1
+
+    def check_counters(self, counters):
+        """``CYCLES``, ``BUSY_<unit>`` and ``STALL_<unit>`` of a finished run equal the
+        cycles the monitor counted from the units' ports since :meth:`launch` (the units
+        are idle at ``START`` and at the end, so where a counter registers its condition
+        first does not change its total)."""
+        wrong = {name: (counters[name], want) for name, want in self.tally.items()
+                 if counters[name] != want}
+        assert not wrong, f"counters (RTL, testbench): {wrong}"
 
     async def _watch_tokens(self):
         """A task never issues before its wait tokens are set.
@@ -112,6 +165,7 @@ class EngineTB:
                 self.states.append((self.cycle, code))
             if self.started is None and code != 0:  # 0: IDLE (the init state)
                 self.started = self.cycle
+            self._count_cycle()
             self.model_tokens |= self.late_tokens
             self.late_tokens = 0
             for k, valid in enumerate(done):
@@ -185,6 +239,7 @@ class EngineTB:
         self.late_tokens = 0
         self.running = {}
         self.spans = []
+        self._clear_tally()        # START clears the counters
         self.ram.write(0, bytes(image))
         if watchdog is not None:
             await self.write("WATCHDOG", watchdog)

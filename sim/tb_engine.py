@@ -87,6 +87,7 @@ async def _run_program(tb, name, text, seed, *, reset=True, inputs=None):
             f"{Cause(counters['ERROR_CAUSE']).name} at task {counters['ERROR_TASK']}; "
             f"SEQ {state}; counters {counters}")
     assert counters["TASKS_ISSUED"] == g.tasks == counters["TASKS_DONE"] == tb.issues
+    tb.check_counters(counters)
     ddr = np.frombuffer(tb.ram.read(0, len(g.ddr)), dtype=np.uint8)
     _first_diff(ddr, g.ddr, f"{name}: DDR")
     _first_diff(tb.sram("l2", CFG.l2_depth), g.l2, f"{name}: L2")
