@@ -365,18 +365,24 @@ class Nmu(wiring.Component):
         the comb statements ``ok``), then the variant's tile states (``tiles()`` adds them),
         DRAIN until ``quiet`` and the array and output stage are empty, DONE.
         """
+        # the task's registers load (and the counters clear) in every idle cycle, not on
+        # ``start.valid`` (from the SEQ's issue across the die): only the state and
+        # ``reading`` wait on it. Nothing looks at them while idle, and the start's payload
+        # is steady then (the decode settled before a start is offered); a task's counts
+        # hold in its done cycle and the one after it. "Idle" is a flip-flop of its own,
+        # high exactly while the FSM is in IDLE, so that the enables of these registers
+        # (spread over the unit) come from one register rather than a decode of the FSM's
+        # state (the board's worst path on seed 4 at d7a581d: the state -> the enable of a
+        # task register, 16 ns of it one net)
+        s.idle_q = Signal(init=1, name="idle_q")
+        with m.If(s.idle_q):
+            s.on_start()
+            m.d.sync += start
         with m.FSM():
             with m.State("IDLE"):
-                # the task's registers load (and the counters clear) in every idle cycle,
-                # not on ``start.valid`` (from the SEQ's issue across the die): only the
-                # state and ``reading`` wait on it. Nothing looks at them while idle, and
-                # the start's payload is steady then (the decode settled before a start is
-                # offered); a task's counts hold in its done cycle and the one after it
                 m.d.comb += self.start.ready.eq(1)
-                s.on_start()
-                m.d.sync += start
                 with m.If(self.start.valid):
-                    m.d.sync += s.reading.eq(1)
+                    m.d.sync += [s.reading.eq(1), s.idle_q.eq(0)]
                     m.next = "PARAMS"
             with m.State("PARAMS"):
                 # the entry's head (zero points, clamp, channel count); the pairs are read
@@ -433,6 +439,7 @@ class Nmu(wiring.Component):
                      self.done.payload.error.eq(s.cause != 0),
                      self.done.payload.cause.eq(s.cause)]
         with m.If(self.done.ready & ~s.reading):
+            m.d.sync += s.idle_q.eq(1)
             m.next = "IDLE"
 
     def _single_port(self, m, s):
