@@ -150,6 +150,17 @@ class SteppedAgu(wiring.Component):
         # counter: a step decides from flip-flops which levels wrap.
         bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
         ends = {c.name: Signal(name=f"{c.name}_end") for c, _ in bounds}
+        # A second copy of each end flag, kept inverted (``<c>_end_n``, which synthesis
+        # does not merge with ``<c>_end``, as it would a register of the same input), read
+        # only by the steps of the position registers (the 32-bit partial sums, ``ih``,
+        # ``iw``): the placer can put it beside them while ``<c>_end`` stays with the
+        # counters and the run's tags. The board's worst paths on seeds 2 and 3 at
+        # 0ecd3af ran from ``ky_end``/``kx_end`` over 35 columns to ``a_oy``/``a_off``.
+        ends_n = {c.name: Signal(init=1, name=f"{c.name}_end_n") for c, _ in bounds}
+
+        def set_end(c, value):
+            """Both copies of counter ``c``'s end flag take ``value``."""
+            return [ends[c.name].eq(value), ends_n[c.name].eq(~value)]
 
         # The activation run's "last tap of the pixel" (``ky`` and ``kx`` both at their
         # end) in a register of its own, set from the same counts as the end flags: the
@@ -166,7 +177,7 @@ class SteppedAgu(wiring.Component):
                          pb.eq(t.pix_bias & (self.mode == self.MODE_A)),
                          col_end.eq(ncols_now == 1), last_tap.eq(one_tap)]
             m.d.sync += [c.eq(0) for c in (b, oy, ox, ky, kx, ci)]
-            m.d.sync += [at_end(c).eq(bound == 1) for c, bound in bounds]
+            m.d.sync += [a for c, bound in bounds for a in set_end(c, bound == 1)]
             m.d.sync += [s.eq(0) for s in (a_b, a_oy, a_ox, a_ky, a_off, y_b, y_oy, y_off,
                                            tap, trow, w_ky, w_kx, w_off, b_off, pb_oy, pb_c)]
             m.d.sync += [ih_base.eq(-t.pad_top), ih.eq(-t.pad_top),
@@ -177,13 +188,15 @@ class SteppedAgu(wiring.Component):
         step = Signal()
         m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
 
-        def carries(counters_bounds):
+        def carries(counters_bounds, positions=False):
             """End-of-level flags of a nest of (counter, bound), innermost last: element k
-            is true when levels k.. all wrap (the step carries out of level k)."""
+            is true when levels k.. all wrap (the step carries out of level k). From the
+            inverted copies of the end flags with ``positions`` (for the position
+            registers' steps)."""
             out = []
             carry = None
             for c, _bound in reversed(counters_bounds):
-                wraps = at_end(c)
+                wraps = ~ends_n[c.name] if positions else at_end(c)
                 carry = wraps if carry is None else carry & wraps
                 out.append(carry)
             return out[::-1]
@@ -191,7 +204,7 @@ class SteppedAgu(wiring.Component):
         def count(counters_bounds, wraps):
             for (c, bound), w in zip(counters_bounds, wraps, strict=True):
                 with m.If(w):
-                    m.d.sync += [c.eq(0), at_end(c).eq(bound == 1)]
+                    m.d.sync += [c.eq(0), *set_end(c, bound == 1)]
             # the innermost level that does not wrap counts up
             levels = list(zip(counters_bounds, wraps, strict=True))
             for k in range(len(levels)):
@@ -201,7 +214,7 @@ class SteppedAgu(wiring.Component):
                 if inner_wrap is not None:
                     cond = cond & inner_wrap
                 with m.If(cond):
-                    m.d.sync += [c.eq(c + 1), at_end(c).eq(c + 2 == levels[k][0][1])]
+                    m.d.sync += [c.eq(c + 1), *set_end(c, c + 2 == levels[k][0][1])]
 
         with m.Switch(mode):
             with m.Case(self.MODE_W):
@@ -212,14 +225,17 @@ class SteppedAgu(wiring.Component):
                 ]
                 nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
                 c_ky, c_kx, c_ci = carries(nest)
+                p_ky, p_kx, p_ci = carries(nest, positions=True)
                 with m.If(step):
                     count(nest, [c_ky, c_kx, c_ci])
                     with m.If(c_ky):
                         m.d.sync += self.busy.eq(0)
-                    with m.Elif(c_kx):   # next ky
+                    with m.If(p_ky):
+                        pass
+                    with m.Elif(p_kx):   # next ky
                         m.d.sync += [w_ky.eq(w_ky + t.ws[0]), w_kx.eq(w_ky + t.ws[0]),
                                      w_off.eq(w_ky + t.ws[0])]
-                    with m.Elif(c_ci):   # next kx
+                    with m.Elif(p_ci):   # next kx
                         m.d.sync += [w_kx.eq(w_kx + t.ws[1]), w_off.eq(w_kx + t.ws[1])]
                     with m.Else():       # next ci
                         m.d.sync += w_off.eq(w_off + t.ws[2])
@@ -247,6 +263,7 @@ class SteppedAgu(wiring.Component):
                 ]
                 nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
                 c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
+                p_b, p_oy, p_ox, p_ky, p_kx = carries(nest, positions=True)
                 with m.If(pb):
                     m.d.comb += [
                         p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
@@ -263,7 +280,9 @@ class SteppedAgu(wiring.Component):
                     count(nest, [c_b, c_oy, c_ox, c_ky, c_kx])
                     with m.If(c_b):
                         m.d.sync += self.busy.eq(0)
-                    with m.Elif(c_oy):   # next image
+                    with m.If(p_b):
+                        pass
+                    with m.Elif(p_oy):   # next image
                         nxt = a_b + t.xs[0]
                         ynxt = y_b + y_inc_b
                         m.d.sync += [a_b.eq(nxt), a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt),
@@ -271,7 +290,7 @@ class SteppedAgu(wiring.Component):
                                      y_off.eq(ynxt), ih_base.eq(-t.pad_top),
                                      ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
                                      iw.eq(-t.pad_left), pb_oy.eq(0)]
-                    with m.Elif(c_ox):   # next output row
+                    with m.Elif(p_ox):   # next output row
                         nxt = a_oy + inc_oy
                         ynxt = y_oy + y_inc_oy
                         m.d.sync += [a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
@@ -280,14 +299,14 @@ class SteppedAgu(wiring.Component):
                                      ih.eq(ih_base + t.stride_h),
                                      iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
                                      pb_oy.eq(pb_oy + pb_inc)]
-                    with m.Elif(c_ky):   # next output column
+                    with m.Elif(p_ky):   # next output column
                         nxt = a_ox + inc_ox
                         m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
                                      y_off.eq(y_off + y_inc_ox),
                                      ih.eq(ih_base),
                                      iw_base.eq(iw_base + t.stride_w),
                                      iw.eq(iw_base + t.stride_w)]
-                    with m.Elif(c_kx):   # next kernel row
+                    with m.Elif(p_kx):   # next kernel row
                         nxt = a_ky + inc_ky
                         m.d.sync += [a_ky.eq(nxt), a_off.eq(nxt), ih.eq(ih + t.dil_h),
                                      iw.eq(iw_base)]
