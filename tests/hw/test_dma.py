@@ -50,7 +50,12 @@ def run(commands, src_bytes, dst_bytes, seed=0):
         for cmd in commands:
             ctx.set(dut.cmd.payload, cmd)
             ctx.set(dut.cmd.valid, 1)
-            await ctx.tick().until(dut.cmd.ready)
+            for _ in range(100):   # bounded: a unit that never takes a command fails
+                *_, ready = await ctx.tick().sample(dut.cmd.ready)
+                if ready:
+                    break
+            else:
+                raise AssertionError("the DMA did not take the command")
             ctx.set(dut.cmd.valid, 0)
             ctx.set(dut.done.ready, 1)
             for _ in range(20000):

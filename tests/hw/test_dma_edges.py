@@ -68,6 +68,15 @@ def test_rtl_range_check_at_the_boundary(side):
         assert out["errors"] == [error]
         assert out["dst"] == bytes(want)
         assert out["bytes"] == (0 if error else n)
+    # after an out-of-range row the unit is idle again: the next command runs, once
+    good = _cmd(0, 0, [n, 1, 1, 1])
+    bad = _cmd(over if side == "src" else 0, over if side == "dst" else 0, [n, 1, 1, 1])
+    want = bytearray(dst)
+    copy_region_model(src, want, **good)
+    out = run([bad, good, bad], src, dst)
+    assert out["errors"] == [1, 0, 1]
+    assert out["dst"] == bytes(want)
+    assert out["bytes"] == n
 
 
 def test_rtl_zero_count_in_each_dimension():
@@ -112,3 +121,69 @@ def test_constructor_widths_and_depths():
     # the byte-address width covers the larger memory, source or destination
     assert RegionCopy(data_width=32, src_depth=1000, dst_depth=10).addr_width == 12
     assert RegionCopy(data_width=32, src_depth=10, dst_depth=1000).addr_width == 12
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_constructor_defaults():
+    rc = RegionCopy()
+    assert (rc.wbytes, rc.src_depth, rc.dst_depth) == (8, 1024, 1024)
+
+
+def test_rtl_narrow_words_in_a_memory_of_odd_depth():
+    """16-bit words in memories of 100 words (200 bytes: an 8-bit byte address, word
+    indices up to 99 and the fetch index's -1 need 8 bits), rows up to the last word."""
+    from amaranth.sim import Simulator
+
+    from sim.dma_harness import RegionCopyHarness
+
+    width, depth = 16, 100
+    wb = width // 8
+    size = wb * depth
+    rng = random.Random(8)
+    src = bytes(rng.randrange(256) for _ in range(size))
+    commands = []
+    for _ in range(12):
+        n0 = rng.randint(1, 9)
+        cnt = [n0, rng.randint(1, 3), 1, 1]
+        stride = n0 + rng.randint(0, 4)
+        extent = n0 + (cnt[1] - 1) * stride
+        # mostly near the top of both memories
+        s0 = rng.randint(max(0, size - extent - 12), size - extent)
+        d0 = rng.randint(max(0, size - extent - 12), size - extent)
+        commands.append(_cmd(s0, d0, cnt, (stride, 0, 0), (stride, 0, 0)))
+    want = bytearray(size)
+    for cmd in commands:
+        assert copy_region_model(src, want, **cmd) is False
+    dut = RegionCopyHarness(data_width=width, depth=depth,
+                            src_init=[int.from_bytes(src[k * wb:(k + 1) * wb], "little")
+                                      for k in range(depth)])
+    errors = []
+
+    async def bench(ctx):
+        ctx.set(dut.done.ready, 1)
+        for cmd in commands:
+            ctx.set(dut.cmd.payload, cmd)
+            ctx.set(dut.cmd.valid, 1)
+            for _ in range(100):
+                *_, ready = await ctx.tick().sample(dut.cmd.ready)
+                if ready:
+                    break
+            else:
+                raise AssertionError("the DMA did not take the command")
+            ctx.set(dut.cmd.valid, 0)
+            for _ in range(2000):
+                *_, valid, payload = await ctx.tick().sample(dut.done.valid, dut.done.payload)
+                if valid:
+                    errors.append(int(payload.error))
+                    break
+            else:
+                raise AssertionError("the copy did not finish")
+        got = b"".join(ctx.get(dut.dst_mem.data[k]).to_bytes(wb, "little")
+                       for k in range(depth))
+        assert got == bytes(want)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert errors == [0] * len(commands)
