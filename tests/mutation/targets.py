@@ -99,7 +99,7 @@ TARGETS = {t.module: t for t in (
                        "tests/hw/test_engine_units.py", "tests/hw/test_copy_units_edges.py"),
        "rtl"),
     _T("npu.bus.ports", ("tests/hw/test_engine_blocks.py", "tests/hw/test_sram_ports.py",
-                         "tests/hw/test_fetch_into.py"), "rtl"),
+                         "tests/hw/test_fetch_into.py", "tests/hw/test_axi_muxes.py"), "rtl"),
     _T("npu.bus.stream", ("tests/hw/test_stream_fifo.py",), "rtl"),
     _T("npu.cstl.store", ("tests/hw/test_cstl_store.py",), "rtl"),
     _T("npu.engine.copy_units", ("tests/hw/test_engine_units.py",
