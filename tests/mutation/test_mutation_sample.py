@@ -75,6 +75,23 @@ SAMPLE = (
             "((s.slot_wait[:T] & ~visible) == 0) & free.bit_select",
             "free.bit_select",
             ("tests/hw/test_seq.py::test_decode_ahead",)),
+    Planted("dma-busy-after-out-of-range-row", "npu.bus.dma",
+            "m.d.sync += [active.eq(0), self._finished.eq(1), self._error.eq(1)]",
+            "m.d.sync += [active.eq(1), self._finished.eq(1), self._error.eq(1)]",
+            ("tests/hw/test_dma_edges.py::test_rtl_range_check_at_the_boundary",)),
+    Planted("sdma-walker-third-level-skips", "npu.engine.copy_units",
+            "m.d.sync += [i[0].eq(0), i[1].eq(i[1] + 1), row.eq(nb), base2.eq(nb)]",
+            "m.d.sync += [i[0].eq(0), i[1].eq(i[1] + 2), row.eq(nb), base2.eq(nb)]",
+            ("tests/hw/test_copy_units_edges.py"
+             "::test_sdma_unit_handshakes_bursts_errors_and_high_ddr",)),
+    Planted("write-mux-data-from-client-0", "npu.bus.ports",
+            "            with m.If(owner == k):\n"
+            "                m.d.comb += [self.wr_data.valid.eq(d.valid), "
+            "self.wr_data.payload.eq(d.payload),",
+            "            with m.If(k == 0):\n"
+            "                m.d.comb += [self.wr_data.valid.eq(d.valid), "
+            "self.wr_data.payload.eq(d.payload),",
+            ("tests/hw/test_axi_muxes.py::test_write_mux_against_model",)),
     Planted("requant-rounds-down", "nem.numerics",
             "scaled = (acc * m + (np.int64(1) << (t - 1))) >> t",
             "scaled = (acc * m) >> t",
