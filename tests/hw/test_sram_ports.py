@@ -122,3 +122,34 @@ def test_no_extra_port_by_default():
         ArbitratedSRAM(data_width=64, depth=16, clients=2, extra_read_clients=-1)
     with pytest.raises(ValueError, match="read_ports must be 1 or 2"):
         SRAM(data_width=64, depth=16, read_ports=3)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_constructor_checks():
+    """The client counts and the first extra read client are checked, with the value in
+    the message; one client (no arbitration) is allowed."""
+    assert ArbitratedSRAM(data_width=32, depth=8, clients=1).clients == 1
+    for bad in (0, -1, 1.0, "2"):
+        with pytest.raises(ValueError,
+                           match=rf"^clients must be a positive integer, not {bad!r}$"):
+            ArbitratedSRAM(data_width=32, depth=8, clients=bad)
+    for bad in (-1, 0.5):
+        with pytest.raises(ValueError, match=r"^extra_read_clients must be a non-negative "
+                                             rf"integer, not {bad!r}$"):
+            ArbitratedSRAM(data_width=32, depth=8, clients=2, extra_read_clients=bad)
+    with pytest.raises(ValueError, match=r"^xrd_first must be an xrd client index "
+                                         r"\(0\.\.\.1\), not 2$"):
+        ArbitratedSRAM(data_width=32, depth=8, clients=2, extra_read_clients=2, xrd_first=2)
+
+
+
+def test_write_queues_model_refuses_a_go_without_room():
+    """The model the RTL is checked against refuses a ``go`` on a port whose ``gnt`` was
+    low at the cycle's start (two writes queued), even when that port's head is written
+    in the same cycle: the RTL's ``gnt`` is a register of the previous cycle's count."""
+    model = WriteQueuesModel(2)
+    model.clock(1, {0: (1, 1, 1), 1: (9, 9, 9)})   # one write queued on each port
+    assert model.clock(1, {0: (2, 2, 2)}) == {"wr_addr": 9, "wr_data": 9, "wr_en": 9}
+    assert model.queues[0] == [(1, 1, 1), (2, 2, 2)] and not model.gnt(0)
+    with pytest.raises(AssertionError, match="port 0: go without room"):
+        model.clock(1, {0: (3, 3, 3)})   # port 1 is empty: port 0's head is written

@@ -290,6 +290,9 @@ class WriteQueuesModel:
         ``wr_data``, ``wr_en``), or an empty dict when no queue holds a write.
         """
         n = len(self.queues)
+        # a go needs the port's gnt of this cycle, from the queue as the cycle starts
+        for k in pushes:
+            assert self.gnt(k), f"port {k}: go without room"
         head = {}
         for j in range(n):
             k = (prio + j) % n
@@ -298,7 +301,6 @@ class WriteQueuesModel:
                                 strict=True))
                 break
         for k, write in pushes.items():
-            assert len(self.queues[k]) < self.DEPTH, f"port {k}: go without room"
             self.queues[k].append(tuple(write))
         return head
 
