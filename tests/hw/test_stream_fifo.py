@@ -84,7 +84,13 @@ def test_sender_times_out_when_never_ready():
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"width": 0, "depth": 4}, TypeError, "width must be a positive integer, not 0"),
+    ({"width": 2.5, "depth": 4}, TypeError, "width must be a positive integer, not 2.5"),
+    ({"width": True, "depth": 4}, TypeError, "width must be a positive integer, not True"),
     ({"width": 8, "depth": 1}, ValueError, "depth must be an integer of at least 2, not 1"),
+    ({"width": 8, "depth": 2.5}, ValueError,
+     "depth must be an integer of at least 2, not 2.5"),
+    ({"width": 8, "depth": True}, ValueError,
+     "depth must be an integer of at least 2, not True"),
 ])
 def test_constructor_errors(kwargs, error, message):
     with pytest.raises(error) as info:
@@ -226,8 +232,8 @@ class _DecodeHarness(wiring.Component):
     """A shadow register written through ``write``, its decode (``value ^ 0x5A``) after
     ``latency`` registers of its own, and ``start_after_decode`` passing ``start`` on."""
 
-    def __init__(self, latency, registers):
-        self.latency, self.registers = latency, registers
+    def __init__(self, latency, registers, *, defaults=False):
+        self.latency, self.registers, self.defaults = latency, registers, defaults
         super().__init__({"write": In(stream.Signature(8)), "start": In(stream.Signature(1)),
                           "core": Out(stream.Signature(8))})
 
@@ -242,18 +248,24 @@ class _DecodeHarness(wiring.Component):
             stage = Signal(8)
             m.d.sync += stage.eq(decoded)
             decoded = stage
-        start_after_decode(m, self.start, self.core, decoded, self.write.valid,
-                           latency=self.latency, registers=self.registers)
+        if self.defaults:   # the keyword defaults: a combinational decode, one register
+            start_after_decode(m, self.start, self.core, decoded, self.write.valid)
+        else:
+            start_after_decode(m, self.start, self.core, decoded, self.write.valid,
+                               latency=self.latency, registers=self.registers)
         return m
 
 
-@pytest.mark.parametrize(("latency", "registers"), [(0, 1), (0, 2), (1, 1), (1, 2), (2, 3)])
-def test_start_after_decode_waits_for_the_decode_of_the_registers_as_they_are(latency,
-                                                                              registers):
+@pytest.mark.parametrize(("latency", "registers", "defaults"),
+                         [(0, 1, False), (0, 2, False), (1, 1, False), (1, 2, False),
+                          (2, 3, False), (0, 1, True)])
+def test_start_after_decode_waits_for_the_decode_of_the_registers_as_they_are(
+        latency, registers, defaults):
     """Random writes, starts and core stalls, cycle by cycle: ``core.valid`` is high exactly
     when ``start`` is and no write happened in the last ``latency + registers`` cycles, and
-    then the payload is the decode of the shadow register as it is now."""
-    dut = _DecodeHarness(latency, registers)
+    then the payload is the decode of the shadow register as it is now. ``defaults``:
+    called without ``latency`` and ``registers``, which must mean 0 and 1."""
+    dut = _DecodeHarness(latency, registers, defaults=defaults)
     rng = random.Random(latency * 10 + registers)
     wait = latency + registers
     passed = []
@@ -305,3 +317,47 @@ def test_register_fifo_against_its_model_under_stalls(depth, idle, backpressure)
 def test_register_fifo_wants_two_entries():
     with pytest.raises(ValueError, match="depth must be an integer of at least 2, not 1"):
         RegisterFIFO(8, 1)
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_register_fifo_wants_an_integer_depth():
+    for bad in (2.5, True, "3"):
+        with pytest.raises(ValueError, match=rf"^depth must be an integer of at least 2, "
+                                             rf"not {bad!r}$"):
+            RegisterFIFO(8, bad)
+
+
+@pytest.mark.parametrize("depth", [2, 5])
+def test_stream_fifo_level_counts_to_full_and_back(depth):
+    """A one-bit-wide FIFO (the narrowest allowed) offered words with the output stalled:
+    it takes exactly ``depth``, ``level`` rises from 0 to ``depth`` and stays, ``i.ready``
+    is low at full, and the words come out in order as it drains."""
+    dut = StreamFIFO(width=1, depth=depth)
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        levels, sent = [], 0
+        for _ in range(depth + 4):
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.i.payload, sent % 2)
+            levels.append(ctx.get(dut.level))
+            took = ctx.get(dut.i.ready)
+            await ctx.tick()
+            sent += took
+        ctx.set(dut.i.valid, 0)
+        assert sent == depth, f"{sent} words taken by a FIFO of {depth}"
+        assert ctx.get(dut.level) == depth and not ctx.get(dut.i.ready)
+        assert levels == sorted(levels) and levels[0] == 0 and max(levels) == depth
+        out = []
+        ctx.set(dut.o.ready, 1)
+        for _ in range(4 * depth):
+            if ctx.get(dut.o.valid):
+                out.append(ctx.get(dut.o.payload))
+            await ctx.tick()
+        assert out == [k % 2 for k in range(depth)]
+        assert ctx.get(dut.level) == 0
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
