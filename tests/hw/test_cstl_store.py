@@ -26,13 +26,13 @@ LANES = 8
 DEPTH = 64
 
 
-def _runs(rng, n_runs):
+def _runs(rng, n_runs, lanes=LANES):
     """Vectors as (addr, data bytes) in runs: each run contiguous from a random byte."""
     vectors = []
     for _ in range(n_runs):
-        addr = rng.randrange(DEPTH * LANES - 6 * LANES)
+        addr = rng.randrange(DEPTH * lanes - 6 * lanes)
         for _ in range(rng.randrange(1, 6)):
-            count = rng.choice((LANES, LANES, rng.randrange(1, LANES + 1)))
+            count = rng.choice((lanes, lanes, rng.randrange(1, lanes + 1)))
             vectors.append((addr, bytes(rng.getrandbits(8) for _ in range(count))))
             addr += count
     return vectors
@@ -42,11 +42,11 @@ def _payload(addr, data):
     return {"data": int.from_bytes(data, "little"), "count": len(data), "addr": addr}
 
 
-def _run(vectors, *, seed, idle, deny):
+def _run(vectors, *, seed, idle, deny, lanes=LANES):
     """Simulate the store on ``vectors``; returns (memory, writes, cycles)."""
-    dut = VectorStore(lanes=LANES, depth=DEPTH)
+    dut = VectorStore(lanes=lanes, depth=DEPTH)
     rng = random.Random(seed)
-    memory = bytearray(rng.getrandbits(8) for _ in range(DEPTH * LANES))
+    memory = bytearray(rng.getrandbits(8) for _ in range(DEPTH * lanes))
     model = bytearray(memory)
     for addr, data in vectors:
         model[addr:addr + len(data)] = data
@@ -71,9 +71,9 @@ def _run(vectors, *, seed, idle, deny):
             assert ctx.get(dut.stall) == (req and not gnt)
             if req and gnt:
                 assert en, f"a write without byte enables at word {addr}"
-                for k in range(LANES):
+                for k in range(lanes):
                     if en >> k & 1:
-                        memory[addr * LANES + k] = data >> (8 * k) & 0xFF
+                        memory[addr * lanes + k] = data >> (8 * k) & 0xFF
                 state["writes"] += 1
                 state["log"].append((addr, data, en))
             busy = ctx.get(dut.busy)
@@ -125,3 +125,22 @@ def test_writes_do_not_depend_on_timing():
     logs = [_run(vectors, seed=9, idle=idle, deny=deny)[2]["log"]
             for idle, deny in ((0.0, 0.0), (0.5, 0.0), (0.0, 0.6), (0.4, 0.5))]
     assert all(log == logs[0] for log in logs[1:]), [len(log) for log in logs]
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4])
+def test_narrow_words_against_byte_model(lanes):
+    """L1 words of 1, 2 and 4 bytes (a one-byte word has no lane offset at all)."""
+    vectors = _runs(random.Random(10 + lanes), 40, lanes)
+    memory, model, _ = _run(vectors, seed=10 + lanes, idle=0.2, deny=0.3, lanes=lanes)
+    bad = [k for k in range(len(model)) if memory[k] != model[k]]
+    assert not bad, f"lanes {lanes}: byte {bad[0]}: {memory[bad[0]]:#04x}, " \
+                    f"expected {model[bad[0]]:#04x}"
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_lanes_must_be_a_power_of_two():
+    for good in (1, 2, 8, 64):
+        assert VectorStore(lanes=good, depth=4).lanes == good
+    for bad in (0, 3, 6, 12, -2):
+        with pytest.raises(ValueError, match=rf"^lanes must be a power of two, not {bad}$"):
+            VectorStore(lanes=bad, depth=4)
