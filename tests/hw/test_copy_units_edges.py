@@ -32,21 +32,9 @@ from amaranth.sim import Simulator
 from npu.bus.dma import copy_region_model
 from npu.bus.ports import AxiReadMux, AxiWriteMux
 from npu.engine.copy_units import DmaUnit, SdmaUnit, level_code, unit_command_layout
+from tests.hw.test_engine_units import WB, WIDTH, _word, _write
 
-WIDTH = 32
-WB = WIDTH // 8
 LAYOUT = unit_command_layout(32)
-
-
-def _word(mem, k):
-    return int.from_bytes(mem[k * WB:(k + 1) * WB], "little")
-
-
-def _write(mem, k, data, en):
-    for b in range(WB):
-        if en >> b & 1:
-            mem[k * WB + b] = data >> (8 * b) & 0xFF
-
 
 def _region(rng, n0_max, dims, stride_pad):
     """Counts and source/destination strides of a random region copy (no overlap of

@@ -13,12 +13,12 @@ W = W_BITS // 8
 SIZE = W * DEPTH
 
 
-def words_of(buf):
-    return [int.from_bytes(buf[k * W:(k + 1) * W], "little") for k in range(DEPTH)]
+def words_of(buf, wb=W):
+    return [int.from_bytes(buf[k * wb:(k + 1) * wb], "little") for k in range(len(buf) // wb)]
 
 
-def bytes_of(words):
-    return b"".join(w.to_bytes(W, "little") for w in words)
+def bytes_of(words, wb=W):
+    return b"".join(w.to_bytes(wb, "little") for w in words)
 
 
 def random_command(rng):
@@ -40,9 +40,12 @@ def random_command(rng):
                     "count": shape, "src_stride": src_stride, "dst_stride": dst_stride}
 
 
-def run(commands, src_bytes, dst_bytes, seed=0):
-    dut = RegionCopyHarness(data_width=W_BITS, depth=DEPTH, src_init=words_of(src_bytes),
-                            dst_init=words_of(dst_bytes))
+def run(commands, src_bytes, dst_bytes, seed=0, *, data_width=W_BITS, depth=DEPTH):
+    """Run ``commands`` on memories of ``depth`` words of ``data_width`` bits; returns the
+    done errors, the destination's bytes, ``bytes``, ``busy`` and the words read."""
+    wb = data_width // 8
+    dut = RegionCopyHarness(data_width=data_width, depth=depth,
+                            src_init=words_of(src_bytes, wb), dst_init=words_of(dst_bytes, wb))
     out = {}
 
     async def bench(ctx):
@@ -68,7 +71,7 @@ def run(commands, src_bytes, dst_bytes, seed=0):
             ctx.set(dut.done.ready, 0)
             for _ in range(rng.randint(0, 3)):
                 await ctx.tick()
-        out["dst"] = bytes_of([ctx.get(dut.dst_mem.data[k]) for k in range(DEPTH)])
+        out["dst"] = bytes_of([ctx.get(dut.dst_mem.data[k]) for k in range(depth)], wb)
         out["bytes"] = ctx.get(dut.bytes)
         out["busy"] = ctx.get(dut.busy)
 

@@ -106,12 +106,11 @@ class DmaUnit(wiring.Component):
                      rc.cmd.valid.eq(self.start.valid & ~self.busy)]
         _load_copy(m, rc.cmd.payload, self.start.payload.copy)
         # idle, the levels follow the payload (as the copy's command registers do): the
-        # start handshake reaches only ``busy``
-        # The copy's port selections read flip-flops of their own (``src_l1``, ``dst_l1``,
-        # loaded with the levels), not a decode of ``src_level``/``dst_level``, which also
-        # go to the engine's byte counters across the die: the board's worst path on seed
-        # 4 at 0ecd3af ran from ``src_level`` through the counters' decode (5 ns of wire)
-        # to the read grant's selection, ``advance`` and the L2 write queue.
+        # start handshake reaches only ``busy``. The port selections load flip-flops of
+        # their own (``src_l1``, ``dst_l1``) rather than decode ``src_level`` and
+        # ``dst_level``, which also go to the engine's byte counters across the die (the
+        # board's worst path on seed 4 at 0ecd3af ran from ``src_level`` through that
+        # decode, 5 ns of wire, to the read grant's selection and ``advance``)
         src_l1, dst_l1 = Signal(), Signal()
         with m.If(~self.busy):
             m.d.sync += [self.src_level.eq(self.start.payload.src_level),

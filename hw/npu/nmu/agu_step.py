@@ -231,7 +231,7 @@ class SteppedAgu(wiring.Component):
                     with m.If(c_ky):
                         m.d.sync += self.busy.eq(0)
                     with m.If(p_ky):
-                        pass
+                        pass         # the task's last run: no position moves
                     with m.Elif(p_kx):   # next ky
                         m.d.sync += [w_ky.eq(w_ky + t.ws[0]), w_kx.eq(w_ky + t.ws[0]),
                                      w_off.eq(w_ky + t.ws[0])]
@@ -281,7 +281,7 @@ class SteppedAgu(wiring.Component):
                     with m.If(c_b):
                         m.d.sync += self.busy.eq(0)
                     with m.If(p_b):
-                        pass
+                        pass         # the task's last run: no position moves
                     with m.Elif(p_oy):   # next image
                         nxt = a_b + t.xs[0]
                         ynxt = y_b + y_inc_b
