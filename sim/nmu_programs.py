@@ -243,7 +243,8 @@ def conv_case(rng, batch, h, w, cin, kh, kw, cout, *, pads=(0, 0, 0, 0), strides
                  aligned=aligned)
 
 
-def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=None):
+def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=None,
+            rq_rate=0.8, watch=None):
     """Run one task on ``dut`` in the Amaranth simulator with L1 = ``mem`` (a bytearray,
     changed in place), served the way ``npu.bus.ports.ArbitratedSRAM`` serves its client
     ports: each grant denied with probability ``deny`` (``rng``: ``random.Random``), read
@@ -252,13 +253,15 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=Non
     A unit with the weight port (``l1_wrd``) has it served the same way, as a second
     physical read port (both ports may read in the same cycle), grants denied
     independently.
-    The requantisation entry goes in word by word with random idle cycles.
+    The requantisation entry goes in word by word with random idle cycles (a word offered
+    in a cycle with probability ``rq_rate``).
 
     ``task``: for an :class:`Nmu`, the decoded task; for an :class:`NmuUnit`, the register
     values ``{index: value}``, written through its register port first.
     ``denials``: a dict, if given, is filled with the cycles a request was denied from the
     start to ``done``: ``"read"`` (on either read port) and ``"write"``, what the unit's
-    ``cnt_stall_read`` and ``cnt_stall_write`` count.
+    ``cnt_stall_read`` and ``cnt_stall_write`` count. ``watch``: if given, called with the
+    simulator's context in every cycle from the start on, after the inputs are set.
     Returns (done payload as (error, cause), counters dict)."""
     lanes = dut.geometry.lanes
     words = struct.unpack(f"<{len(encode_requant(entry)) // 4}i", encode_requant(entry))
@@ -288,7 +291,7 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=Non
                 ctx.set(dut.start.valid, 0)
             # the entry's idle cycles are drawn from the start on, so that they do not
             # depend on how long the unit takes to become ready (its START_WAIT)
-            ctx.set(dut.rq.valid, started and k < len(words) and rng.random() < 0.8)
+            ctx.set(dut.rq.valid, started and k < len(words) and rng.random() < rq_rate)
             if k < len(words):
                 ctx.set(dut.rq.payload, words[k] & 0xFFFFFFFF)
             wr = dut.l1_wr
@@ -308,6 +311,8 @@ def run_nmu(dut, task, entry, mem, rng, deny=0.3, max_cycles=200000, denials=Non
             if ctx.get(wr.go):
                 assert ctx.get(wr.gnt)
                 write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
+            if watch is not None:
+                watch(ctx)
             took_rq = ctx.get(dut.rq.valid) and ctx.get(dut.rq.ready)
             started = started or ctx.get(dut.start.ready)
             if started and ctx.get(dut.done.valid):

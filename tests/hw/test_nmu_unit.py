@@ -277,3 +277,26 @@ def test_weight_port_overlaps_the_weight_loads(unit, wunit):
     reader, wslice = 8, 1
     assert load <= two["load"] <= load + reader + wslice
     assert two["busy"] <= one["busy"] - (tiles - 1) * load
+
+
+@pytest.mark.parametrize("batch", [None, ((2,), (2,))])
+def test_row_ok_is_rows_done_above_tile(wunit, batch):
+    """The weight-port unit's ``row_ok`` register equals ``rows_done > tile`` in every
+    cycle (it is set from the next cycle's values; A_START waits on it). The entry comes
+    slowly (a word in about every 8th cycle), so that tiles wait for their table rows; a
+    batched matmul takes the tile back to 0 at each product."""
+    case = gemm_case(np.random.default_rng(5), 8, 16, 32, bias=True, batch=batch)
+    seen = {"waited": 0, "cycles": 0}
+
+    def watch(ctx):
+        flag, rows_done, tile = (ctx.get(s) for s in wunit.core.row_ok_probe)
+        assert flag == (rows_done > tile), (seen["cycles"], flag, rows_done, tile)
+        seen["cycles"] += 1
+        seen["waited"] += rows_done <= tile and rows_done > 0
+
+    mem = bytearray(case.l1_before.tobytes())
+    done, _ = run_nmu(wunit, case.regs, case.entry, mem, random.Random(1), deny=0.2,
+                      rq_rate=0.12, watch=watch)
+    assert done == (0, 0)
+    _compare(mem, case.l1_after, "wport")
+    assert seen["waited"] > 0  # (some tile's row came after the tile was reached)

@@ -198,6 +198,7 @@ class Nmu(wiring.Component):
         m.d.comb += [out.params.valid.eq(row_write), out.params.payload.row.eq(row_at),
                      out.params.payload.data.eq(row)]
         m.d.sync += row_write.eq(0)
+        s.row_write = row_write
 
         # activation vectors -> the array (weights and bias: by the variant below)
         s.vec = vec = reader.o.payload
@@ -247,6 +248,7 @@ class Nmu(wiring.Component):
             m.d.sync += [c.eq(0) for c in counters.values()]
 
         s.on_start = on_start
+        s.idle_q = Signal(init=1, name="idle_q")   # (see ``_task_fsm``)
         if self.weight_port:
             waiting_w, read_stall = self._double_buffered(m, s)
         else:
@@ -374,7 +376,6 @@ class Nmu(wiring.Component):
         # (spread over the unit) come from one register rather than a decode of the FSM's
         # state (the board's worst path on seed 4 at d7a581d: the state -> the enable of a
         # task register, 16 ns of it one net)
-        s.idle_q = Signal(init=1, name="idle_q")
         with m.If(s.idle_q):
             s.on_start()
             m.d.sync += start
@@ -610,16 +611,28 @@ class Nmu(wiring.Component):
         ready = Signal()  # the activation side's bank is loaded (and not a stale load)
         m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
         waiting_w = Signal()
+        # ``rows_done > tile`` (the tile's row of the channel table is written) in a
+        # register of its own, ``row_ok``, set from the next cycle's ``rows_done`` and
+        # ``tile``: A_START's start of the AGU (whose loads spread over the unit) waits on
+        # a flip-flop, not on a compare (the board's worst path on seed 2 at 89a7d28 ran
+        # from ``tile`` through the compare and ``agu.start`` to the AGU's ``a_oy``).
+        # ``rows_done`` clears while idle and counts the row writes; ``tile`` clears while
+        # idle and, from A_WAIT, counts up or (the next product) clears, as set below
+        s.row_ok = row_ok = Signal()
+        rows_next = Mux(s.idle_q, 0, s.rows_done + s.row_write)
+        m.d.sync += row_ok.eq(rows_next > tile)
         p = self.start.payload
         self._task_fsm(
             m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0), ab.eq(0),
                          x_addr.eq(p.x_addr), y_addr.eq(p.y_addr),
                          wn0.eq(0), wmat.eq(0), wb.eq(0), w_addr.eq(p.w_addr),
-                         full.eq(0), issued.eq(0)],
+                         full.eq(0), issued.eq(0), row_ok.eq(0)],
             ok=[wgo.eq(1)], first="A_START",
             tiles=partial(self._activations, m, s, n0, tile, mat, ab, issued, x_addr, y_addr,
-                          ready, waiting_w),
+                          ready, waiting_w, rows_next),
             quiet=quiet)
+        # (for the tests: the flag and what it stands for)
+        self.row_ok_probe = (row_ok, s.rows_done, tile)
         return waiting_w, reader.stall | wreader.stall
 
     def _weight_fsm(self, m, s, wagu, wbusy, full, wb, wn0, wmat, w_addr, bias):
@@ -666,14 +679,16 @@ class Nmu(wiring.Component):
 
         return wgo, widle
 
-    def _activations(self, m, s, n0, tile, mat, ab, issued, x_addr, y_addr, ready, waiting_w):
+    def _activations(self, m, s, n0, tile, mat, ab, issued, x_addr, y_addr, ready, waiting_w,
+                     rows_next):
         """Tile states of the weight-port unit: the activations of a tile once its bank is
-        loaded (the weight FSM loads the banks)."""
+        loaded (the weight FSM loads the banks). ``rows_next``: the next cycle's
+        ``rows_done``, for ``s.row_ok``."""
         task, agu, counting = s.task, s.agu, s.counting
         with m.State("A_START"):
             m.d.comb += [counting.eq(1), waiting_w.eq(~ready)]
             # the tile's weights in its bank, its row of the channel table written
-            with m.If(ready & (task.raw | (s.rows_done > tile))):
+            with m.If(ready & (task.raw | s.row_ok)):
                 m.d.comb += agu.start.eq(1)
                 m.next = "A_WAIT"
         with m.State("A_WAIT"):
@@ -681,10 +696,12 @@ class Nmu(wiring.Component):
             with m.If(~agu.busy):
                 # the bank's activation runs are all issued; the next tile uses the other
                 self._next_tile(m, s, n0, tile, mat, "A_START",
-                                [issued.bit_select(ab, 1).eq(1), ab.eq(~ab)],
+                                [issued.bit_select(ab, 1).eq(1), ab.eq(~ab),
+                                 s.row_ok.eq(rows_next > tile + 1)],
                                 [x_addr.eq(x_addr + task.x_mat),
                                  y_addr.eq(y_addr
-                                           + times_out_bytes(task.y_mat, task.out_bytes))])
+                                           + times_out_bytes(task.y_mat, task.out_bytes)),
+                                 s.row_ok.eq(rows_next > 0)])
 
 
 class NmuUnit(wiring.Component):
