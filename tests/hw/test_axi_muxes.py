@@ -17,8 +17,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from amaranth import Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from npu.bus.axi import AxiBurstPort
 from npu.bus.ports import AxiReadMux, AxiWriteMux
 
 ADDR, WIDTH = 32, 32
@@ -144,3 +147,25 @@ def test_write_mux_against_model(clients):
 
     sim.add_testbench(bench)
     sim.run()
+
+
+@pytest.mark.parametrize("width", [32, 64])
+def test_muxes_fit_the_burst_engines(width):
+    """The muxes' engine-side streams have the burst engines' signatures (the engine
+    connects them with ``wiring.connect``, which refuses a payload of another layout):
+    the read data's ``{"data", "last"}``, the write data's ``{"data", "strb"}``, the
+    command's layout and the write responses'."""
+    rmux = AxiReadMux(addr_width=ADDR, data_width=width, clients=2)
+    wmux = AxiWriteMux(addr_width=ADDR, data_width=width, clients=2)
+    port = AxiBurstPort(addr_width=ADDR, data_width=width)
+    m = Module()
+    wiring.connect(m, rmux.rd_cmd, port.rd_cmd)
+    wiring.connect(m, rmux.rd_data, port.rd_data)
+    wiring.connect(m, wmux.wr_cmd, port.wr_cmd)
+    wiring.connect(m, wmux.wr_data, port.wr_data)
+    wiring.connect(m, wmux.wr_done, port.wr_done)
+    # and every client stream has the shape of the engine-side one
+    for k in range(2):
+        assert rmux.data[k].payload.shape() == port.rd_data.payload.shape()
+        assert rmux.cmd[k].payload.shape() == port.rd_cmd.payload.shape()
+        assert wmux.data[k].payload.shape() == port.wr_data.payload.shape()

@@ -31,7 +31,8 @@ LW = 2   # 4-byte bus words
 
 class _Fetcher(wiring.Component):
     """``fetch_into`` with its FIFO: ``start`` loads ``first`` and enables it (``end`` is
-    held by the bench for the job); ``stop`` disables it."""
+    held by the bench for the job); ``stop`` disables it. ``max_beats=None``: the
+    function's default."""
 
     def __init__(self, depth, max_beats):
         self.depth, self.max_beats = depth, max_beats
@@ -47,9 +48,10 @@ class _Fetcher(wiring.Component):
         m = Module()
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=32, depth=self.depth)
         word = Signal(16)
+        beats_arg = {} if self.max_beats is None else {"max_beats": self.max_beats}
         fire, beats, inflight = fetch_into(m, fifo, self.depth, self.cmd, self.data,
                                            enable=self.enable, word=word, end=self.end,
-                                           lw=LW, max_beats=self.max_beats)
+                                           lw=LW, **beats_arg)
         m.d.comb += self.inflight.eq(inflight)
         with m.If(fire):
             m.d.sync += word.eq(word + beats)
@@ -177,3 +179,52 @@ def test_fetch_into_asks_nothing_when_word_is_past_end(depth, max_beats):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+
+
+def _first_commands(dut, first, end, cycles=8):
+    """Start a job ``[first, end)`` on a fresh ``dut`` with the bus taking every command
+    and answering none; returns the commands seen as ``(addr, beats)`` and the words in
+    flight after ``cycles`` cycles."""
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(dut.cmd.ready, 1)
+        ctx.set(dut.first, first)
+        ctx.set(dut.end, end)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cmds = []
+        for _ in range(cycles):
+            if ctx.get(dut.cmd.valid):
+                cmds.append((ctx.get(dut.cmd.payload.addr), ctx.get(dut.cmd.payload.beats)))
+            await ctx.tick()
+        out["result"] = cmds, ctx.get(dut.inflight)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return out["result"]
+
+
+@pytest.mark.parametrize("distance", [16384, 20000, 32767, 32768, 32771, 40000, 65535])
+def test_fetch_into_far_ends(distance):
+    """``end - word`` up to the whole range of 16-bit word indices (its subtraction one
+    bit wider than the operands, the sign its top bit): the first command is a full one,
+    at ``word``, and with nothing answered no second one comes (the FIFO of 16 words is
+    all in flight)."""
+    first = 65535 - distance
+    cmds, inflight = _first_commands(_Fetcher(16, 16), first, first + distance)
+    assert cmds == [(first << LW, 16)], (distance, cmds)
+    assert inflight == 16
+
+
+def test_fetch_into_default_max_beats_is_16():
+    """Without ``max_beats`` a command carries at most 16 words (a FIFO of 32 words has
+    room for two of them), and a FIFO of 16 words is enough."""
+    cmds, inflight = _first_commands(_Fetcher(32, None), 5, 45, cycles=10)
+    assert cmds == [(5 << LW, 16), (21 << LW, 16)], cmds
+    assert inflight == 32
+    cmds, _ = _first_commands(_Fetcher(16, None), 0, 3)
+    assert cmds == [(0, 3)], cmds

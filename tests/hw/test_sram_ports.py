@@ -31,7 +31,8 @@ def _first(requests, start):
 
 
 @pytest.mark.parametrize(("clients", "extra", "first"), [(3, 1, None), (2, 3, None),
-                                                      (4, 3, 2)])
+                                                      (4, 3, 2), (3, 2, None),
+                                                      (4, 3, None)])
 def test_second_read_port_against_model(clients, extra, first):
     """``first``: the ``xrd_first`` client, granted whenever it asks."""
     width, depth = 32, 8  # few words: both ports often read the word being written
