@@ -17,8 +17,11 @@ from __future__ import annotations
 import random
 
 import pytest
+from amaranth import Module
+from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from npu.bus.ports import ArbitratedSRAM
 from npu.cstl.store import VectorStore
 from sim.streams import stream_send
 
@@ -42,8 +45,10 @@ def _payload(addr, data):
     return {"data": int.from_bytes(data, "little"), "count": len(data), "addr": addr}
 
 
-def _run(vectors, *, seed, idle, deny, lanes=LANES):
-    """Simulate the store on ``vectors``; returns (memory, writes, cycles)."""
+def _run(vectors, *, seed, idle, deny, lanes=LANES, flush=0.0):
+    """Simulate the store on ``vectors``; returns (memory, writes, cycles). ``flush``:
+    the probability of ``flush`` being high in a cycle before the last vector is sent
+    (it is high in every cycle after)."""
     dut = VectorStore(lanes=lanes, depth=DEPTH)
     rng = random.Random(seed)
     memory = bytearray(rng.getrandbits(8) for _ in range(DEPTH * lanes))
@@ -64,7 +69,7 @@ def _run(vectors, *, seed, idle, deny, lanes=LANES):
         while True:
             gnt = grant_rng.random() >= deny
             ctx.set(dut.wr.gnt, gnt)
-            ctx.set(dut.flush, state["sent"])
+            ctx.set(dut.flush, state["sent"] or grant_rng.random() < flush)
             req, addr, data, en = (ctx.get(dut.wr.req), ctx.get(dut.wr.addr),
                                    ctx.get(dut.wr.data), ctx.get(dut.wr.en))
             assert ctx.get(dut.wr.go) == (req and gnt)
@@ -100,6 +105,20 @@ def test_store_against_byte_model(seed, idle, deny):
     bad = [k for k in range(len(model)) if memory[k] != model[k]]
     assert not bad, f"{len(bad)} bytes differ, first at byte {bad[0]}: " \
                     f"{memory[bad[0]]:#04x}, model {model[bad[0]]:#04x}"
+
+
+@pytest.mark.parametrize(("seed", "deny"), [(5, 0.0), (6, 0.5)])
+def test_flush_in_the_middle_of_runs(seed, deny):
+    """``flush`` also in random cycles while vectors come (the store's contract allows
+    it: it writes the pending word when no vector is staged, and a vector taken in that
+    cycle starts a word of its own): the memory still equals the model."""
+    vectors = _runs(random.Random(seed), 60)
+    memory, model, state = _run(vectors, seed=seed, idle=0.3, deny=deny, flush=0.4)
+    bad = [k for k in range(len(model)) if memory[k] != model[k]]
+    assert not bad, f"{len(bad)} bytes differ, first at byte {bad[0]}"
+    # (the flushes split words: more writes than the end-only flush makes)
+    _, _, quiet = _run(vectors, seed=seed, idle=0.3, deny=deny)
+    assert state["writes"] > quiet["writes"]
 
 
 @pytest.mark.parametrize("start", [0, 3, 7])
@@ -183,3 +202,12 @@ def test_a_full_word_is_written_without_waiting_for_more():
     sim.run()
     assert seen["full"] == [(3, (1 << LANES) - 1)]
     assert seen["partial"] == [(9, 0b111)]
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+def test_store_fits_an_l1_write_port(lanes):
+    """The store's write port has the signature of an L1 write client port of the same
+    word width and depth (the CSTL unit connects the two with ``wiring.connect``)."""
+    store = VectorStore(lanes=lanes, depth=DEPTH)
+    l1 = ArbitratedSRAM(data_width=8 * lanes, depth=DEPTH, clients=2)
+    wiring.connect(Module(), store.wr, l1.wr[1])

@@ -10,7 +10,9 @@ that is complete, or that the vector leaves behind (it has a ``hi`` part), is wr
 (it is taken in the same cycle when it has no ``hi`` part, else offered again next cycle,
 when its ``lo`` merges into the new pending word: merging the same bytes twice is
 harmless). So a run streams at one word per cycle at any alignment. ``flush`` writes the
-pending word once no vector is offered (the end of a task); ``busy`` while one is held.
+pending word in a cycle where no vector is staged (the CSTL raises it at the end of a
+task; between vectors it only splits a word, and a vector taken in a flush cycle starts
+a pending word of its own); ``busy`` while one is held.
 A vector taken waits a cycle in the input stage, shifted to its address.
 
 Writes use byte enables (``npu.bus.ports.write_client_signature``); a write waits for its
