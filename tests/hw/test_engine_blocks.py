@@ -27,7 +27,7 @@ from nem.taskformat import (
     encode,
 )
 from npu.bus.memory import SRAMModel
-from npu.bus.ports import ArbitratedSRAM, WriteQueuesModel
+from npu.bus.ports import ArbitratedSRAM, ReadGrantModel, WriteQueuesModel
 from npu.cstl.eltalu import LATENCY as ELT_ALU_LATENCY
 from npu.engine.config import DEVICE_DIR, EngineConfig, load_device
 from npu.engine.top import engine_register_map, unit_names
@@ -35,17 +35,9 @@ from npu.engine.top import engine_register_map, unit_names
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "engine.md"
 
 
-def _first(requests, start):
-    n = len(requests)
-    for j in range(n):
-        k = (start + j) % n
-        if requests[k]:
-            return k
-    return None
-
-
 def test_arbitrated_sram_against_model():
-    """One read port: the rotating grant rule, each client's held word, and the write
+    """One read port: the rotating grant rule (registered, ``ReadGrantModel``), each
+    client's held word, and the write
     queues (two per port: ``gnt`` is "fewer than two queued" at the cycle's start,
     ``wr_idle`` "none queued"; the non-empty queues' heads are arbitrated by the same
     rule and the granted head is written), against ``SRAMModel``."""
@@ -59,6 +51,7 @@ def test_arbitrated_sram_against_model():
     async def bench(ctx):
         held = [0] * n        # what each client's data port must show
         queues = WriteQueuesModel(n)
+        grants = ReadGrantModel(n)
         for cycle in range(400):
             prio = cycle % n
             rd = [(rng.random() < 0.5, rng.randrange(depth)) for _ in range(n)]
@@ -72,7 +65,7 @@ def test_arbitrated_sram_against_model():
                 ctx.set(dut.wr[k].addr, wr[k][1])
                 ctx.set(dut.wr[k].data, wr[k][2])
                 ctx.set(dut.wr[k].en, wr[k][3])
-            rg = _first([r[0] for r in rd], prio)
+            rg = grants.gnt([r[0] for r in rd])
             for k in range(n):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
                 assert ctx.get(dut.wr[k].gnt) == queues.gnt(k), (cycle, k)
@@ -80,13 +73,15 @@ def test_arbitrated_sram_against_model():
                 assert ctx.get(dut.rd[k].data) == held[k], (cycle, k)
             # a granted reader goes ahead three times in four (else it stalls elsewhere);
             # so does a writer with room in its queue
-            rgo = rg is not None and rng.random() < 0.75
+            # (a grant kept for a client that no longer asks is not used)
+            rgo = rg is not None and rd[rg][0] and rng.random() < 0.75
             wgo = [wr[k][0] and queues.gnt(k) and rng.random() < 0.75 for k in range(n)]
             for k in range(n):
                 ctx.set(dut.rd[k].go, rgo and k == rg)
                 ctx.set(dut.wr[k].go, wgo[k])
             model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0,
                         **queues.clock(prio, {k: wr[k][1:] for k in range(n) if wgo[k]}))
+            grants.clock([r[0] for r in rd], prio)
             await ctx.tick()
             if rgo:
                 held[rg] = model.rd_data

@@ -1,13 +1,15 @@
 """``ArbitratedSRAM`` in the Amaranth simulator, against ``SRAMModel`` (both read ports,
-read-first), the rotating grant rule and a model of the write queues.
+read-first), ``ReadGrantModel`` (the rotating grant rule, registered: a cycle's grant
+from the previous cycle's requests, kept through a cycle without any) and a model of the
+write queues.
 
 Random requests from the clients of both read ports and of the write port, granted
-clients that go ahead three times in four (else they stall elsewhere), every client's
-held read data checked each cycle. Writes: each port's queue of two, modelled here as a
-list (``gnt`` is "fewer than two queued" at the cycle's start, ``wr_idle`` "none queued";
-the non-empty queues' heads are arbitrated by the same rule and the granted head is
-written). With ``extra_read_clients = 0`` the component's ports are those of the
-one-read-port SRAM.
+clients that ask go ahead three times in four (else they stall elsewhere), every
+client's grant and held read data checked each cycle. Writes: each port's queue of two,
+modelled here as a list (``gnt`` is "fewer than two queued" at the cycle's start,
+``wr_idle`` "none queued"; the non-empty queues' heads are arbitrated by the same rule
+and the granted head is written). With ``extra_read_clients = 0`` the component's ports
+are those of the one-read-port SRAM.
 """
 
 from __future__ import annotations
@@ -18,23 +20,14 @@ import pytest
 from amaranth.sim import Simulator
 
 from npu.bus.memory import SRAM, SRAMModel
-from npu.bus.ports import ArbitratedSRAM, WriteQueuesModel
-
-
-def _first(requests, start):
-    n = len(requests)
-    for j in range(n):
-        k = (start + j) % n
-        if requests[k]:
-            return k
-    return None
+from npu.bus.ports import ArbitratedSRAM, ReadGrantModel, WriteQueuesModel
 
 
 @pytest.mark.parametrize(("clients", "extra", "first"), [(3, 1, None), (2, 3, None),
                                                       (4, 3, 2), (3, 2, None),
                                                       (4, 3, None)])
 def test_second_read_port_against_model(clients, extra, first):
-    """``first``: the ``xrd_first`` client, granted whenever it asks."""
+    """``first``: the ``xrd_first`` client, ahead of the others whenever it asks."""
     width, depth = 32, 8  # few words: both ports often read the word being written
     dut = ArbitratedSRAM(data_width=width, depth=depth, clients=clients,
                          extra_read_clients=extra, xrd_first=first)
@@ -47,6 +40,7 @@ def test_second_read_port_against_model(clients, extra, first):
         held = [0] * clients
         xheld = [0] * extra
         queues = WriteQueuesModel(clients)
+        rgrant, xgrant = ReadGrantModel(clients), ReadGrantModel(extra, first)
         both = 0  # cycles in which both read ports read
         full = 0  # cycles in which a write client found its queue full
         for cycle in range(500):
@@ -66,10 +60,8 @@ def test_second_read_port_against_model(clients, extra, first):
             for j in range(extra):
                 ctx.set(dut.xrd[j].req, xrd[j][0])
                 ctx.set(dut.xrd[j].addr, xrd[j][1])
-            rg = _first([r[0] for r in rd], prio)
-            xg = _first([r[0] for r in xrd], prio % extra)
-            if first is not None and xrd[first][0]:
-                xg = first
+            rg = rgrant.gnt([r[0] for r in rd])
+            xg = xgrant.gnt([r[0] for r in xrd])
             for k in range(clients):
                 assert ctx.get(dut.rd[k].gnt) == (k == rg), (cycle, k)
                 assert ctx.get(dut.wr[k].gnt) == queues.gnt(k), (cycle, k)
@@ -79,11 +71,13 @@ def test_second_read_port_against_model(clients, extra, first):
             for j in range(extra):
                 assert ctx.get(dut.xrd[j].gnt) == (j == xg), (cycle, j)
                 assert ctx.get(dut.xrd[j].data) == xheld[j], (cycle, j)
-            rgo = rg is not None and rng.random() < 0.75
+            # a granted client that asks goes ahead three times in four (a grant kept
+            # for a client that no longer asks is not used)
+            rgo = rg is not None and rd[rg][0] and rng.random() < 0.75
             # a client with room puts its write into its queue three times in four
             wgo = [wr[k][0] and queues.gnt(k) and rng.random() < 0.75
                    for k in range(clients)]
-            xgo = xg is not None and rng.random() < 0.75
+            xgo = xg is not None and xrd[xg][0] and rng.random() < 0.75
             both += rgo and xgo
             for k in range(clients):
                 ctx.set(dut.rd[k].go, rgo and k == rg)
@@ -93,6 +87,8 @@ def test_second_read_port_against_model(clients, extra, first):
             model.clock(rd_en=int(rgo), rd_addr=rd[rg][1] if rgo else 0,
                         xrd_en=int(xgo), xrd_addr=xrd[xg][1] if xgo else 0,
                         **queues.clock(prio, {k: wr[k][1:] for k in range(clients) if wgo[k]}))
+            rgrant.clock([r[0] for r in rd], prio)
+            xgrant.clock([r[0] for r in xrd], prio % extra)
             await ctx.tick()
             if rgo:
                 held[rg] = model.rd_data
@@ -103,7 +99,8 @@ def test_second_read_port_against_model(clients, extra, first):
                 ctx.set(dut.wr[k].go, 0)
             for j in range(extra):
                 ctx.set(dut.xrd[j].go, 0)
-        assert both > 100
+        assert both > 50   # (the requests are random every cycle: a grant is used when
+        #                  its client asks again)
         assert full > 5
 
     sim.add_testbench(bench)

@@ -8,18 +8,26 @@ with a read and a write *client port*.
 Reads, per cycle:
 
 * the client raises ``req`` with ``addr``;
-* ``gnt`` (combinational, from the requests only) goes to one requester: the first one at
-  or after the rotating priority ``prio`` (an input, the same for every memory of the
-  engine, so the highest-priority requester of a cycle is granted on every port it asks
-  for and always makes progress);
+* ``gnt`` goes to one client, from a register: the grant of a cycle is worked out in the
+  cycle before, from that cycle's requests, for the first requester at or after the
+  rotating priority ``prio`` (an input, the same for every memory of the engine, so the
+  highest-priority requester of a cycle is granted on every port it asks for in the next
+  cycle and always makes progress). A cycle without a request keeps the grant where it
+  is (it stays with the client that asked last), so a client alone on the port is
+  granted whenever it asks, and a client that keeps asking keeps its turns; a client
+  that starts asking while another holds the grant waits a cycle;
 * the client raises ``go`` when it really takes the word this cycle (granted on all the
   ports it needs; never without ``gnt``).
 
-The grant alone picks the address that goes to the SRAM; the grants are worked out beside
-the SRAM from the requests. The SRAM reads the granted address in every cycle (its read
-enable is tied high), so no client's ``go`` (which comes back from across the die, after
-the client has seen its grants on every port it needs) reaches the block RAM; a client
-takes the word only after its ``go``.
+The grant alone picks the address that goes to the SRAM. Since it is a register, no
+client's request reaches another client's ``gnt`` in the same cycle: the round trip
+"one unit's request -> the arbitration beside the SRAM -> another unit's grant -> what
+that unit's ``go`` enables", which ran across the die twice in one cycle, is cut at the
+grant register (:class:`ReadGrantModel` is the rule in Python). A port with one client
+(a single ``xrd`` client) needs no arbitration: its ``gnt`` is its ``req``. The SRAM reads
+the granted address in every cycle (its read enable is tied high), so no client's ``go``
+(which comes back from across the die, after the client has seen its grants on every
+port it needs) reaches the block RAM; a client takes the word only after its ``go``.
 
 Writes are queued: each write client port has a queue of two writes beside the SRAM.
 ``gnt`` is "the queue has room", a flip-flop that depends on no other client; the client
@@ -44,7 +52,8 @@ that stalls after its read still sees its word).
 Second read port (``extra_read_clients = x > 0``): the SRAM gets a second physical read
 port (:class:`npu.bus.memory.SRAM` with ``read_ports=2``) shared by ``x`` more read client
 ports ``xrd[0..x-1]``, arbitrated among themselves with the same rule, the priority
-start being ``prio mod x`` (with ``x = 1`` the one client owns the port: ``gnt = req``).
+start being ``prio mod x``, the grant registered the same way (with ``x = 1`` the one
+client owns the port: ``gnt = req``).
 Both read ports may read in the same cycle, also the same word, and both read before
 the cycle's write (read-first). It serves a unit that streams two operands at once (the
 NMU's weight port ``l1_wrd``, next to its ``l1_rd`` on ``rd[k]``); a unit whose accesses
@@ -62,7 +71,7 @@ command's owner sends its data and receives its ``done``.
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -73,6 +82,7 @@ __all__ = [
     "ArbitratedSRAM",
     "AxiReadMux",
     "AxiWriteMux",
+    "ReadGrantModel",
     "WriteQueuesModel",
     "fetch_into",
     "priority_grant",
@@ -128,7 +138,8 @@ class ArbitratedSRAM(wiring.Component):
         Read client ports on a second physical read port (``xrd``); 0 (default): none,
         one read port.
     xrd_first : int or None
-        An ``xrd`` client granted whenever it asks (the others rotate in the cycles it
+        An ``xrd`` client that goes first whenever it asks (granted from the cycle after
+        its first request on while it keeps asking; the others rotate in the cycles it
         does not): for a client on the critical path whose requests are bounded (the
         NMU's weight prefetch), next to elastic ones (DMA copies).
 
@@ -174,17 +185,26 @@ class ArbitratedSRAM(wiring.Component):
     def _serve_reads(self, m, ports, grants, en, addr, rd_data, prefix):
         """Grants, the SRAM read of every cycle, and each client's held read data.
 
-        The SRAM reads the granted address in every cycle (its read enable is tied
-        high): only a ``go`` read's word is taken into the client's ``data`` (``took``),
-        so a read nobody takes is harmless, and no client's ``go`` (which comes back from
-        across the die after the grants) reaches the block RAM's clock enable.
+        ``grants``: this cycle's arbitration of the requests; with more than one client
+        the ports' ``gnt`` are registers that take it in a cycle with a request (and keep
+        their value in one without). The SRAM reads the granted address in every cycle
+        (its read enable is tied high): only a ``go`` read's word is taken into the
+        client's ``data`` (``took``), so a read nobody takes is harmless, and no client's
+        ``go`` (which comes back from across the die after the grants) reaches the block
+        RAM's clock enable.
         """
         m.d.comb += en.eq(1)
+        if len(ports) > 1:
+            gnt = [Signal(name=f"{prefix}gnt{k}_q") for k in range(len(ports))]
+            with m.If(Cat(*(p.req for p in ports)).any()):
+                m.d.sync += [g.eq(c) for g, c in zip(gnt, grants, strict=True)]
+        else:
+            gnt = grants
         for k, port in enumerate(ports):
             took = Signal(name=f"{prefix}took{k}")
             held = Signal(self.data_width, name=f"{prefix}held{k}")
-            m.d.comb += port.gnt.eq(grants[k])
-            with m.If(grants[k]):
+            m.d.comb += port.gnt.eq(gnt[k])
+            with m.If(gnt[k]):
                 m.d.comb += addr.eq(port.addr)
             m.d.sync += took.eq(port.go)
             m.d.comb += port.data.eq(held)
@@ -252,6 +272,37 @@ class ArbitratedSRAM(wiring.Component):
                      valid.eq(nxt != 0)]
         return {"valid": valid, "addr": Mux(rp, addr[1], addr[0]),
                 "data": Mux(rp, wdata[1], wdata[0]), "en": Mux(rp, en[1], en[0]), "pop": pop}
+
+
+class ReadGrantModel:
+    """The read grants of one :class:`ArbitratedSRAM` read port, in Python.
+
+    ``clients`` ports; ``first``: the client that goes first whenever it asks (the port's
+    ``xrd_first``), or None. ``gnt(requests)`` is the client granted this cycle (or None);
+    ``clock(requests, start)`` advances a rising edge with this cycle's requests and
+    priority start.
+    """
+
+    def __init__(self, clients, first=None):
+        self.clients, self.first = clients, first
+        self.granted = None
+
+    def gnt(self, requests):
+        """The client granted this cycle: from the register, or (one client) its request."""
+        if self.clients == 1:
+            return 0 if requests[0] else None
+        return self.granted
+
+    def clock(self, requests, start):
+        """A rising edge: a cycle with a request moves the grant to the first requester at
+        or after ``start`` (``first`` ahead of all when it asks); one without keeps it."""
+        if not any(requests):
+            return
+        if self.first is not None and requests[self.first]:
+            self.granted = self.first
+            return
+        n = self.clients
+        self.granted = next((start + j) % n for j in range(n) if requests[(start + j) % n])
 
 
 class WriteQueuesModel:
