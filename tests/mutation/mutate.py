@@ -131,10 +131,11 @@ def run(target: Target, jobs: int, budget: float | None = None) -> float:
     """Run mutmut for *target*; return the wall-clock seconds it took.
 
     mutmut itself only tries mutants without a verdict (new, or of changed functions); when
-    the module's test files changed since the last complete run, the mutants that were not
-    killed are tried again as well. With *budget* (minutes) the run is stopped after that
-    long; the verdicts reached are kept (mutmut saves each as it comes) and the next run
-    goes on with the rest.
+    the module's test files or its source changed since the last complete run, the mutants
+    that were not killed are tried again as well (after a change of the source, with
+    mutmut's record of which tests reach which function taken anew). With *budget*
+    (minutes) the run is stopped after that long; the verdicts reached are kept (mutmut
+    saves each as it comes) and the next run goes on with the rest.
     """
     work = stage(target)
     print(f"== {target.module}: mutmut in {work.relative_to(ROOT)} ({jobs} processes"
@@ -142,17 +143,27 @@ def run(target: Target, jobs: int, budget: float | None = None) -> float:
     start = time.monotonic()
     deadline = start + budget * 60 if budget else None
     jobs_args = ["--max-children", str(jobs)]
+    # mutmut records which tests reach which function once (mutmut-stats.json) and, with
+    # on_dependency_change = "ignore", never again: a function added to the source since
+    # would have "no tests". A changed source drops the record, so mutmut takes it anew.
+    source_digest = hashlib.sha256((ROOT / target.source).read_bytes()).hexdigest()
+    source_stamp = work / "source.sha256"
+    source_changed = not source_stamp.exists() or source_stamp.read_text() != source_digest
+    if source_changed:
+        (work / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     digest, stamp = _tests_digest(target), work / "tests.sha256"
     complete = _mutmut(work, jobs_args, deadline)
-    if complete and (not stamp.exists() or stamp.read_text() != digest):
+    if complete and (source_changed or not stamp.exists() or stamp.read_text() != digest):
         again = _not_killed(work, target)
         if again:
-            print(f"\n== {target.module}: tests changed, trying {len(again)} mutants that "
-                  "were not killed again", flush=True)
+            print(f"\n== {target.module}: tests or source changed, trying {len(again)} "
+                  "mutants that were not killed again", flush=True)
             complete = _mutmut(work, [*jobs_args, *again], deadline)
         if complete:
             stamp.write_text(digest)
-    if not complete:
+    if complete:
+        source_stamp.write_text(source_digest)
+    else:
         print(f"\n== {target.module}: stopped after {budget:g} min (budget)", flush=True)
     seconds = time.monotonic() - start
     (work / "last_run_seconds").write_text(f"{seconds:.1f}\n")
