@@ -14,8 +14,9 @@ Reads, per cycle:
   highest-priority requester of a cycle is granted on every port it asks for in the next
   cycle and always makes progress). A cycle without a request keeps the grant where it
   is (it stays with the client that asked last), so a client alone on the port is
-  granted whenever it asks, and a client that keeps asking keeps its turns; a client
-  that starts asking while another holds the grant waits a cycle;
+  granted whenever it asks once it has asked (its first request after reset waits a
+  cycle), and a client that keeps asking keeps its turns; a client that starts asking
+  while another holds the grant waits a cycle;
 * the client raises ``go`` when it really takes the word this cycle (granted on all the
   ports it needs; never without ``gnt``).
 
@@ -24,7 +25,8 @@ client's request reaches another client's ``gnt`` in the same cycle: the round t
 "one unit's request -> the arbitration beside the SRAM -> another unit's grant -> what
 that unit's ``go`` enables", which ran across the die twice in one cycle, is cut at the
 grant register (:class:`ReadGrantModel` is the rule in Python). A port with one client
-(a single ``xrd`` client) needs no arbitration: its ``gnt`` is its ``req``. The SRAM reads
+(``clients = 1``, or a single ``xrd`` client) needs no arbitration: its ``gnt`` is its
+``req``. The SRAM reads
 the granted address in every cycle (its read enable is tied high), so no client's ``go``
 (which comes back from across the die, after the client has seen its grants on every
 port it needs) reaches the block RAM; a client takes the word only after its ``go``.
