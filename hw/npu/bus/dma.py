@@ -136,16 +136,6 @@ class RegionCopy(wiring.Component):
         row_src, row_dst = Signal(aw), Signal(aw)     # addresses of the current row
         base2_src, base2_dst = Signal(aw), Signal(aw)  # start of the current i2 plane
         base3_src, base3_dst = Signal(aw), Signal(aw)  # start of the current i3 volume
-        # ``i_k + 1 < count[k]`` (the loop at level k has another index) in registers, a
-        # cycle behind the counters: a row ends at least three cycles after the one before
-        # it (its start, a fetch, a write), and a task's first row after the command's
-        # registers settled, so ``_next_row`` always reads them up to date. The counters'
-        # carry chains then end in these three flip-flops instead of in the enables of
-        # the row and base addresses (the board's worst path on seed 4 at db0fbc9: a carry
-        # chain into ``base3_dst``).
-        more1, more2, more3 = Signal(), Signal(), Signal()
-        m.d.sync += [more1.eq(i1 + 1 < cmd.count[1]), more2.eq(i2 + 1 < cmd.count[2]),
-                     more3.eq(i3 + 1 < cmd.count[3])]
 
         # Per-row plan, computed when a row starts.
         in_row = Signal()
@@ -254,9 +244,8 @@ class RegionCopy(wiring.Component):
                 m.d.sync += [out_k.eq(out_k + 1), outs_left.eq(outs_left - 1)]
                 with m.If(outs_left == 1):
                     m.d.sync += [in_row.eq(0), self.bytes.eq(self.bytes + n)]
-                    self._next_row(m, cmd, active, (i1, i2, i3), (more1, more2, more3),
-                                   row_src, row_dst, base2_src, base2_dst, base3_src,
-                                   base3_dst)
+                    self._next_row(m, cmd, active, i1, i2, i3, row_src, row_dst,
+                                   base2_src, base2_dst, base3_src, base3_dst)
 
         m.d.comb += [self.done.valid.eq(self._finished),
                      self.done.payload.error.eq(self._error)]
@@ -264,17 +253,16 @@ class RegionCopy(wiring.Component):
             m.d.sync += self._finished.eq(0)
         return m
 
-    def _next_row(self, m, cmd, active, counters, mores, row_src, row_dst,
+    def _next_row(self, m, cmd, active, i1, i2, i3, row_src, row_dst,
                   base2_src, base2_dst, base3_src, base3_dst):
-        (i1, i2, i3), (more1, more2, more3) = counters, mores
-        with m.If(more1):
+        with m.If(i1 + 1 < cmd.count[1]):
             m.d.sync += [i1.eq(i1 + 1), row_src.eq(row_src + cmd.src_stride[0]),
                          row_dst.eq(row_dst + cmd.dst_stride[0])]
-        with m.Elif(more2):
+        with m.Elif(i2 + 1 < cmd.count[2]):
             ns, nd = base2_src + cmd.src_stride[1], base2_dst + cmd.dst_stride[1]
             m.d.sync += [i1.eq(0), i2.eq(i2 + 1), row_src.eq(ns), row_dst.eq(nd),
                          base2_src.eq(ns), base2_dst.eq(nd)]
-        with m.Elif(more3):
+        with m.Elif(i3 + 1 < cmd.count[3]):
             ns, nd = base3_src + cmd.src_stride[2], base3_dst + cmd.dst_stride[2]
             m.d.sync += [i1.eq(0), i2.eq(0), i3.eq(i3 + 1), row_src.eq(ns), row_dst.eq(nd),
                          base2_src.eq(ns), base2_dst.eq(nd), base3_src.eq(ns),

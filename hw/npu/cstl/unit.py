@@ -29,10 +29,10 @@ Interface (:class:`Cstl`)
 * ``busy`` and the counters ``cnt_<name>`` of :data:`COUNTERS`, cleared while idle.
 
 Sequence of a task: the table words into the lane tables (one word per cycle); then the
-walk, one run per cycle, the reader one L1 word per cycle, the code stage's register
-(the reader's vector, or the held pool or reduction result), the lookups combinational
-between it and the output stage's register, the parts from there to the store; ``done``
-once the last result byte is written.
+walk, one run per cycle, the reader one L1 word per cycle, the lookups combinational
+between the reader (or the held pool or reduction result) and the output stage's
+register, the parts from there to the store; ``done`` once the last result byte is
+written.
 """
 
 from __future__ import annotations
@@ -272,20 +272,20 @@ class Cstl(wiring.Component):
             averaged.append(a)
         pooled = [Mux(is_avg, a, v) for a, v in zip(averaged, maxed, strict=True)]
         # a window's result (every lane) or a row's max (lane 0) waits in ``held`` for the
-        # code stage (the comparison with the running max, or the average's rounding, is
-        # not in the cycle of the lookup), with its output address in ``held_addr``; one
-        # result a cycle
+        # table lookup in the cycle after (the comparison with the running max, or the
+        # average's rounding, is not in the cycle of the lookup), with its output address
+        # in ``held_addr``; one result a cycle
         held = [Signal(8, name=f"held{k}") for k in range(L)]
         held_addr = Signal.like(tag.yaddr)
         pool_valid = Signal()
         pool_count = Signal.like(vec.count)
         pool_free = Signal()
         pool_take = Signal()
-        # the code stage (below) takes what the datapath hands it this cycle
-        c_free = Signal()
-        m.d.comb += [pool_free.eq(~pool_valid | c_free),
+        # the output stage (below) takes what the datapath hands it this cycle
+        f_free = Signal()
+        m.d.comb += [pool_free.eq(~pool_valid | f_free),
                      pool_take.eq(is_pool & vin.valid & last_tap & div_ready & pool_free)]
-        with m.If(pool_valid & c_free):
+        with m.If(pool_valid & f_free):
             m.d.sync += pool_valid.eq(0)
         with m.If(pool_take):
             m.d.sync += [pool_valid.eq(1), pool_count.eq(vec.count), held_addr.eq(tag.yaddr),
@@ -293,58 +293,30 @@ class Cstl(wiring.Component):
             m.d.sync += [r.eq(p) for r, p in zip(held, pooled, strict=True)]
         # the reduction in two stages: the vector's comparison tree into a register, then
         # the merge with the row's running max; the row's result waits in a register for
-        # the code stage (its table lookup and saturation in the cycle after that)
+        # the output stage (its table lookup and saturation in the cycle after)
         red_valid = Signal()
+        red_max = held[0].as_signed()
         red_idx = Signal(DIM_BITS)
         red_free = Signal()
-        m.d.comb += red_free.eq(~red_valid | c_free)
+        m.d.comb += red_free.eq(~red_valid | f_free)
         red = self._reduce(m, vec, red_free)
         m.d.comb += red.take.eq(is_red & vin.valid & red.ready)
-        with m.If(red_valid & c_free):
+        with m.If(red_valid & f_free):
             m.d.sync += red_valid.eq(0)
         with m.If(red.done):
             m.d.sync += [red_valid.eq(1), held[0].eq(red.max), red_idx.eq(red.idx),
                          held_addr.eq(red.addr)]
 
-        # the code stage: a register in front of the lookup. It takes a vector of codes
-        # (the reader's bytes, or the held pool or reduction result: the ``is_held``
-        # choice ends here), its element count, output address and element offset, and a
-        # reduction's index; it is free when empty or when the output stage takes it this
-        # cycle. So the lookup starts from a register beside the lane tables, and the
-        # choice between the reader and ``held`` (a flag read by every lane's 8 bits) is
-        # not in front of the lane tables' address (the board's worst path on seed 2 at
-        # db0fbc9: ``is_held`` -> a lane table -> ``f_data1``).
-        s_valid = Signal()
-        c_valid = Signal()
-        c_code = [Signal(8, name=f"c_code{k}") for k in range(L)]
-        c_n = Signal(range(L + 1))
-        c_yaddr = Signal.like(tag.yaddr)
-        c_eidx = Signal(32)
-        c_idx = Signal(DIM_BITS)
-        f_free = Signal()
-        c_move = Signal()                       # the output stage takes the code stage
-        m.d.comb += [c_move.eq(c_valid & f_free), c_free.eq(~c_valid | f_free)]
-        with m.If(c_move):
-            m.d.sync += c_valid.eq(0)
-        with m.If(s_valid & c_free):
-            m.d.sync += [c_valid.eq(1),
-                         c_n.eq(Mux(is_red, 1, Mux(is_pool, pool_count,
-                                                   vec.count >> task.in_shift))),
-                         c_yaddr.eq(Mux(is_held, held_addr, tag.yaddr)),
-                         c_eidx.eq(Mux(is_held, 0, (vec.index * L) >> task.in_shift)),
-                         c_idx.eq(red_idx)]
-            m.d.sync += [c.eq(Mux(is_held, held[k], vec.data[k]))
-                         for k, c in enumerate(c_code)]
-
         # one table copy per lane: 64 words of 4 entries, written together, read
-        # combinationally by the lane's code in the code stage
+        # combinationally by the lane's byte (the vector's, or the held result's)
         looked = []
         for k in range(L):
             mem = Memory(shape=32, depth=TABLE_WORDS, init=[])
             m.submodules[f"lut{k}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
-            code = c_code[k]
+            code = Signal(8, name=f"code{k}")
+            m.d.comb += code.eq(Mux(is_held, held[k], vec.data[k]))
             m.d.comb += [wp.addr.eq(widx), wp.data.eq(self.table.payload),
                          wp.en.eq(self.table.valid & self.table.ready & ~task.entry),
                          rp.addr.eq(code[2:])]
@@ -358,26 +330,31 @@ class Cstl(wiring.Component):
         idx_hi = Array([Const(127, 32), Const(32767, 32), Const(2**31 - 1, 32),
                         Const(2**31 - 1, 32)])[task.out_shift]
         with m.If(task.red == RED_OPS["argmax"]):
-            m.d.comb += red_out.eq(Mux(c_idx > idx_hi, idx_hi, c_idx))
+            m.d.comb += red_out.eq(Mux(red_idx > idx_hi, idx_hi, red_idx))
         with m.Else():
-            m.d.comb += red_out.eq(Mux(task.table, looked[0][1], c_code[0].as_signed()))
+            m.d.comb += red_out.eq(Mux(task.table, looked[0][1], red_max))
 
-        # the output stage: a register between the lookup and the store. It takes from the
-        # code stage a vector of bytes (the looked-up bytes, or without a table the codes
-        # as they are, or a row's result in its first four), its elements and its output
-        # address, and hands it to the store in parts; it is free when empty or when its
-        # last part leaves this cycle
+        # the output stage: a register between the lookup and the store. It takes a vector
+        # of codes (the looked-up bytes, or without a table the bytes as read, or a row's
+        # result in its first four), its elements and its output address, from the reader
+        # (a table or cast task), the held window result (a pool) or the held row result
+        # (a reduction), and hands it to the store in parts; it is free when empty or when
+        # its last part leaves this cycle
         f_valid = Signal()
         f_data = [Signal(8, name=f"f_data{k}") for k in range(L)]
         f_n = Signal(range(L + 1))              # elements in the vector
         f_yaddr = Signal.like(tag.yaddr)
         f_eidx = Signal(32)                     # element offset of the vector's first
-        c_data = [Signal(8, name=f"c_data{k}") for k in range(L)]
+        s_valid = Signal()
+        s_data = [Signal(8, name=f"s_data{k}") for k in range(L)]
         for k, (c, y) in enumerate(looked):
-            m.d.comb += c_data[k].eq(Mux(use_table, y, c))
+            m.d.comb += s_data[k].eq(Mux(use_table, y, c))
             if k < 4:
                 with m.If(is_red):
-                    m.d.comb += c_data[k].eq(red_out[8 * k:8 * k + 8])
+                    m.d.comb += s_data[k].eq(red_out[8 * k:8 * k + 8])
+        s_n = Mux(is_red, 1, Mux(is_pool, pool_count, vec.count >> task.in_shift))
+        s_yaddr = Mux(is_held, held_addr, tag.yaddr)
+        s_eidx = Mux(is_held, 0, (vec.index * L) >> task.in_shift)
 
         # output vectors, one L1 word each: the codes as they are or sign-extended to 2 or
         # 4 bytes (a vector leaves in 1, 2 or 4 parts); or elements of 2 or 4 bytes
@@ -418,9 +395,9 @@ class Cstl(wiring.Component):
                      f_free.eq(~f_valid | f_leave)]
         with m.If(f_leave):
             m.d.sync += f_valid.eq(0)
-        with m.If(c_move):
-            m.d.sync += [f_valid.eq(1), f_n.eq(c_n), f_yaddr.eq(c_yaddr), f_eidx.eq(c_eidx)]
-            m.d.sync += [f.eq(d) for f, d in zip(f_data, c_data, strict=True)]
+        with m.If(s_valid & f_free):
+            m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
         with m.If(f_valid & st_in.ready):
             m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
                          first.eq(Mux(last_part, 0, first + per))]
@@ -455,7 +432,7 @@ class Cstl(wiring.Component):
                 m.d.comb += [s_valid.eq(pool_valid),
                              vin.ready.eq(~last_tap | (pool_free & div_ready))]
             with m.Else():
-                m.d.comb += [s_valid.eq(vin.valid), vin.ready.eq(c_free)]
+                m.d.comb += [s_valid.eq(vin.valid), vin.ready.eq(f_free)]
         last_in = vin.valid & vin.ready & vec.tag.last & vec.last
 
         counters = {name: getattr(self, f"cnt_{name}") for name in COUNTERS}
@@ -531,7 +508,7 @@ class Cstl(wiring.Component):
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # an eltwise's last results may still be in its ALU or output register
-                pending = (elt.busy | red.busy | red_valid | pool_valid | c_valid | f_valid |
+                pending = (elt.busy | red.busy | red_valid | pool_valid | f_valid |
                            store_slice.o.valid)
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += drained.eq(~pending)
