@@ -239,7 +239,13 @@ class Cstl(wiring.Component):
             t = Signal(signed(SUM_BITS), name=f"sum{k}")
             m.d.comb += t.eq(Mux(first_tap, 0, acc[k]) + x)
             summed.append(t)
-        with m.If(vin.valid & vin.ready & ~last_tap):
+        # The accumulators' enable has no ready in it: in a pool task a vector that is not
+        # a window's last tap is always taken (``vin.ready`` below), and ``acc``/``cnt`` are
+        # read only in pool tasks, where a window's first tap starts afresh, so what they
+        # take from other tasks' vectors is never read. (The
+        # ready came from the store slice through the output stage, across the unit, to
+        # the enables of every lane's sum: the board's worst path on seed 2 at e285e19.)
+        with m.If(vin.valid & ~last_tap):
             m.d.sync += [acc[k].eq(Mux(is_avg, summed[k], maxed[k])) for k in range(L)]
             m.d.sync += cnt.eq(n_cnt)
         # the average: floor((sum + 128 n) / n) in 0..255 by 8 steps of restoring division
