@@ -86,6 +86,28 @@ def test_loop_nest_walks_every_index_in_order(n, indices):
     sim.run()
 
 
+def test_loop_nest_moves_nothing_before_its_first_load():
+    """Out of reset no level is selected (``stepping`` low, and so the inverted copy that
+    ``advance`` reads high): a move before any start leaves the indices and the address
+    registers at 0."""
+    m, nest, _start, move, limits = _harness(4, 8, True)
+
+    async def bench(ctx):
+        for j in range(4):
+            ctx.set(limits[j], 3)
+        ctx.set(move, 1)
+        for _ in range(5):
+            await ctx.tick()
+            assert [ctx.get(nest.stepping(j)) for j in range(4)] == [0] * 4
+            assert [ctx.get(i) for i in nest.idx] == [0] * 4
+            assert [ctx.get(a) for a in nest.addrs] == [0] * 4
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def test_advance_wants_one_value_per_register():
     nest = LoopNest(3, 8)
     regs = [Signal(8) for _ in range(3)]

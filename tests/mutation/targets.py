@@ -102,6 +102,7 @@ TARGETS = {t.module: t for t in (
                          "tests/hw/test_fetch_into.py", "tests/hw/test_axi_muxes.py"), "rtl"),
     _T("npu.bus.stream", ("tests/hw/test_stream_fifo.py",), "rtl"),
     _T("npu.cstl.store", ("tests/hw/test_cstl_store.py",), "rtl"),
+    _T("npu.cstl.nest", ("tests/hw/test_cstl_nest.py",), "rtl"),
     _T("npu.engine.copy_units", ("tests/hw/test_engine_units.py",
                                  "tests/hw/test_copy_units_edges.py"), "rtl"),
 )}
