@@ -62,7 +62,7 @@ class RegisterMap:
     ------
     ValueError
         Naming the register and the problem (bad name, misaligned or duplicate offset,
-        unknown access, init out of range).
+        unknown access, init out of range or on a register that is not ``rw``).
     """
 
     def __init__(self, regs, *, addr_width=12):
@@ -83,6 +83,10 @@ class RegisterMap:
                                  f"not {reg.access!r}")
             if not 0 <= reg.init < 1 << 32:
                 raise ValueError(f"register {reg.name}: init {reg.init:#x} is not 32-bit")
+            if reg.init and reg.access != "rw":
+                raise ValueError(f"register {reg.name}: init {reg.init:#x} on a "
+                                 f"{reg.access} register (only rw registers have a reset "
+                                 f"value)")
             seen_names.add(reg.name)
             seen_offsets[reg.offset] = reg.name
         self._by_name = {reg.name: reg for reg in self.regs}
@@ -107,11 +111,20 @@ def axi_lite_signature(addr_width):
 
 
 class CsrModel:
-    """Python model: register values as the host sees them."""
+    """Python model: register values as the host sees them.
+
+    Attributes
+    ----------
+    values : dict
+        The value of each ``rw`` register by name (the design drives the ``ro`` ones; a
+        ``pulse`` register holds nothing).
+    pulses : list of str
+        The ``pulse`` registers triggered, in order.
+    """
 
     def __init__(self, regmap):
         self.map = regmap
-        self.values = {reg.name: reg.init for reg in regmap.regs}
+        self.values = {reg.name: reg.init for reg in regmap.regs if reg.access == "rw"}
         self.pulses = []   # names of pulse registers triggered, in order
 
     def _find(self, addr):
@@ -161,8 +174,8 @@ class AxiLiteCsr(wiring.Component):
         for reg in regmap.regs:
             width = 1 if reg.access == "pulse" else 32
             flow = In if reg.access == "ro" else Out
-            members[reg.name] = flow(width, init=reg.init) if flow is Out and width == 32 \
-                else flow(width)
+            # (only an rw register has a reset value: the map holds the others' at 0)
+            members[reg.name] = flow(width, init=reg.init)
         super().__init__({
             "bus": Out(axi_lite_signature(regmap.addr_width)),
             "regs": Out(wiring.Signature(members)),
