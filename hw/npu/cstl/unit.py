@@ -203,10 +203,14 @@ class Cstl(wiring.Component):
             offer(ewalk)
         with m.Else():
             offer(walk)
-        m.d.comb += [w.cmd.ready.eq(can_issue) for w in (walk, pwalk, ewalk)]
+        # the walks read ``can_issue``'s inverted copy (which synthesis does not merge with
+        # it): their ready goes to the enables of every address register of the three
+        # walks, spread over the die, while ``can_issue`` stays with the FIFO and credits
+        can_issue_n = Signal()
+        m.d.comb += [w.cmd.ready.eq(~can_issue_n) for w in (walk, pwalk, ewalk)]
         left = credits - cmd_fifo.i.valid + handed
         m.d.sync += [handed.eq(cmd_fifo.o.valid & cmd_fifo.o.ready), credits.eq(left),
-                     can_issue.eq(left != 0)]
+                     can_issue.eq(left != 0), can_issue_n.eq(left == 0)]
         m.d.comb += [reader.cmd.valid.eq(cmd_fifo.o.valid),
                      reader.cmd.payload.eq(cmd_fifo.o.payload),
                      cmd_fifo.o.ready.eq(reader.cmd.ready)]
