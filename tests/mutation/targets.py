@@ -103,6 +103,7 @@ TARGETS = {t.module: t for t in (
     _T("npu.bus.stream", ("tests/hw/test_stream_fifo.py",), "rtl"),
     _T("npu.cstl.store", ("tests/hw/test_cstl_store.py",), "rtl"),
     _T("npu.cstl.nest", ("tests/hw/test_cstl_nest.py",), "rtl"),
+    _T("npu.board.axiram", ("tests/board/test_axiram.py",), "rtl"),
     _T("npu.bus.csr", ("tests/hw/test_csr_map.py", "tests/hw/test_csr_bank.py",
                        "tests/hw/test_axilite_slice.py"), "rtl"),
     _T("npu.engine.copy_units", ("tests/hw/test_engine_units.py",
