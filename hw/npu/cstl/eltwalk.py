@@ -85,11 +85,6 @@ class EltWalk(wiring.Component):
         task = Signal(task_layout())
         act = Signal()
         phase = Signal()            # 0: the run of x, 1: the run of b
-        # ``phase``'s inverted copy (which synthesis does not merge with it), read only by
-        # the address registers' enable: ``phase`` selects the run's address and tags and
-        # steps the nest, while the twelve 32-bit address registers spread over the die
-        # (the board's worst path on seed 3 at 80b76dd ran from ``phase`` to ``bb3``)
-        phase_n = Signal(init=1)
         loaded = Signal()           # the task register holds a new task: load the nest
         nest = LoopNest(n, DIM_BITS, indices=False)
         xb = [Signal(32, name=f"xb{j}") for j in range(n)]
@@ -123,7 +118,7 @@ class EltWalk(wiring.Component):
         # unit's checks), not the enables of the address registers
         with m.If(self.start.ready):
             p = self.start.payload
-            m.d.sync += [task.eq(p), phase.eq(0), phase_n.eq(1), cleft.eq(p.dims[-1])]
+            m.d.sync += [task.eq(p), phase.eq(0), cleft.eq(p.dims[-1])]
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
             with m.If(self.start.valid):
@@ -138,7 +133,7 @@ class EltWalk(wiring.Component):
             nest.load(m, [task.dims[j] for j in range(n - 1)] + [chunks])
 
         with m.If(self.cmd.valid & self.cmd.ready):
-            m.d.sync += [phase.eq(~phase), phase_n.eq(~phase_n)]
+            m.d.sync += phase.eq(~phase)
             with m.If(c.tag.last):
                 m.d.sync += act.eq(0)
             with m.If(phase):
@@ -146,11 +141,6 @@ class EltWalk(wiring.Component):
                     with m.If(nest.stepping(j)):
                         nest.step(m, j)
                         m.d.sync += cleft.eq(cleft - L if j == n - 1 else task.dims[-1])
-        # the address registers move with the run of b as taken; ``phase`` is 1 only while
-        # ``act`` (it starts at 0 and the task's last run, a run of b, turns it back to
-        # 0), so their enable needs neither ``act`` nor ``phase`` itself. (Idle, the
-        # start's loads above stand: ``phase_n`` is 1.)
-        with m.If(self.cmd.ready & ~phase_n):
-            for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
-                nest.advance(m, regs, [regs[j] + step(strides, j) for j in range(n)])
+                for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
+                    nest.advance(m, regs, [regs[j] + step(strides, j) for j in range(n)])
         return m

@@ -18,14 +18,6 @@ level steps, from what the flags will be: the levels inside the stepping one res
 the next to step is the innermost level whose limit is above 1 (a register per task) if
 it lies inside; else the stepping level itself unless it reaches its last index; else
 the innermost level outside it that is not at its last index.
-
-The selection register is kept twice: ``sel`` for the counters' own steps and an inverted
-copy for the walk's address registers (:meth:`LoopNest.advance`). Synthesis merges two
-flip-flops with the same input, not one with its inverse; with the copy the placer can put
-one beside the counters and the other among the address registers, which spread over
-the die (the eltwise walk has twelve of 32 bits). The board's worst path on seed 2 at
-80b76dd ran from the eltwise walk's ``sel1``, placed among those, to its counter ``left1``
-(16.87 ns, 90 % of it routing).
 """
 
 from __future__ import annotations
@@ -65,8 +57,6 @@ class LoopNest:
         self._one = [None] + [Signal(name=f"one{j}") for j in range(1, n)]
         # the level that steps next (one-hot; none at the walk's last iteration)
         self._sel = [Signal(name=f"sel{j}") for j in range(n)]
-        # its inverted copy, read only by ``advance`` (see the module)
-        self._sel_n = [Signal(init=1, name=f"sel{j}_n") for j in range(n)]
         # per task: level j is the innermost with a limit above 1 (what steps after a
         # restart of the levels inside a stepping one); every level inside j has limit <= 1
         self._inner = [Signal(name=f"inner{j}") for j in range(n)]
@@ -85,11 +75,7 @@ class LoopNest:
                 m.d.sync += [self._top[j].eq(lim - 1), self._one[j].eq(one[j])]
             ones_in = _all(one[j + 1:])
             m.d.sync += [self._ones_in[j].eq(ones_in), self._inner[j].eq(~one[j] & ones_in),
-                         *self._set_sel(j, ~one[j] & ones_in)]
-
-    def _set_sel(self, j, value):
-        """Both copies of level ``j``'s selection take ``value``."""
-        return [self._sel[j].eq(value), self._sel_n[j].eq(~value)]
+                         self._sel[j].eq(~one[j] & ones_in)]
 
     def stepping(self, j):
         """The condition under which level ``j`` steps (every level inside it is at its
@@ -110,7 +96,7 @@ class LoopNest:
                 nxt = ~reaches_last & self._ones_in[j]
             else:
                 nxt = outward & ~self.last[i] & _all(self.last[i + 1:j])
-            m.d.sync += self._set_sel(i, nxt)
+            m.d.sync += self._sel[i].eq(nxt)
         for k in range(j + 1, self.n):
             m.d.sync += [self._left[k].eq(self._top[k]), self.last[k].eq(self._one[k])]
         if self.idx is not None:
@@ -123,10 +109,9 @@ class LoopNest:
         value, which the levels inside it restart from), and holds otherwise. Call inside
         the walk's step condition.
 
-        The selection is an AND-OR of the one-hot ``stepping`` registers (their inverted
-        copies, see the module), not a chain of 2:1 selections in level order (which a
-        sequence of ``m.If(stepping(j))`` gives: six levels deep in front of the innermost
-        level's registers).
+        The selection is an AND-OR of the one-hot ``stepping`` registers, not a chain of
+        2:1 selections in level order (which a sequence of ``m.If(stepping(j))`` gives:
+        six levels deep in front of the innermost level's registers).
 
         Parameters
         ----------
@@ -143,8 +128,8 @@ class LoopNest:
         for k, reg in enumerate(regs):
             hit, value = 0, 0
             for j in range(k + 1):
-                hit = hit | ~self._sel_n[j]
-                value = value | Mux(self._sel_n[j], 0, Value.cast(nexts[j])[:len(reg)])
+                hit = hit | self._sel[j]
+                value = value | Mux(self._sel[j], Value.cast(nexts[j])[:len(reg)], 0)
             with m.If(hit):
                 m.d.sync += reg.eq(value)
 

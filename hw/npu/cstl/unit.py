@@ -203,14 +203,10 @@ class Cstl(wiring.Component):
             offer(ewalk)
         with m.Else():
             offer(walk)
-        # the walks read ``can_issue``'s inverted copy (which synthesis does not merge with
-        # it): their ready goes to the enables of every address register of the three
-        # walks, spread over the die, while ``can_issue`` stays with the FIFO and credits
-        can_issue_n = Signal()
-        m.d.comb += [w.cmd.ready.eq(~can_issue_n) for w in (walk, pwalk, ewalk)]
+        m.d.comb += [w.cmd.ready.eq(can_issue) for w in (walk, pwalk, ewalk)]
         left = credits - cmd_fifo.i.valid + handed
         m.d.sync += [handed.eq(cmd_fifo.o.valid & cmd_fifo.o.ready), credits.eq(left),
-                     can_issue.eq(left != 0), can_issue_n.eq(left == 0)]
+                     can_issue.eq(left != 0)]
         m.d.comb += [reader.cmd.valid.eq(cmd_fifo.o.valid),
                      reader.cmd.payload.eq(cmd_fifo.o.payload),
                      cmd_fifo.o.ready.eq(reader.cmd.ready)]
@@ -243,13 +239,7 @@ class Cstl(wiring.Component):
             t = Signal(signed(SUM_BITS), name=f"sum{k}")
             m.d.comb += t.eq(Mux(first_tap, 0, acc[k]) + x)
             summed.append(t)
-        # The accumulators' enable has no ready in it: in a pool task a vector that is not
-        # a window's last tap is always taken (``vin.ready`` below), and ``acc``/``cnt`` are
-        # read only in pool tasks, where a window's first tap starts afresh, so what they
-        # take from other tasks' vectors is never read. (The
-        # ready came from the store slice through the output stage, across the unit, to
-        # the enables of every lane's sum: the board's worst path on seed 2 at e285e19.)
-        with m.If(vin.valid & ~last_tap):
+        with m.If(vin.valid & vin.ready & ~last_tap):
             m.d.sync += [acc[k].eq(Mux(is_avg, summed[k], maxed[k])) for k in range(L)]
             m.d.sync += cnt.eq(n_cnt)
         # the average: floor((sum + 128 n) / n) in 0..255 by 8 steps of restoring division
