@@ -42,16 +42,17 @@ async def _write(ctx, dut, addr, value, strb, gap):
     await ctx.tick()                      # both buffers were empty: taken at this edge
     ctx.set(bus.awvalid, 0)
     ctx.set(bus.wvalid, 0)
-    pulses, cycle = [], 0
+    pulses = []
     ctx.set(bus.bready, 1)
-    while True:
-        cycle += 1
+    for cycle in range(1, 51):
         *_, go, bvalid, bresp = await ctx.tick().sample(dut.regs.go, bus.bvalid, bus.bresp)
         if go:
             pulses.append(cycle)
         if bvalid:
             b_cycle = cycle
             break
+    else:
+        raise AssertionError(f"no B for the write to {addr:#x} in 50 cycles")
     ctx.set(bus.bready, 0)
     for _ in range(gap):
         cycle += 1

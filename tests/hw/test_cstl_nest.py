@@ -87,9 +87,8 @@ def test_loop_nest_walks_every_index_in_order(n, indices):
 
 
 def test_loop_nest_moves_nothing_before_its_first_load():
-    """Out of reset no level is selected (``stepping`` low, and so the inverted copy that
-    ``advance`` reads high): a move before any start leaves the indices and the address
-    registers at 0."""
+    """Out of reset no level is selected (``stepping`` low): a move before any start
+    leaves the indices and the address registers at 0."""
     m, nest, _start, move, limits = _harness(4, 8, True)
 
     async def bench(ctx):
