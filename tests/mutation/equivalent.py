@@ -232,6 +232,9 @@ REASONS = {
     "ops-regions-nonempty": (
         "elems is computed after _real_op read reals[0], so there is an input region and "
         "the 'or [0]' fallback is never taken"),
+    "reply-header-guard": (
+        "ReplyDecoder.feed's 'len < 3' only guards the read of the LEN byte: with 3 bytes "
+        "held, 'len < 4 + LEN' is true for every LEN, so '<= 3' or '< 4' waits the same"),
     "struct-cache": (
         "_Cursor.unpack without its struct cache compiles struct.Struct('<' + fmt) afresh on "
         "every call and unpacks the same values; only slower"),
@@ -421,6 +424,8 @@ _GROUPS = {
     "ops-same-default": _ops(["_int_path__49", "nmu_group_requant__61", "_pad__27"]),
     "ops-pads-wrap": _ops(["_pad__9"]),
     "ops-regions-nonempty": _ops(["run_compute__214"]),
+    "reply-header-guard": ["npu.board.protocol.xǁReplyDecoderǁfeed__mutmut_12",
+                           "npu.board.protocol.xǁReplyDecoderǁfeed__mutmut_13"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
