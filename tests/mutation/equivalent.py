@@ -233,8 +233,24 @@ REASONS = {
         "elems is computed after _real_op read reals[0], so there is an input region and "
         "the 'or [0]' fallback is never taken"),
     "reply-header-guard": (
-        "ReplyDecoder.feed's 'len < 3' only guards the read of the LEN byte: with 3 bytes "
-        "held, 'len < 4 + LEN' is true for every LEN, so '<= 3' or '< 4' waits the same"),
+        "a frame decoder's first length test only guards the read of the LEN byte: with "
+        "that many bytes held, the test against the full frame's length is true for every "
+        "LEN, so '<=' or one more waits the same (ReplyDecoder.feed, BridgeModel.feed)"),
+    "line-error-at-sync": (
+        "BridgeModel's _line_error is read only inside a frame, and the sync byte that "
+        "starts a frame sets it to False: its value from __init__ is never read"),
+    "whole-words": (
+        "MEM_WRITE's payload length is a multiple of 4 (checked in the same test or "
+        "before): len(data) / 4 is the same whole number as len(data) // 4, and no "
+        "multiple of 4 lies between 4 + 4 * MAX_WORDS and one more"),
+    "csr-write-mask": (
+        "a value unpacked as signed ('<i') is written through CsrModel.write, which masks "
+        "it to 32 bits: -2 and 0xFFFFFFFE store the same register value"),
+    "named-registers": (
+        "START and STATUS write and read registers by name from the map (PROG_LO, "
+        "PROG_HI, START, STATUS_REGS): CsrModel answers an error only for an offset with "
+        "no register, so the BUS reply after them cannot be reached with the map's own "
+        "offsets, and its status value is never built"),
     "struct-cache": (
         "_Cursor.unpack without its struct cache compiles struct.Struct('<' + fmt) afresh on "
         "every call and unpacks the same values; only slower"),
@@ -425,7 +441,17 @@ _GROUPS = {
     "ops-pads-wrap": _ops(["_pad__9"]),
     "ops-regions-nonempty": _ops(["run_compute__214"]),
     "reply-header-guard": ["npu.board.protocol.xǁReplyDecoderǁfeed__mutmut_12",
-                           "npu.board.protocol.xǁReplyDecoderǁfeed__mutmut_13"],
+                           "npu.board.protocol.xǁReplyDecoderǁfeed__mutmut_13",
+                           "npu.board.model.xǁBridgeModelǁfeed__mutmut_14",
+                           "npu.board.model.xǁBridgeModelǁfeed__mutmut_15"],
+    "line-error-at-sync": ["npu.board.model.xǁBridgeModelǁ__init____mutmut_12",
+                           "npu.board.model.xǁBridgeModelǁ__init____mutmut_13"],
+    "whole-words": ["npu.board.model.xǁBridgeModelǁ_execute__mutmut_186",
+                    "npu.board.model.xǁBridgeModelǁ_execute__mutmut_166"],
+    "csr-write-mask": ["npu.board.model.xǁBridgeModelǁ_execute__mutmut_69",
+                       "npu.board.model.xǁBridgeModelǁ_execute__mutmut_89"],
+    "named-registers": ["npu.board.model.xǁBridgeModelǁ_execute__mutmut_103",
+                        "npu.board.model.xǁBridgeModelǁ_execute__mutmut_115"],
 }
 
 EQUIVALENT: dict[str, str] = {name: REASONS[group] for group, names in _GROUPS.items()
