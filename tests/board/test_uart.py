@@ -101,7 +101,13 @@ def test_tx_line_decodes_to_the_bytes(backpressure):
                 await ctx.tick()
             ctx.set(dut.data.payload, byte)
             ctx.set(dut.data.valid, 1)
-            await ctx.tick().until(dut.data.ready)
+            for _ in range(12 * DIV):       # a frame's time, bounded
+                if ctx.get(dut.data.ready):
+                    break
+                await ctx.tick()
+            else:
+                raise AssertionError("the transmitter never took the byte")
+            await ctx.tick()
             ctx.set(dut.data.valid, 0)
 
     async def receiver(ctx):
@@ -134,3 +140,111 @@ def test_divisor_is_checked():
         UartRx(3)
     with pytest.raises(ValueError, match="UART divisor"):
         UartTx(2.5)
+
+
+def test_divisor_edges():
+    assert UartRx(4).divisor == 4 and UartTx(4).divisor == 4     # the least allowed
+    for bad in (3, 0, -8, 4.0, True, "8"):
+        with pytest.raises(ValueError, match=f"must be an integer >= 4, not {bad!r}"):
+            UartRx(bad)
+
+
+def _pinned_line(byte, d):
+    """The rx line of one frame, cycle by cycle, where each data and stop bit holds its
+    value only at its middle (``d // 2`` cycles after the bit starts on the pin) and the
+    opposite value in every other cycle: only a receiver that samples exactly there reads
+    ``byte`` with a good stop bit. The start bit is low throughout."""
+    out = [0] * d
+    for bit in _bits(byte)[1:]:
+        out += [bit if k == d // 2 else 1 - bit for k in range(d)]
+    return out + [1] * (2 * d)
+
+
+@pytest.mark.parametrize("d", [8, 9, 16])
+@pytest.mark.parametrize("lead", [0, 3])
+def test_rx_samples_each_bit_at_its_middle(d, lead):
+    # lead 0: the start bit begins in the first cycle after reset (the synchroniser's
+    # reset value is the idle line, so no edge is seen before the real one)
+    dut = UartRx(d)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    got = []
+    data = [0xA5, 0x5A, 0x00, 0xFF, 0x81]
+
+    async def bench(ctx):
+        ctx.set(dut.data.ready, 1)
+        ctx.set(dut.rx, 1)
+        for _ in range(lead):
+            await ctx.tick()
+        for byte in data:
+            for level in _pinned_line(byte, d):
+                ctx.set(dut.rx, level)
+                await ctx.tick()
+                if ctx.get(dut.data.valid):
+                    got.append((ctx.get(dut.data.payload.data),
+                                ctx.get(dut.data.payload.error)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [(b, 0) for b in data]
+
+
+def test_rx_idle_line_receives_nothing():
+    # rx never driven (its reset value is the idle line) and then held high: no byte
+    dut = UartRx(DIV)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.data.ready, 1)
+        for _ in range(30 * DIV):
+            await ctx.tick()
+            seen.append((ctx.get(dut.data.valid), ctx.get(dut.overrun)))
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert set(seen) == {(0, 0)}
+
+
+@pytest.mark.parametrize("d", [4, 8])
+@pytest.mark.parametrize("gaps", [False, True])
+def test_tx_line_cycle_by_cycle(d, gaps):
+    # the expected line from the handshakes alone: a byte taken in cycle h is sent in
+    # cycles h+1 .. h+10d, ten bits of d cycles each (start 0, data LSB first, stop 1);
+    # the line is high in every other cycle, and a byte is taken only while nothing is
+    # being sent (ready high exactly outside the frames)
+    rng = random.Random(d * 2 + gaps)
+    dut = UartTx(d)
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    data = [rng.randrange(256) for _ in range(12)]
+    trace = []          # per cycle: (tx, ready, byte taken or None)
+
+    async def bench(ctx):
+        pending = list(data)
+        for _ in range(12 * 10 * d + 40 * d):
+            want = bool(pending) and not (gaps and rng.random() < 0.3)
+            ctx.set(dut.data.valid, want)
+            if pending:
+                ctx.set(dut.data.payload, pending[0])
+            tx, ready = ctx.get(dut.tx), ctx.get(dut.data.ready)
+            taken = pending.pop(0) if want and ready else None
+            trace.append((tx, ready, taken))
+            await ctx.tick()
+        assert not pending, "the transmitter stopped taking bytes"
+
+    sim.add_testbench(bench)
+    sim.run()
+    expect = [1] * len(trace)
+    busy = [False] * len(trace)
+    for h, (_, _, taken) in enumerate(trace):
+        if taken is not None:
+            for k, bit in enumerate(_bits(taken)):
+                for c in range(d):
+                    at = h + 1 + k * d + c
+                    if at < len(trace):
+                        expect[at], busy[at] = bit, True
+    assert [t for t, _, _ in trace] == expect
+    assert [r for _, r, _ in trace] == [int(not b) for b in busy]
+    assert [b for *_, b in trace if b is not None] == data
