@@ -63,6 +63,7 @@ fuzz: $(STAMP)
 # The board build (npu.board.build): PLL_MHZ (engine clock; default npu.board.top.PLL_MHZ),
 # BOARD_DEVICE (tiny | small | sim | none), BOARD_SEED, BOARD_PLACER (static | heap),
 # BOARD_ROUTER (router2 | router1), BOARD_DENSITY (heap placer density), MEMORY (bytes),
+# BOARD_MAX_FANOUT (copy flip-flops driving more cell inputs than this; off by default),
 # BOARD_TIMEOUT (seconds per tool run; default npu.board.build.TOOL_TIMEOUT, 0: no limit).
 # BOARD_SEEDS="2 3 4" synthesises once and places and routes once per seed (BOARD_JOBS at
 # a time) into $(BITSTREAM_DIR)/seed<N>/, with Fmax min / median / max in seeds.txt.
@@ -72,6 +73,7 @@ BOARD_DEVICE ?= tiny
 BOARD_SEED ?= 2
 BOARD_ROUTER ?= router2
 BOARD_DENSITY ?=
+BOARD_MAX_FANOUT ?=
 BOARD_PLACER ?= static
 BOARD_SEEDS ?=
 BOARD_JOBS ?= 1
@@ -79,7 +81,8 @@ BOARD_TIMEOUT ?=
 bitstream: $(FPGA_STAMP)
 	$(PY) -m npu.board.build -o $(BITSTREAM_DIR) --device $(BOARD_DEVICE) $(if $(PLL_MHZ),--pll-mhz $(PLL_MHZ)) \
 	  $(if $(BOARD_SEEDS),--seeds $(BOARD_SEEDS) --jobs $(BOARD_JOBS),--seed $(BOARD_SEED)) --placer $(BOARD_PLACER) --router $(BOARD_ROUTER) $(if $(MEMORY),--memory $(MEMORY)) \
-	  $(if $(BOARD_DENSITY),--density $(BOARD_DENSITY)) $(if $(BOARD_TIMEOUT),--timeout $(BOARD_TIMEOUT))
+	  $(if $(BOARD_DENSITY),--density $(BOARD_DENSITY)) $(if $(BOARD_TIMEOUT),--timeout $(BOARD_TIMEOUT)) \
+	  $(if $(BOARD_MAX_FANOUT),--max-fanout $(BOARD_MAX_FANOUT))
 
 program:
 	@test -f $(BITSTREAM_DIR)/board_top.bit || { \

@@ -43,12 +43,12 @@ def test_bridge_bitstream(tmp_path):
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
     assert not report.synth_reused and report.synth_seconds > 0
-    # again over two more seeds (build_seeds), with the heap placer and a density: the
-    # same Verilog, so the netlist is reused and only nextpnr runs, once per seed in a
-    # directory of its own; a bad density is refused before any tool
+    # again over two more seeds (build_seeds), with the heap placer and a density, and
+    # the flip-flops above 8 sinks copied: the same Verilog, so the netlist is reused and
+    # only nextpnr runs, once per seed in a directory of its own, on the replicated netlist
     netlist = (tmp_path / "board_top.json").stat().st_mtime_ns
     again = build_seeds(tmp_path, [3, 4], jobs=2, engine=None, pll_mhz=25.0,
-                        memory_bytes=16384, placer="heap", density=0.8)
+                        memory_bytes=16384, placer="heap", density=0.8, max_fanout=8)
     assert again.synth_reused and again.synth_seconds == 0
     assert (tmp_path / "board_top.json").stat().st_mtime_ns == netlist
     assert list(again.reports) == [3, 4]
@@ -56,6 +56,8 @@ def test_bridge_bitstream(tmp_path):
         assert r.workdir == tmp_path / f"seed{seed}" and r.bitstream.is_file()
         assert r.fmax[clock] >= target
         assert "PASS" in (r.workdir / "report.txt").read_text()
+        assert r.replication.copies > 0 and r.replication.largest_after <= 8
+        assert (r.workdir / "board_top.fanout.json").is_file()
     fmaxes = sorted(r.fmax[clock] for r in again.reports.values())
     assert again.spread() == {clock: (fmaxes[0], sum(fmaxes) / 2, fmaxes[1])}
     summary = (tmp_path / "seeds.txt").read_text()

