@@ -108,6 +108,14 @@ SAMPLE = (
             "    return tuple(Argument(False, index + d) if d else",
             "    return tuple(Argument(False, index - d) if d else",
             ("tests/nac_container/test_container_api.py::test_gather_arguments_by_hand",)),
+    Planted("bridge-model-inserts-written-words", "npu.board.model",
+            "            self.memory[address:address + len(data)] = data",
+            "            self.memory[address:address - len(data)] = data",
+            ("tests/board/test_bridge_model.py::test_memory_writes_and_reads_at_the_edges",)),
+    Planted("uart-samples-a-cycle-early", "npu.board.uart",
+            "                    m.d.sync += count.eq(d // 2 - 1)",
+            "                    m.d.sync += count.eq(d // 2 - 2)",
+            ("tests/board/test_uart.py::test_rx_samples_each_bit_at_its_middle",)),
 )
 
 
