@@ -40,8 +40,8 @@ class Harness(wiring.Component):
     """The bridge and its block RAM; the CSR port to the engine's bank (``bank``) or out
     to the testbench."""
 
-    def __init__(self, bank=True):
-        self.bridge = Bridge(REGMAP, memory_bytes=MEM, timeout=TIMEOUT)
+    def __init__(self, bank=True, timeout=TIMEOUT):
+        self.bridge = Bridge(REGMAP, memory_bytes=MEM, timeout=timeout)
         self.bank = AxiLiteCsr(REGMAP) if bank else None
         ports = {"rx": wiring.In(stream.Signature(RX_LAYOUT)),
                  "tx": wiring.Out(stream.Signature(8))}
@@ -137,6 +137,17 @@ def test_inter_byte_timeout_to_the_cycle(at):
     # TIMEOUT-1), the frame dropped in cycle L+TIMEOUT, the reply's sync byte offered next
     last_taken = len(frame[:at]) - 1
     assert got[0][0] == last_taken + TIMEOUT + 1
+
+
+@pytest.mark.parametrize("timeout", [16, 17])
+def test_inter_byte_timeout_at_the_timer_width(timeout):
+    # 17 needs the timer's fifth bit (it counts to 16), 16 the smallest allowed
+    frame = p.csr_read(REGMAP.offset("ID"))
+    got, _ = _simulate(Harness(timeout=timeout), _schedule(frame, {3: timeout - 1}))
+    assert _replies(got) == [p.Reply(p.Status.OK, RO["ID"].to_bytes(4, "little"))]
+    got, _ = _simulate(Harness(timeout=timeout), [*_schedule(frame[:3]), (timeout + 8, 0, 0)])
+    assert _replies(got) == [p.Reply(p.Status.TIMEOUT, b"")]
+    assert got[0][0] == 2 + timeout + 1
 
 
 def test_start_and_pulses_frame_error_and_busy():
