@@ -177,8 +177,9 @@ def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
         0.9 when not given).
     max_fanout : int, optional
         Copy every flip-flop that drives more than this many cell inputs before place and
-        route (:func:`npu.tools.fanout.replicate_registers`); off by default (measured on
-        the tiny board top within the seeds' spread, ``docs/fpga.md``).
+        route (:func:`npu.tools.fanout.replicate_registers`); off by default (on the tiny
+        board top it shortened no paths and router2 then failed to converge on some
+        placements, ``docs/fpga.md``).
 
     Raises
     ------
