@@ -198,3 +198,85 @@ def test_npu_board_run_on_a_build_directory(tmp_path, monkeypatch, capsys):
     assert main(["board", "run", str(tmp_path / "b"), "--port", "fake", "--memory",
                  "x.npz"]) == 1
     assert "brings its memory image" in capsys.readouterr().err
+
+
+def _session_frames(ro, image, **kw):
+    """Run a session against the bridge model; the requests sent, the run, the model."""
+    model, transact, frames = _board(ro)
+    run = drive(session(_program(), image, 4096, REGMAP, **kw), transact)
+    return frames, run, model
+
+
+def test_session_watchdog_zero_chunks_and_polls():
+    image = board_image(_program(), {"X": np.ones(300, np.uint8)}, 4096, bytes(40), 8192)
+    waits = []
+    frames, run, model = _session_frames(
+        {"STATUS": 2, "ERROR_CAUSE": 0x80000001, "ERROR_TASK": 3, "CYCLES": 0xFFFFFFFF},
+        image, watchdog=0x12345, memory_is_zero=True, poll_wait=lambda: waits.append(1))
+    cmds = [f[1] for f in frames]
+    writes = [struct.unpack_from("<I", f, 3)[0] for f in frames
+              if f[1] == p.Command.MEM_WRITE]
+    # 4136 bytes in chunks of 240: only the chunks with a nonzero byte are sent (X at
+    # 0..299: chunks 0 and 240); the binary is all zero, so nothing else
+    assert writes == [0, 240]
+    assert model.csr.values["WATCHDOG"] == 0x12345
+    wd = cmds.index(p.Command.CSR_WRITE)
+    assert frames[wd] == p.csr_write(REGMAP.offset("WATCHDOG"), 0x12345)
+    assert wd < cmds.index(p.Command.START)                # before the start
+    assert run.status == "DONE" and run.cause == 0x80000001 and run.task == 3
+    assert run.counters["CYCLES"] == 0xFFFFFFFF
+    assert run.counters["ERROR_CAUSE"] == 0x80000001
+    assert waits == []                                     # DONE on the first poll
+    # without memory_is_zero every chunk goes, zero or not; without a watchdog, no write
+    frames, _, model = _session_frames({"STATUS": 2}, image)
+    assert [struct.unpack_from("<I", f, 3)[0] for f in frames
+            if f[1] == p.Command.MEM_WRITE] == list(range(0, 4136, 240))
+    assert p.Command.CSR_WRITE not in [f[1] for f in frames]
+    (wd_reg,) = [r for r in REGMAP.regs if r.name == "WATCHDOG"]
+    assert model.csr.values["WATCHDOG"] == wd_reg.init
+
+
+def test_session_polls_wait_between_polls():
+    states = iter([1, 1, 1, 3])
+    waits = []
+    model, transact, _ = _board({"STATUS": 1})
+
+    def stepping(frame):
+        if frame[1] == p.Command.STATUS:
+            model.ro_values["STATUS"] = next(states)
+        return transact(frame)
+
+    image = board_image(_program(), {}, 4096, b"\x00" * 8, 8192)
+    run = drive(session(_program(), image, 4096, REGMAP, poll_wait=lambda: waits.append(1)),
+                stepping)
+    assert run.status == "ERROR" and run.polls == 4 and len(waits) == 3
+
+
+@pytest.mark.parametrize(("fail", "label"), [
+    (p.Command.INFO, "INFO"), (p.Command.MEM_WRITE, "MEM_WRITE 0x0"),
+    (p.Command.CSR_WRITE, "WATCHDOG"), (p.Command.START, "START"),
+    (p.Command.STATUS, "STATUS"), (p.Command.CSR_READ, "CSR_READ ID"),
+    (p.Command.MEM_READ, "MEM_READ"),
+])
+def test_session_error_replies_name_the_request(fail, label):
+    _, transact, _ = _board({"STATUS": 2})
+
+    def failing(frame):
+        if frame[1] == fail:
+            return p.Reply(p.Status.BUS, b"")
+        return transact(frame)
+
+    image = board_image(_program(), {}, 4096, b"\x01" * 8, 8192)
+    with pytest.raises(p.ProtocolError, match=f"^{label}.*: the board replied BUS$"):
+        drive(session(_program(), image, 4096, REGMAP, watchdog=5), failing)
+
+
+def test_session_image_size_against_the_board_memory():
+    _, transact, _ = _board({"STATUS": 2})
+    # the model's memory is 8192 bytes: an image of exactly that size loads
+    image = board_image(_program(), {}, 8192 - 8, b"\x00" * 8, 8192)
+    assert image.size == 8192
+    assert drive(session(_program(), image, 8192 - 8, REGMAP), transact).status == "DONE"
+    big = np.zeros(8196, np.uint8)
+    with pytest.raises(BoardError, match="the image has 8196 bytes; the board's memory 8192"):
+        drive(session(_program(), big, 4096, REGMAP), transact)
