@@ -280,3 +280,46 @@ def test_session_image_size_against_the_board_memory():
     big = np.zeros(8196, np.uint8)
     with pytest.raises(BoardError, match="the image has 8196 bytes; the board's memory 8192"):
         drive(session(_program(), big, 4096, REGMAP), transact)
+
+
+def test_npu_board_run_options_reach_the_link_and_the_session(tmp_path, monkeypatch, capsys):
+    from npu.board import host
+    from npu.tools.cli import main
+    from sim.engine_nmu_programs import gemm_tiles
+    from sim.engine_programs import _header
+
+    seen = {}
+
+    class Recording(_FakeBoard):
+        def __init__(self, port, *, baud, timeout):
+            super().__init__(port, baud=baud, timeout=timeout)
+            seen.update(port=port, baud=baud, timeout=timeout, frames=[])
+
+        def transact(self, frame):
+            seen["frames"].append(frame)
+            if frame[1] == p.Command.START:         # the engine stops with an error
+                self.model.ro_values.update(STATUS=3, ERROR_CAUSE=6, ERROR_TASK=2)
+                return self.decoder.feed(self.model.feed_all(frame))[0]
+            return super().transact(frame)
+
+    text, _ = gemm_tiles(4, 8, 8, 4, seed=2)
+    source = tmp_path / "g.nem"
+    source.write_text(_header("small") + text)
+    monkeypatch.setattr(host, "SerialLink", Recording)
+    status = main(["board", "run", str(source), "--port", "/dev/ttyX", "--device", "small",
+                   "--baud", "115200", "--timeout", "3.5", "--watchdog", "777", "--seed", "4"])
+    out = capsys.readouterr().out
+    assert (seen["port"], seen["baud"], seen["timeout"]) == ("/dev/ttyX", 115200, 3.5)
+    assert p.csr_write(REGMAP.offset("WATCHDOG"), 777) in seen["frames"]
+    assert status == 1
+    assert "board: STATUS ERROR after 0 cycles" in out
+    assert "board: error cause 6 at task 2" in out
+
+
+def test_npu_board_run_missing_program(tmp_path, capsys):
+    from npu.tools.cli import main
+
+    missing = tmp_path / "nothing.bin"
+    assert main(["board", "run", str(missing), "--port", "fake"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"npu board run: error: {missing}: no such file\n"
