@@ -90,6 +90,26 @@ def test_sinks_split_into_copies_in_name_order():
                 assert n in ({10, q1, q2} if b == 10 and port != "Q" else {b})
 
 
+def test_copies_count_as_sinks_of_what_they_read():
+    # a (D from bit 3, Q 50) feeds r's D and one LUT: 2 sinks, under the limit of 3. r
+    # drives 7 LUTs: 2 copies, each reading a's Q, so a has 4 sinks and needs a copy too
+    nl = _netlist(7)
+    cells = nl["modules"]["top"]["cells"]
+    cells["a"] = _ff(3, 50)
+    cells["r"]["connections"]["DI"] = [50]
+    cells["v"] = _lut(50, 90)
+    r = replicate_registers(nl, "top", 3)
+    assert (r.registers, r.copies, r.largest, r.largest_after) == (2, 3, 8, 3)
+    assert "a$fo1" in cells and "r$fo2" in cells
+    for name, cell in cells.items():
+        if cell["type"] == "TRELLIS_FF":
+            assert len(_readers(nl["modules"]["top"], cell["connections"]["Q"][0])) <= 3, name
+    # r and its copies read a or a's copy, a and its copy read bit 3
+    assert {cells[n]["connections"]["DI"][0] for n in ("r", "r$fo1", "r$fo2")} <= \
+        {50, cells["a$fo1"]["connections"]["Q"][0]}
+    assert cells["a$fo1"]["connections"]["DI"] == [3]
+
+
 def test_at_the_limit_nothing_changes_and_ports_stay_on_the_original():
     nl = _netlist(3)
     before = copy.deepcopy(nl)

@@ -9,6 +9,8 @@ that every copy holds the same value in every cycle, and hands each copy at most
 ``max_fanout`` of the original's sinks. The placer can then put each copy beside its
 sinks; the long wire moves in front of the copies, into the path that ends at their D
 inputs, which is the original's own D path (a register-to-register path of its own).
+A copy's input pins are sinks of the flip-flops that drive them and count toward their
+bound, so afterwards no flip-flop of the module drives more than ``max_fanout``.
 
 Sinks are grouped by the name of the cell they belong to (Yosys names a mapped cell after
 the register or signal it implements, so one register's bits and the logic in front of
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from copy import deepcopy
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +101,85 @@ def replicate_registers(netlist, top, max_fanout, *, cell_types=REGISTER_CELLS):
                           f"{', '.join(sorted(modules)) or 'none'})")
     module = modules[top]
     cells = module.get("cells", {})
-    sinks = defaultdict(list)       # bit -> [(cell, port, index)]
+    drivers = {}                    # output bit -> the cell to copy that drives it
+    for name, cell in cells.items():
+        out = cell_types.get(cell.get("type"))
+        if out is None:
+            continue
+        q = cell.get("connections", {}).get(out)
+        if not isinstance(q, list) or len(q) != 1:
+            raise FanoutError(f"cell {name!r} ({cell.get('type')}) in {top!r}: output "
+                              f"port {out!r} is {q!r}, not one bit")
+        if isinstance(q[0], int):
+            drivers[q[0]] = name
+    sinks = _sinks(cells)
+    largest = max((len(sinks.get(b, ())) for b in drivers), default=0)
+
+    # How many copies each driver needs. A copy reads its original's inputs, so it adds a
+    # sink to each of their drivers: count those too, until no count changes (each round
+    # adds fewer copies than the one before, by a factor of max_fanout at least).
+    reads = {name: [b for port, bits in cells[name]["connections"].items()
+                    if cells[name].get("port_directions", {}).get(port) != "output"
+                    for b in bits if isinstance(b, int)] for name in drivers.values()}
+    extra = dict.fromkeys(drivers, 0)      # sinks the copies of other drivers add
+    need = dict.fromkeys(drivers, 0)       # copies per driver (by its output bit)
+    while True:
+        want = {b: max(0, -(-(len(sinks.get(b, ())) + extra[b]) // max_fanout) - 1)
+                for b in drivers}
+        if want == need:
+            break
+        need = want
+        extra = dict.fromkeys(drivers, 0)
+        for b, n in need.items():
+            for r in reads[drivers[b]]:
+                if r in extra:
+                    extra[r] += n
+
+    names = {}
+    for net, entry in module.get("netnames", {}).items():
+        for i, bit in enumerate(entry.get("bits", [])):
+            if isinstance(bit, int) and bit not in names:
+                names[bit] = net if len(entry["bits"]) == 1 else f"{net}[{i}]"
+    next_bit = 1 + max((b for bits in _all_bits(module) for b in bits), default=1)
+    # the copies first, reading what their originals read; then every driver's sinks,
+    # the copies' input pins among them, handed out in groups of at most max_fanout
+    taken = [f"{drivers[b]}$fo{k}" for b, n in need.items() for k in range(1, n + 1)
+             if f"{drivers[b]}$fo{k}" in cells]
+    if taken:
+        raise FanoutError(f"cell {taken[0]!r} already exists in {top!r}: the netlist was "
+                          f"replicated before")
+    outputs = {}                           # driver's bit -> its bit and its copies' bits
+    for bit, n in need.items():
+        if n <= 0:
+            continue
+        name = drivers[bit]
+        out = cell_types[cells[name]["type"]]
+        outputs[bit] = [bit]
+        for k in range(1, n + 1):
+            copy = deepcopy(cells[name])
+            copy["connections"][out] = [next_bit]
+            cells[f"{name}$fo{k}"] = copy
+            module.setdefault("netnames", {})[f"{names.get(bit, f'{name}.{out}')}$fo{k}"] = {
+                "hide_name": 0, "bits": [next_bit], "attributes": {}}
+            outputs[bit].append(next_bit)
+            next_bit += 1
+    sinks = _sinks(cells)
+    for bit, bits in outputs.items():
+        users = sorted(sinks[bit])
+        for k, new_bit in enumerate(bits[1:], start=1):
+            for sink, port, i in users[k * max_fanout:(k + 1) * max_fanout]:
+                cells[sink]["connections"][port][i] = new_bit
+    sinks = _sinks(cells)
+    registers, copies = len(outputs), sum(len(b) - 1 for b in outputs.values())
+    largest_after = max((len(sinks.get(b, ())) for b in
+                         [*drivers, *(b for bits in outputs.values() for b in bits[1:])]),
+                        default=0)
+    return Replication(registers, copies, largest, largest_after)
+
+
+def _sinks(cells):
+    """Input bit -> the ``(cell, port, index)`` pins that read it."""
+    sinks = defaultdict(list)
     for name, cell in cells.items():
         dirs = cell.get("port_directions", {})
         for port, bits in cell.get("connections", {}).items():
@@ -107,51 +188,7 @@ def replicate_registers(netlist, top, max_fanout, *, cell_types=REGISTER_CELLS):
             for i, bit in enumerate(bits):
                 if isinstance(bit, int):
                     sinks[bit].append((name, port, i))
-    names = {}
-    for net, entry in module.get("netnames", {}).items():
-        for i, bit in enumerate(entry.get("bits", [])):
-            if isinstance(bit, int) and bit not in names:
-                names[bit] = net if len(entry["bits"]) == 1 else f"{net}[{i}]"
-    next_bit = 1 + max((b for bits in _all_bits(module) for b in bits), default=1)
-
-    registers = copies = largest = largest_after = 0
-    for name in list(cells):
-        cell = cells[name]
-        out = cell_types.get(cell.get("type"))
-        if out is None:
-            continue
-        q = cell.get("connections", {}).get(out)
-        if not isinstance(q, list) or len(q) != 1:
-            raise FanoutError(f"cell {name!r} ({cell.get('type')}) in {top!r}: output "
-                              f"port {out!r} is {q!r}, not one bit")
-        bit = q[0]
-        if not isinstance(bit, int):
-            continue
-        users = sorted(sinks.get(bit, []), key=lambda s: (s[0], s[1], s[2]))
-        largest = max(largest, len(users))
-        if len(users) <= max_fanout:
-            largest_after = max(largest_after, len(users))
-            continue
-        registers += 1
-        groups = [users[k:k + max_fanout] for k in range(0, len(users), max_fanout)]
-        largest_after = max(largest_after, max(len(g) for g in groups))
-        base = names.get(bit, f"{name}.{out}")
-        for k, group in enumerate(groups[1:], start=1):
-            copy_name = f"{name}$fo{k}"
-            if copy_name in cells:
-                raise FanoutError(f"cell {copy_name!r} already exists in {top!r}: the "
-                                  f"netlist was replicated before")
-            new_bit = next_bit
-            next_bit += 1
-            copy = json.loads(json.dumps(cell))
-            copy["connections"][out] = [new_bit]
-            cells[copy_name] = copy
-            module.setdefault("netnames", {})[f"{base}$fo{k}"] = {
-                "hide_name": 0, "bits": [new_bit], "attributes": {}}
-            for sink, port, i in group:
-                cells[sink]["connections"][port][i] = new_bit
-            copies += 1
-    return Replication(registers, copies, largest, largest_after)
+    return sinks
 
 
 def _all_bits(module):
