@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from npu.board.protocol import BAUD
 from npu.tools.fanout import FanoutError, replicate_file
 from npu.tools.synth import (
     ECP5_DEVICE,
@@ -141,7 +142,7 @@ def _synth_stamp(verilog_text):
 
 
 def build_bitstream(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, seed=SEED,
-                    baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2",
+                    baud=BAUD, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2",
                     density=None, placer="static", max_fanout=None):
     """Build the bitstream; return a :class:`BitstreamReport`.
 
@@ -255,7 +256,7 @@ class SeedsReport:
 
 
 def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_bytes=None,
-                baud=1_000_000, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2", density=None,
+                baud=BAUD, timeout=TOOL_TIMEOUT, lpf=LPF, router="router2", density=None,
                 placer="static", max_fanout=None):
     """Synthesise the board top once, then place and route it with each placer seed.
 
@@ -444,7 +445,7 @@ def main(argv=None):
     parser.add_argument("--max-fanout", type=int, metavar="N",
                         help="copy every flip-flop that drives more than N cell inputs "
                         "before place and route (npu.tools.fanout; default off)")
-    parser.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
+    parser.add_argument("--baud", type=int, default=BAUD, help="UART bit rate")
     parser.add_argument("--timeout", type=float, default=TOOL_TIMEOUT,
                         help="seconds allowed per tool run: synthesis, each seed's place "
                         f"and route (default {TOOL_TIMEOUT:g}; 0: no limit)")

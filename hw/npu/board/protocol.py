@@ -34,6 +34,7 @@ import struct
 from dataclasses import dataclass
 
 __all__ = [
+    "BAUD",
     "INFO",
     "INFO_MAGIC",
     "MAX_WORDS",
@@ -59,6 +60,8 @@ __all__ = [
     "status",
 ]
 
+#: The line's default bit rate (8N1): the bitstream's (``make bitstream``) and the host's.
+BAUD = 1_000_000
 REQUEST_SYNC = 0x5A
 REPLY_SYNC = 0xA5
 PROTOCOL_VERSION = 1

@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In, Out
 from npu.board.axiram import AxiRam
 from npu.board.bridge import Bridge
 from npu.board.pll import EcpPll
+from npu.board.protocol import BAUD
 from npu.board.uart import UartRx, UartTx, check_divisor
 from npu.bus.csr import AxiLiteCsr, AxiLiteSlice
 from npu.engine.config import EngineConfig
@@ -161,7 +162,7 @@ class BoardTop(wiring.Component):
     led : Out(8)
     """
 
-    def __init__(self, *, pll_mhz=PLL_MHZ, baud=1_000_000, **core):
+    def __init__(self, *, pll_mhz=PLL_MHZ, baud=BAUD, **core):
         self.pll = EcpPll(OSC_MHZ, pll_mhz)
         self.f_mhz = self.pll.params.f_out
         divisor = core.pop("divisor", None)
