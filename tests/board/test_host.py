@@ -323,3 +323,129 @@ def test_npu_board_run_missing_program(tmp_path, capsys):
     assert main(["board", "run", str(missing), "--port", "fake"]) == 1
     err = capsys.readouterr().err
     assert err == f"npu board run: error: {missing}: no such file\n"
+
+
+def test_drive_async_runs_a_session_as_drive_does():
+    """``drive_async`` (the cocotb test's driver) sends the same requests as ``drive``."""
+    import asyncio
+
+    from npu.board.host import drive_async
+
+    image = board_image(_program(), {}, 4096, bytes(range(8)), 8192)
+    _, transact, frames = _board({"STATUS": 2, "CYCLES": 5})
+    want = drive(session(_program(), image, 4096, REGMAP), transact)
+    _, transact2, frames2 = _board({"STATUS": 2, "CYCLES": 5})
+
+    async def atransact(frame):
+        await asyncio.sleep(0)
+        return transact2(frame)
+
+    got = asyncio.run(drive_async(session(_program(), image, 4096, REGMAP), atransact))
+    assert frames2 == frames
+    assert (got.status, got.counters, got.polls) == (want.status, want.counters, want.polls)
+    assert {k: v.tobytes() for k, v in got.buffers.items()} == \
+        {k: v.tobytes() for k, v in want.buffers.items()}
+    assert got.buffers["Y"].tobytes() == b"resulty"
+
+
+def test_session_sends_nonzero_chunks_after_zero_ones():
+    """With ``memory_is_zero`` a zero chunk is skipped and the load goes on after it."""
+    binary = bytes(8) + b"\x07" + bytes(7)          # one nonzero byte at 4096 + 8
+    image = board_image(_program(), {"X": np.ones(300, np.uint8)}, 4096, binary, 8192)
+    frames, _, model = _session_frames({"STATUS": 2}, image, memory_is_zero=True)
+    writes = [struct.unpack_from("<I", f, 3)[0] for f in frames
+              if f[1] == p.Command.MEM_WRITE]
+    # chunks of 240: X covers chunks 0 and 240; 4104 lies in chunk 17 (4080..4319)
+    assert writes == [0, 240, 17 * 240]
+    assert model.memory[4104] == 7
+
+
+def test_session_gives_up_after_100000_polls():
+    """The documented limit (docs/board.md): 100,000 STATUS polls of a running engine."""
+    _, transact, _ = _board({"STATUS": 1})
+    polls = []
+
+    def busy(frame):
+        if frame[1] == p.Command.STATUS:
+            polls.append(1)
+            return p.Reply(p.Status.OK, struct.pack("<4I", 1, 0, 0, 0))
+        return transact(frame)
+
+    image = board_image(_program(), {}, 4096, b"\x01" * 8, 8192)
+    with pytest.raises(BoardError, match=r"^the engine is still BUSY after 100000 STATUS polls$"):
+        drive(session(_program(), image, 4096, REGMAP), busy)
+    assert len(polls) == 100_000
+
+
+def test_session_refuses_a_bitstream_without_engine():
+    model = BridgeModel(REGMAP, memory_bytes=8192, engine=False)
+    decoder = p.ReplyDecoder()
+
+    def transact(frame):
+        (reply,) = decoder.feed(model.feed_all(frame))
+        return reply
+
+    image = board_image(_program(), {}, 4096, b"\x01" * 8, 8192)
+    with pytest.raises(BoardError, match=r"^the board's bitstream has no engine \(INFO\)$"):
+        drive(session(_program(), image, 4096, REGMAP), transact)
+
+
+def test_buffers_read_back_in_aligned_chunks():
+    """An unaligned buffer longer than a chunk: word-aligned MEM_READs of at most 240 bytes
+    from the word below its start to the word above its end, ending at the memory's end."""
+    bufs = (BufferEntry("Z", "DDR", None, 64, 8192 - 502, 501),)
+    program = Program(device_hash=bytes(32), buffers=bufs, tasks=())
+    image = board_image(program, {}, 0, b"\x01" * 8, 8192)
+    model, transact, frames = _board({"STATUS": 2})
+    model.memory[:] = np.random.default_rng(3).integers(0, 256, 8192, dtype=np.uint8).tobytes()
+    got = drive(session(program, image, 0, REGMAP), transact)
+    reads = [struct.unpack_from("<IB", f, 3) for f in frames if f[1] == p.Command.MEM_READ]
+    # 7690 .. 8190: words from 7688 to 8192 (504 bytes) = 240 + 240 + 24 bytes
+    assert reads == [(7688, 60), (7928, 60), (8168, 6)]
+    assert got.buffers["Z"].tobytes() == bytes(model.memory[7690:8191])
+
+
+def test_board_image_refuses_initial_bytes_outside_ddr():
+    with pytest.raises(BoardError, match=r"^buffer S in L2 needs initial bytes; the board "
+                                         r"loads DDR only \(the bridge cannot reach L1/L2\)$"):
+        board_image(_program(), {"S": np.zeros(64, np.uint8)}, 4096, b"\x00" * 8, 8192)
+
+
+def _report(buffers, results, *, want=True, mismatch=None):
+    """report_against_executor with stand-ins for the prepared run and the executor."""
+    import types
+
+    from npu.board.host import report_against_executor
+
+    program = Program(device_hash=bytes(32), buffers=tuple(buffers), tasks=())
+    prep = types.SimpleNamespace(program=program, refusal="no reason")
+    expected = {b.name: np.zeros(b.size, np.uint8) for b in buffers}
+    executor = types.SimpleNamespace(buffers=lambda: expected) if want else None
+    seen = {}
+
+    def compare(prep_, exp, got):
+        seen.update(got)
+        return mismatch
+
+    result = types.SimpleNamespace(buffers=results)
+    status = report_against_executor(prep, executor, result,
+                                     types.SimpleNamespace(compare=compare))
+    return status, seen
+
+
+def test_report_names_the_buffers_it_did_not_read(capsys):
+    ddr = [BufferEntry("A", "DDR", None, 64, 0, 6), BufferEntry("B", "DDR", None, 64, 64, 4)]
+    back = {"A": np.ones(6, np.uint8), "B": np.ones(4, np.uint8)}
+    status, seen = _report(ddr, back)
+    assert status == 0
+    assert capsys.readouterr().out == "match: 2 DDR buffer(s), 10 bytes equal the executor's\n"
+    assert seen["A"] is back["A"]
+    inner = [BufferEntry("W", "L2", None, 64, 0, 8), BufferEntry("T", "L1", None, 64, 0, 8)]
+    assert _report(ddr + inner, back)[0] == 0
+    assert capsys.readouterr().out == ("match: 2 DDR buffer(s), 10 bytes equal the "
+                                       "executor's (not read back: T, W in L1/L2)\n")
+    assert _report(ddr, back, mismatch="buffer A, byte offset 2")[0] == 1
+    assert capsys.readouterr().out == "MISMATCH: buffer A, byte offset 2\n"
+    assert _report(ddr, back, want=False)[0] == 1
+    assert capsys.readouterr().out == ("executor: refuses the binary (no reason); nothing "
+                                       "to compare\n")

@@ -111,6 +111,8 @@ TARGETS = {t.module: t for t in (
     _T("npu.board.uart", ("tests/board/test_uart.py", "tests/board/test_bridge.py"), "rtl"),
     _T("npu.board.bridge", ("tests/board/test_bridge.py", "tests/board/test_bridge_edges.py"),
        "rtl"),
+    _T("npu.board.host", ("tests/board/test_host.py", "tests/board/test_host_cli.py",
+                          "tests/board/test_host_link.py")),
     _T("npu.bus.csr", ("tests/hw/test_csr_map.py", "tests/hw/test_csr_bank.py",
                        "tests/hw/test_axilite_slice.py"), "rtl"),
     _T("npu.engine.copy_units", ("tests/hw/test_engine_units.py",

@@ -116,6 +116,10 @@ SAMPLE = (
             "                    m.d.sync += count.eq(d // 2 - 1)",
             "                    m.d.sync += count.eq(d // 2 - 2)",
             ("tests/board/test_uart.py::test_rx_samples_each_bit_at_its_middle",)),
+    Planted("host-reads-past-the-deadline", "npu.board.host",
+            "        while time.monotonic() < deadline:",
+            "        while time.monotonic() <= deadline:",
+            ("tests/board/test_host_link.py::test_the_deadline_on_a_stand_in_clock",)),
 )
 
 

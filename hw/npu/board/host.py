@@ -198,7 +198,7 @@ class SerialLink:
         Seconds to wait for a whole reply.
     """
 
-    def __init__(self, port, *, baud=1_000_000, timeout=2.0):
+    def __init__(self, port, *, baud=p.BAUD, timeout=2.0):
         import serial
 
         try:
@@ -247,7 +247,7 @@ def _built_for(program):
     if not os.path.isfile(manifest):
         return None
     try:
-        with open(manifest, encoding="utf-8") as f:
+        with open(manifest, "rb") as f:      # json.load detects UTF-8/16/32 itself
             target = json.load(f).get("target")
     except (OSError, ValueError, AttributeError):
         return None
@@ -293,7 +293,7 @@ def _cmd_run(args):
                        link.transact)
     finally:
         link.close()
-    print(f"board: STATUS {result.status} after {result.counters.get('CYCLES', 0)} cycles "
+    print(f"board: STATUS {result.status} after {result.counters['CYCLES']} cycles "
           f"({time.monotonic() - began:.1f} s over the UART, {result.polls} polls)")
     if result.status != "DONE":
         print(f"board: error cause {result.cause} at task {result.task}")
@@ -339,7 +339,7 @@ def register(subparsers):
                    help="the engine device of the bitstream (default: a build directory's "
                    "target, else tiny, make bitstream's)")
     r.add_argument("--memory", metavar="IN.npz", help="initial buffer contents by name")
-    r.add_argument("--baud", type=int, default=1_000_000, help="UART bit rate")
+    r.add_argument("--baud", type=int, default=p.BAUD, help="UART bit rate")
     r.add_argument("--timeout", type=float, default=2.0,
                    help="seconds to wait for each reply (default 2)")
     r.add_argument("--watchdog", type=int, metavar="CYCLES", help="the WATCHDOG register")
