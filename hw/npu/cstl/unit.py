@@ -48,7 +48,6 @@ from nem.taskformat import TABLE_BYTES
 from npu.bus.ports import read_client_signature, write_client_signature
 from npu.bus.stream import PingPongBuffer, RegisterFIFO, SkidBuffer, start_after_decode
 from npu.cstl.eltalu import ENTRY_WORDS, EltAlu
-from npu.cstl.eltalu import LATENCY as ELT_LATENCY
 from npu.cstl.eltwalk import EltWalk
 from npu.cstl.model import ENTRY_RANGES, MUL_UNUSED
 from npu.cstl.poolwalk import PoolWalk
@@ -643,12 +642,11 @@ class Cstl(wiring.Component):
     def _eltwise(self, m, task, is_elt, vec, vec_valid, store_ready, entry):
         """The binary eltwise datapath: the vector of ``x`` kept, then per vector of ``b``
         ``elt_lanes`` lanes a cycle into the pipelined ALU (:class:`npu.cstl.eltalu.EltAlu`,
-        the entry's words in ``entry``), its results gathered into a vector and that into a
-        queue of registers, a place in which the vector's last lanes take as a credit when
-        they enter the ALU (``is_elt``: the task is an eltwise). Returns its ``data``,
+        the entry's words in ``entry``), its results gathered into a vector and that into an
+        output register (``is_elt``: the task is an eltwise). Returns its ``data``,
         ``valid``, ``addr`` and ``count`` (the store's payload), ``take`` (the vector of
         ``b`` leaves: its last lanes enter the ALU this cycle) and ``busy`` (results still
-        in the ALU or the queue)."""
+        in the ALU or the output register)."""
         L, P = self.lanes, self.elt_lanes
         e = dict(zip(ENTRY_WORDS, entry, strict=True))
         tag = vec.tag
@@ -678,42 +676,34 @@ class Cstl(wiring.Component):
                      i_meta.addr.eq(tag.yaddr), i_meta.count.eq(n)]
 
         # the results of a vector's groups gather in y_reg; with its last group the whole
-        # vector goes into a short queue of registers, from which the store takes it. The
-        # ALU never stalls (its stage registers have no enable, which on the board was one
-        # net to some 1,900 flip-flops): a vector's last group enters only against a credit
-        # for a place in the queue, given back when the store takes a vector.
-        groups = -(-L // P)
-        depth = max(2, -(-(ELT_LATENCY + 3) // groups) + 1)
-        out_layout = data.StructLayout({"data": 8 * L, "addr": len(tag.yaddr),
-                                        "count": len(n)})
-        m.submodules.elt_out = queue = RegisterFIFO(out_layout, depth)
+        # vector goes to the output register until the store takes it. The ALU stalls
+        # only when a vector's last group leaves it and the output register is still full.
         y_reg = [Signal(8, name=f"elt_y{k}") for k in range(L)]
-        credits = Signal(range(depth + 1), init=depth, name="elt_credits")
-        has_credit = Signal(init=1, name="elt_has_credit")
-        step, take = Signal(), Signal()
-        popped = queue.o.valid & queue.o.ready
-        left = Signal.like(credits)
-        m.d.comb += [step.eq(is_elt & is_b & vec_valid & has_credit),
+        o_data = Signal(8 * L, name="elt_o_data")
+        o_valid = Signal(name="elt_o_valid")
+        o_addr = Signal.like(tag.yaddr, name="elt_o_addr")
+        o_count = Signal.like(n, name="elt_o_count")
+        free, adv, step, take = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [free.eq(~o_valid | store_ready),
+                     adv.eq(~(alu.o_valid & o_meta.last) | free),
+                     step.eq(is_elt & is_b & vec_valid & adv),
                      take.eq(step & last),
-                     left.eq(credits - take + popped),
-                     alu.en.eq(1), alu.i_valid.eq(step),
-                     queue.o.ready.eq(store_ready)]
-        m.d.sync += [credits.eq(left), has_credit.eq(left != 0)]
+                     alu.en.eq(adv), alu.i_valid.eq(step)]
+        with m.If(o_valid & store_ready):
+            m.d.sync += o_valid.eq(0)
         with m.If(step):
             m.d.sync += lane.eq(Mux(last, 0, lane + P))
         merged = [Mux(o_meta.base == k - k % P, alu.o[k % P], y_reg[k]) for k in range(L)]
-        with m.If(alu.o_valid):
+        with m.If(alu.o_valid & adv):
             m.d.sync += [y_reg[k].eq(merged[k]) for k in range(L)]
-        m.d.comb += [queue.i.valid.eq(alu.o_valid & o_meta.last),
-                     queue.i.payload.data.eq(Cat(*merged)),
-                     queue.i.payload.addr.eq(o_meta.addr),
-                     queue.i.payload.count.eq(o_meta.count)]
+            with m.If(o_meta.last):
+                m.d.sync += [o_valid.eq(1), o_data.eq(Cat(*merged)), o_addr.eq(o_meta.addr),
+                             o_count.eq(o_meta.count)]
         with m.If(take_a & vec_valid):
             m.d.sync += [a_reg[k].eq(byte(k)) for k in range(L)]
 
-        out = queue.o.payload
-        return SimpleNamespace(data=out.data, valid=queue.o.valid, addr=out.addr,
-                               count=out.count, take=take, busy=alu.busy | queue.o.valid)
+        return SimpleNamespace(data=o_data, valid=o_valid, addr=o_addr, count=o_count,
+                               take=take, busy=alu.busy | o_valid)
 
     @staticmethod
     def _entry_out_of_range(field, word, task):
