@@ -115,10 +115,6 @@ def test_defaults_reach_the_command():
     assert args.func.__name__ == "_cmd_run"
 
 
-class _Prepared(Exception):
-    """Raised by the stand-in ``prepare``: what the command asked for."""
-
-
 @pytest.fixture
 def prepared(monkeypatch):
     """``sim.program_run.prepare`` replaced: records its arguments, then fails as a bad

@@ -42,8 +42,10 @@ class _Port:
 class _Calls(list):
     """The ports opened; what the next one answers."""
 
-    answer = staticmethod(lambda frame: b"")
-    trickle = False
+    def __init__(self):
+        super().__init__()
+        self.answer = lambda frame: b""
+        self.trickle = False
 
 
 @pytest.fixture
@@ -84,7 +86,7 @@ def test_opens_at_the_bitstreams_rate_with_a_short_read_timeout(opened):
 def test_returns_the_first_reply_of_a_read(opened):
     one = p.reply_frame(p.Status.OK, struct.pack("<I", 7))
     two = p.reply_frame(p.Status.ADDRESS)
-    opened.answer = staticmethod(lambda frame: one + two)
+    opened.answer = lambda frame: one + two
     link = SerialLink("x")
     reply = link.transact(p.info())
     assert reply == p.Reply(p.Status.OK, struct.pack("<I", 7))
@@ -96,7 +98,7 @@ def test_returns_the_first_reply_of_a_read(opened):
 
 def test_reads_one_byte_when_nothing_is_waiting(opened):
     frame = p.reply_frame(p.Status.OK, b"\x01\x02")
-    opened.answer = staticmethod(lambda f: frame)
+    opened.answer = lambda f: frame
     opened.trickle = True
     link = SerialLink("x")
     assert link.transact(p.status()) == p.Reply(p.Status.OK, b"\x01\x02")
@@ -109,7 +111,7 @@ def test_reads_one_byte_when_nothing_is_waiting(opened):
 def test_a_bad_checksum_is_a_board_error_naming_it(opened):
     bad = bytearray(p.reply_frame(p.Status.OK, b"\x05"))
     bad[-1] ^= 0xFF
-    opened.answer = staticmethod(lambda f: bytes(bad))
+    opened.answer = lambda f: bytes(bad)
     link = SerialLink("x")
     with pytest.raises(BoardError, match="bad CRC"):
         link.transact(p.info())
