@@ -35,7 +35,8 @@ Needs the ``fpga`` extra. Kept apart from ``bench_nmu.py`` (``--pnr`` of issue 1
 two can be edited independently.
 
 Run: ``.venv/bin/python tests/bench/bench_fpga.py [--designs nmu_array nmu_unit ...]
-[--freq 50] [--seeds 1 2 3] [--timeout 1800]``.
+[--freq 50] [--seeds 1 2 3] [--timeout 1800] [--placer static] [--router router2]``
+(``--placer static --router router2``: the board build's nextpnr options).
 """
 
 from __future__ import annotations
@@ -177,10 +178,12 @@ def seed_summary(fmax_by_seed):
     return out
 
 
-def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
+def run(names, *, freq, timeout, out, seeds=(1,), seed=None, placer=None, router=None):
     """Place and route each design of *names* once per seed; print as each finishes.
 
     *seed* (one seed) is the older spelling of ``seeds=[seed]`` (``bench_nmu.py --pnr``).
+    *placer* and *router*: nextpnr's (None: its defaults; see
+    :func:`npu.tools.synth.ecp5_pnr`).
     Returns True if every run finished.
     """
     if seed is not None:
@@ -200,7 +203,8 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None):
             gen = time.monotonic() - t0
             try:
                 report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq,
-                                  seed=seed, timeout=timeout)
+                                  seed=seed, timeout=timeout, placer=placer,
+                                  router=router)
             except SynthError as exc:
                 ok = False
                 print(f"{name} seed {seed}: {exc}", flush=True)
@@ -225,12 +229,18 @@ def main(argv=None):
                     help="placer seeds, one run each (default 1)")
     ap.add_argument("--timeout", type=float, default=None,
                     help="seconds allowed per tool run (default: no limit)")
+    ap.add_argument("--placer", choices=("heap", "sa", "static"), default=None,
+                    help="nextpnr's placer (default: nextpnr's, HeAP; the board build's "
+                         "is static)")
+    ap.add_argument("--router", choices=("router1", "router2"), default=None,
+                    help="nextpnr's router (default: nextpnr's, router1; the board build's "
+                         "is router2)")
     ap.add_argument("-o", "--output", default=str(REPO / "build" / "fpga"),
                     help="work directory")
     args = ap.parse_args(argv)
     try:
         ok = run(args.designs, freq=args.freq, seeds=args.seeds, timeout=args.timeout,
-                 out=Path(args.output))
+                 out=Path(args.output), placer=args.placer, router=args.router)
     except SynthError as exc:  # a missing tool
         print(exc)
         return 1

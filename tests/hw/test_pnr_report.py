@@ -178,6 +178,17 @@ def test_pnr_with_fake_tools(monkeypatch, tmp_path):
                        "6"]
     assert "--out-of-context" in cmd and cmd[cmd.index("--freq") + 1] == "60"
     assert cmd[cmd.index("--json") + 1] == "x.json"  # relative to the work directory
+    assert "--placer" not in cmd and "--router" not in cmd  # nextpnr's defaults
+
+
+def test_pnr_placer_and_router_passed(monkeypatch, tmp_path):
+    """The board build's placer and router, asked for, reach nextpnr's command line."""
+    _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR)
+    report = ecp5_pnr(tmp_path / "x.v", "x", workdir=tmp_path / "work", placer="static",
+                      router="router2")
+    cmd = report.command
+    assert cmd[cmd.index("--placer") + 1] == "static"
+    assert cmd[cmd.index("--router") + 1] == "router2"
 
 
 def test_tool_versions_shortened(monkeypatch, tmp_path):

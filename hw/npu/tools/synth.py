@@ -481,7 +481,7 @@ def tool_versions():
 
 
 def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
-             timeout=None):
+             timeout=None, placer=None, router=None):
     """Synthesise, place and route *verilog_path* on the LFE5U-85F, out of context.
 
     Yosys ``synth_ecp5 -json``, then ``nextpnr-ecp5 --85k --package CABGA381 --speed 6
@@ -508,6 +508,10 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
         Placer seed. Default 1.
     timeout : float or None
         Seconds allowed per tool; None waits.
+    placer, router : str or None
+        nextpnr's ``--placer`` (``heap``, ``sa``, ``static``) and ``--router``
+        (``router1``, ``router2``); None keeps nextpnr's default. The board build
+        (:mod:`npu.board.build`) uses ``static`` and ``router2``.
 
     Returns
     -------
@@ -533,6 +537,10 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
     argv = [nextpnr, *ECP5_DEVICE, "--json", f"{top}.json", "--out-of-context",
             "--freq", f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed),
             "--report", report.name, "-l", log.name]
+    if placer is not None:
+        argv += ["--placer", placer]
+    if router is not None:
+        argv += ["--router", router]
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {top}", timeout=timeout)
     pnr_seconds = time.monotonic() - t0
