@@ -35,7 +35,7 @@ Needs the ``fpga`` extra. Kept apart from ``bench_nmu.py`` (``--pnr`` of issue 1
 two can be edited independently.
 
 Run: ``.venv/bin/python tests/bench/bench_fpga.py [--designs nmu_array nmu_unit ...]
-[--freq 50] [--seeds 1 2 3] [--timeout 1800] [--placer static] [--router router2]``
+[--freq 50] [--seeds 1 2 3] [--timeout 1800] [--placer static] [--router router2] [--sdf]``
 (``--placer static --router router2``: the board build's nextpnr options).
 """
 
@@ -49,6 +49,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from npu.tools import sta  # noqa: E402
 from npu.tools.synth import SynthError, ecp5_pnr, ecp5_verilog, tool_versions  # noqa: E402
 
 
@@ -178,12 +179,14 @@ def seed_summary(fmax_by_seed):
     return out
 
 
-def run(names, *, freq, timeout, out, seeds=(1,), seed=None, placer=None, router=None):
+def run(names, *, freq, timeout, out, seeds=(1,), seed=None, placer=None, router=None,
+        sdf=False):
     """Place and route each design of *names* once per seed; print as each finishes.
 
     *seed* (one seed) is the older spelling of ``seeds=[seed]`` (``bench_nmu.py --pnr``).
     *placer* and *router*: nextpnr's (None: its defaults; see
-    :func:`npu.tools.synth.ecp5_pnr`).
+    :func:`npu.tools.synth.ecp5_pnr`). *sdf*: write ``<design>.sdf`` and print the
+    endpoints above the target's period by unit (:mod:`npu.tools.sta`).
     Returns True if every run finished.
     """
     if seed is not None:
@@ -204,7 +207,7 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None, placer=None, router
             try:
                 report = ecp5_pnr(path, name, workdir=work, freq_mhz=freq,
                                   seed=seed, timeout=timeout, placer=placer,
-                                  router=router)
+                                  router=router, sdf=sdf)
             except SynthError as exc:
                 ok = False
                 print(f"{name} seed {seed}: {exc}", flush=True)
@@ -213,6 +216,10 @@ def run(names, *, freq, timeout, out, seeds=(1,), seed=None, placer=None, router
             print(f"seed {seed}: " + "\n".join(format_report(report, description)))
             print(f"  Verilog {gen:.0f} s; synth_ecp5 with {report.mapper.upper()} LUT mapping; "
                   f"{' '.join(report.command)}", flush=True)
+            if sdf:
+                result = sta.analyse(sta.read_sdf(report.sdf))
+                lines = sta.format_report(result, freq_mhz=freq, depth=2)
+                print("\n".join("  " + line for line in lines), flush=True)
         if len(fmax_by_seed) > 1:
             for clock, (lo, med, hi) in seed_summary(fmax_by_seed).items():
                 print(f"{name} Fmax {clock} over seeds {sorted(fmax_by_seed)}: min {lo:.2f}, "
@@ -235,12 +242,16 @@ def main(argv=None):
     ap.add_argument("--router", choices=("router1", "router2"), default=None,
                     help="nextpnr's router (default: nextpnr's, router1; the board build's "
                          "is router2)")
+    ap.add_argument("--sdf", action="store_true",
+                    help="write nextpnr's SDF and print the endpoints above the target's "
+                         "period by unit (npu.tools.sta)")
     ap.add_argument("-o", "--output", default=str(REPO / "build" / "fpga"),
                     help="work directory")
     args = ap.parse_args(argv)
     try:
         ok = run(args.designs, freq=args.freq, seeds=args.seeds, timeout=args.timeout,
-                 out=Path(args.output), placer=args.placer, router=args.router)
+                 out=Path(args.output), placer=args.placer, router=args.router,
+                 sdf=args.sdf)
     except SynthError as exc:  # a missing tool
         print(exc)
         return 1

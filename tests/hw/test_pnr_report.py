@@ -179,16 +179,20 @@ def test_pnr_with_fake_tools(monkeypatch, tmp_path):
     assert "--out-of-context" in cmd and cmd[cmd.index("--freq") + 1] == "60"
     assert cmd[cmd.index("--json") + 1] == "x.json"  # relative to the work directory
     assert "--placer" not in cmd and "--router" not in cmd  # nextpnr's defaults
+    assert "--sdf" not in cmd and report.sdf is None
 
 
 def test_pnr_placer_and_router_passed(monkeypatch, tmp_path):
-    """The board build's placer and router, asked for, reach nextpnr's command line."""
+    """The board build's placer and router and an SDF, asked for, reach nextpnr's command
+    line."""
     _fake_tools(monkeypatch, tmp_path, FAKE_NEXTPNR)
     report = ecp5_pnr(tmp_path / "x.v", "x", workdir=tmp_path / "work", placer="static",
-                      router="router2")
+                      router="router2", sdf=True)
     cmd = report.command
     assert cmd[cmd.index("--placer") + 1] == "static"
     assert cmd[cmd.index("--router") + 1] == "router2"
+    assert cmd[cmd.index("--sdf") + 1] == "x.sdf"           # in the work directory
+    assert report.sdf == tmp_path / "work" / "x.sdf"
 
 
 def test_tool_versions_shortened(monkeypatch, tmp_path):

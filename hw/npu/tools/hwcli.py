@@ -1,5 +1,5 @@
 """``npu`` subcommands for the hardware: ``sim``, ``verilog``, ``lint-verilog``, ``synth``,
-``pnr``, ``tools``.
+``pnr``, ``sta``, ``tools``.
 
 ``sim``, ``lint-verilog`` and ``tools`` use the ``sim`` package (installed with the kit,
 its sources in ``sim/`` of the checkout).
@@ -261,7 +261,7 @@ def _cmd_pnr(args) -> int:
         path.write_text(ecp5_verilog(instantiate(factory, params), name))
         try:
             r = ecp5_pnr(path, name, workdir=work, freq_mhz=args.freq, noabc9=args.noabc9,
-                         seed=args.seed)
+                         seed=args.seed, sdf=args.sdf)
         except SynthError as exc:
             if "not installed" in str(exc):
                 raise SimSetupError(str(exc)) from None
@@ -275,7 +275,21 @@ def _cmd_pnr(args) -> int:
         for cp in r.critical_paths.values():
             print(f"  {'':<16}critical {cp.clock}: {cp.delay_ns:.2f} ns, {cp.start} "
                   f"-> {cp.end}")
+        if r.sdf is not None:
+            print(f"  {'':<16}delays: {r.sdf} (npu sta {r.sdf} --freq {args.freq:g})")
     return 1 if failed else 0
+
+
+def _cmd_sta(args) -> int:
+    from npu.tools.sta import analyse, format_report, read_sdf
+
+    result = analyse(read_sdf(Path(args.sdf)))
+    if not result.domains:
+        print(f"{args.sdf}: no timed path (no clocked cell drives another's data pin)")
+        return 1
+    print("\n".join(format_report(result, freq_mhz=args.freq, depth=args.depth,
+                                  paths=args.paths, top=args.pairs)))
+    return 0
 
 
 @_toolchain_errors_are_setup_errors
@@ -344,9 +358,28 @@ def register(subparsers):
     p.add_argument("--noabc9", action="store_true",
                    help="map LUTs with ABC instead of ABC9 (ABC9 is the default, and ABC "
                         "is used anyway where ABC9 fails on an assertion)")
+    p.add_argument("--sdf", action="store_true",
+                   help="also write the routed delays as NAME.sdf (for npu sta)")
     p.set_defaults(func=_cmd_pnr)
+
+    p = subparsers.add_parser("sta", help="every endpoint's worst path in a routed design "
+                              "(nextpnr's --sdf), counted by unit against a target clock")
+    p.add_argument("sdf", metavar="FILE.sdf", help="nextpnr's SDF (npu pnr --sdf, the board "
+                   "build's board_top.sdf, bench_fpga.py --sdf)")
+    p.add_argument("--freq", type=float, default=100.0,
+                   help="target clock in MHz: endpoints above its period are counted "
+                        "(default 100)")
+    p.add_argument("--depth", type=int, default=1,
+                   help="levels of the hierarchical cell names that make a unit (default 1)")
+    p.add_argument("--paths", type=int, default=1,
+                   help="worst paths printed pin by pin per clock (default 1)")
+    p.add_argument("--pairs", type=int, default=20,
+                   help="(start unit -> end unit) rows printed per clock (default 20)")
+    p.set_defaults(func=_cmd_sta)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")
     p.set_defaults(func=_cmd_tools)
 
-    return (SimSetupError,)
+    from npu.tools.sta import SdfError
+
+    return (SimSetupError, SdfError)

