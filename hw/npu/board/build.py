@@ -45,6 +45,7 @@ from pathlib import Path
 
 from npu.board.protocol import BAUD
 from npu.tools.fanout import FanoutError, replicate_file
+from npu.tools.sta import SdfError, analyse, group_by_unit, read_sdf
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
@@ -70,6 +71,9 @@ SEED = 2
 #: converge climbs in overused wires and never ends by itself (``docs/board.md``), so a
 #: build stops it rather than hang. ``None`` (``--timeout 0``) waits without limit.
 TOOL_TIMEOUT = 2 * 3600.0
+#: The engine clock the timing work aims at (issue 23: the small engine at 100 MHz); the
+#: report counts the endpoints whose worst path is longer than its period, by unit.
+TIMING_GOAL_MHZ = 100.0
 _TARGET = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+)\s+MHz\s+"
                      r"\((PASS|FAIL) at ([\d.]+) MHz\)")
 
@@ -90,6 +94,7 @@ class BitstreamReport:
     synth_reused: bool = False
     replication: object = None                    # npu.tools.fanout.Replication, or None
     max_fanout: int | None = None
+    by_unit: list = field(default_factory=list)    # lines: long paths by unit (npu sta)
 
     def failing(self):
         """Clocks whose Fmax is below their constraint."""
@@ -115,6 +120,7 @@ class BitstreamReport:
             lines.append(f"register replication: {r.registers} flip-flops above "
                          f"{self.max_fanout} sinks (largest {r.largest}), {r.copies} "
                          f"copies added")
+        lines.extend(self.by_unit)
         synth = "synthesis reused (same Verilog)" if self.synth_reused else \
             f"synthesis {self.synth_seconds:.0f} s"
         lines.append(f"{synth}, place and route {self.pnr_seconds:.0f} s")
@@ -403,7 +409,31 @@ def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density,
         raise SynthError(f"no Fmax in the nextpnr log {log}")
     return BitstreamReport(workdir, bit, f_mhz, parsed["fmax"], targets,
                            parsed["utilisation"], parsed["critical_paths"], 0.0,
-                           pnr_seconds, False, replication, max_fanout)
+                           pnr_seconds, False, replication, max_fanout,
+                           _long_paths_by_unit(workdir / f"{TOP}.sdf"))
+
+
+def _long_paths_by_unit(sdf):
+    """Report lines: per clock, the endpoints whose worst path is longer than the period of
+    :data:`TIMING_GOAL_MHZ`, by unit (:mod:`npu.tools.sta` on nextpnr's SDF). A file the
+    analysis cannot read is named in the report, not a failed build (the bitstream is
+    good)."""
+    try:
+        result = analyse(read_sdf(sdf))
+    except (SdfError, OSError) as exc:
+        return [f"long paths by unit: not analysed: {exc}"]
+    period = 1e6 / TIMING_GOAL_MHZ
+    lines = []
+    for dom, eps in result.domains.items():
+        units, _ = group_by_unit(eps, threshold=period, divider=result.divider)
+        above = sum(hit for _, hit, _ in units.values())
+        lines.append(f"endpoints above {period / 1e3:.2f} ns ({TIMING_GOAL_MHZ:g} MHz) on "
+                     f"{dom}: {above} of {len(eps)} (npu sta {sdf.name})")
+        for unit, (total, hit, worst) in sorted(units.items(),
+                                                key=lambda kv: (-kv[1][1], kv[0])):
+            if hit:
+                lines.append(f"  {unit:<24}{hit:>7} of {total:<7} worst {worst / 1e3:.2f} ns")
+    return lines
 
 
 def _raise_if_failing(report, report_file):

@@ -349,6 +349,11 @@ class StaResult:
     _design: SdfDesign = field(repr=False)
     _pred: dict = field(repr=False)
 
+    @property
+    def divider(self):
+        """The SDF's hierarchy divider (``/`` from nextpnr)."""
+        return self._design.divider
+
     def path(self, endpoint, domain):
         """The pins of ``endpoint``'s worst path, launch first, with the arrival (ps) at
         each."""
@@ -469,7 +474,7 @@ def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20):
     """Lines: per clock domain the worst path, the endpoints above the period of
     ``freq_mhz`` by unit and by (start unit -> end unit), and the ``paths`` worst paths."""
     period = 1e6 / freq_mhz
-    divider = result._design.divider
+    divider = result.divider
     lines = []
     for dom, eps in result.domains.items():
         worst = eps[0]
