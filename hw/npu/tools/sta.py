@@ -96,7 +96,22 @@ class SdfDesign:
         return i
 
 
-def _delay(text, path, lineno, scale):
+def _need(regex, line, where, want):
+    """``regex``'s match of a statement ``line``, else an SdfError at ``where``."""
+    m = regex.match(line)
+    if not m:
+        key = _RE_KEYWORD.match(line).group(1)
+        raise SdfError(f"{where}: {key} {line[:60]!r}: {want}")
+    return m
+
+
+def _rise_fall(m, where, scale):
+    """The slower of a statement's rise and (optional) fall delays: groups 3 and 4."""
+    rise = _delay(m.group(3), where, scale)
+    return _worst(rise, _delay(m.group(4), where, scale) if m.group(4) else None)
+
+
+def _delay(text, where, scale):
     """The slowest corner of a delay value ``(min:typ:max)``, ``(v)`` or ``()`` (None), in
     picoseconds."""
     body = text[1:-1].strip()
@@ -108,10 +123,10 @@ def _delay(text, path, lineno, scale):
         if not part:
             continue
         if not _RE_NUMBER.fullmatch(part):
-            raise SdfError(f"{path}:{lineno}: delay {text!r}: {part!r} is not a number")
+            raise SdfError(f"{where}: delay {text!r}: {part!r} is not a number")
         values.append(float(part))
     if not values or len(body.split(":")) not in (1, 3):
-        raise SdfError(f"{path}:{lineno}: delay {text!r}: want (value) or (min:typ:max)")
+        raise SdfError(f"{where}: delay {text!r}: want (value) or (min:typ:max)")
     return max(values) * scale
 
 
@@ -170,100 +185,79 @@ def read_sdf(source):
         stripped = line.strip()
         if not stripped:
             continue
+        where = f"{path}:{lineno}"
         opens, closes = _count_parens(stripped)
         if stripped.strip(")").strip() == "":
             depth -= closes
             if depth < 0:
-                raise SdfError(f"{path}:{lineno}: ')' closes nothing")
+                raise SdfError(f"{where}: ')' closes nothing")
             if in_cell and depth < 2:
                 in_cell, inst = False, None
             continue
         km = _RE_KEYWORD.match(stripped)
         if not km:
-            raise SdfError(f"{path}:{lineno}: expected '(KEYWORD', got {stripped[:40]!r}")
+            raise SdfError(f"{where}: expected '(KEYWORD', got {stripped[:40]!r}")
         key = km.group(1)
         if not seen_file and key != "DELAYFILE":
-            raise SdfError(f"{path}:{lineno}: not an SDF file (no DELAYFILE first)")
+            raise SdfError(f"{where}: not an SDF file (no DELAYFILE first)")
         if seen_file and depth == 0:
-            raise SdfError(f"{path}:{lineno}: {key} after the end of the DELAYFILE")
+            raise SdfError(f"{where}: {key} after the end of the DELAYFILE")
         if key in _BLOCKS and stripped == f"({key}":
             if key == "DELAYFILE":
                 if seen_file:
-                    raise SdfError(f"{path}:{lineno}: a second DELAYFILE")
+                    raise SdfError(f"{where}: a second DELAYFILE")
                 seen_file = True
             elif key == "CELL":
                 if depth != 1:
-                    raise SdfError(f"{path}:{lineno}: CELL inside another statement")
+                    raise SdfError(f"{where}: CELL inside another statement")
                 in_cell, inst, celltype = True, None, ""
             elif not in_cell:
-                raise SdfError(f"{path}:{lineno}: {key} outside a CELL")
+                raise SdfError(f"{where}: {key} outside a CELL")
             depth += 1
             continue
         if opens != closes:
-            raise SdfError(f"{path}:{lineno}: {key}: {opens} '(' against {closes} ')' "
+            raise SdfError(f"{where}: {key}: {opens} '(' against {closes} ')' "
                            f"(a statement over several lines, or cut)")
         if key in _HEADER:
             continue
         if key == "TIMESCALE":
-            m = _RE_TIMESCALE.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: TIMESCALE {stripped!r}: want 1, 10 or 100 "
-                               f"and fs, ps, ns or us")
+            m = _need(_RE_TIMESCALE, stripped, where, "want 1, 10 or 100 and fs, ps, ns or us")
             scale = int(m.group(1)) * _UNITS[m.group(2)]
             continue
         if key == "DIVIDER":
-            m = _RE_DIVIDER.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: DIVIDER {stripped!r}: want / or .")
-            d.divider = m.group(1)
+            d.divider = _need(_RE_DIVIDER, stripped, where, "want / or .").group(1)
             continue
         if not in_cell:
-            raise SdfError(f"{path}:{lineno}: {key} outside a CELL")
+            raise SdfError(f"{where}: {key} outside a CELL")
         if key == "CELLTYPE":
-            m = _RE_CELLTYPE.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: CELLTYPE {stripped!r}: want a quoted name")
-            celltype = m.group(1)
+            celltype = _need(_RE_CELLTYPE, stripped, where, "want a quoted name").group(1)
             continue
         if key == "INSTANCE":
-            m = _RE_INSTANCE.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: INSTANCE {stripped!r}: want one name")
-            inst = m.group(1)
+            inst = _need(_RE_INSTANCE, stripped, where, "want one name").group(1)
             d.cells[inst] = celltype
             continue
         if inst is None:
-            raise SdfError(f"{path}:{lineno}: {key} before the cell's INSTANCE")
+            raise SdfError(f"{where}: {key} before the cell's INSTANCE")
         if key == "INTERCONNECT":
-            m = _RE_INTERCONNECT.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: INTERCONNECT {stripped[:60]!r}: want two "
-                               f"ports and one or two delays")
+            m = _need(_RE_INTERCONNECT, stripped, where, "want two ports and one or two delays")
             src, dst = (_join(inst, p, d.divider) for p in m.group(1, 2))
-            delay = _worst(_delay(m.group(3), path, lineno, scale),
-                           _delay(m.group(4), path, lineno, scale) if m.group(4) else None)
+            delay = _rise_fall(m, where, scale)
             a, b = d.pin(src), d.pin(dst)
             d.arcs.append((a, b, delay or 0.0))
             d.driver[b] = a
             continue
         if key == "IOPATH":
-            m = _RE_IOPATH.match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: IOPATH {stripped[:60]!r}: want two pins "
-                               f"and one or two delays")
+            m = _need(_RE_IOPATH, stripped, where, "want two pins and one or two delays")
             src, dst = _edge_pin(m.group(1)), m.group(2)
-            delay = _worst(_delay(m.group(3), path, lineno, scale),
-                           _delay(m.group(4), path, lineno, scale) if m.group(4) else None)
+            delay = _rise_fall(m, where, scale)
             d.arcs.append((d.pin(_join(inst, src, d.divider)),
                            d.pin(_join(inst, dst, d.divider)), delay or 0.0))
             continue
         if key in ("SETUPHOLD", "SETUP", "RECOVERY"):
-            m = (_RE_SETUPHOLD if key == "SETUPHOLD" else _RE_SETUP).match(stripped)
-            if not m:
-                raise SdfError(f"{path}:{lineno}: {key} {stripped[:60]!r}: want a data pin, "
-                               f"a clock pin and the delays")
+            m = _need(_RE_SETUPHOLD if key == "SETUPHOLD" else _RE_SETUP, stripped, where,
+                      "want a data pin, a clock pin and the delays")
             data, clock = _edge_pin(m.group(1)), _edge_pin(m.group(2))
-            setup = _delay(m.group(3), path, lineno, scale) or 0.0
+            setup = _delay(m.group(3), where, scale) or 0.0
             node = d.pin(_join(inst, data, d.divider))
             clk = d.pin(_join(inst, clock, d.divider))
             old = d.checks.get(node)
@@ -272,7 +266,7 @@ def read_sdf(source):
             continue
         if key in _OTHER_CHECKS:
             continue
-        raise SdfError(f"{path}:{lineno}: unknown statement {key!r}")
+        raise SdfError(f"{where}: unknown statement {key!r}")
     if not seen_file:
         raise SdfError(f"{path}: empty: no DELAYFILE")
     if depth != 0:
