@@ -415,7 +415,8 @@ def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density,
 
 def _long_paths_by_unit(sdf):
     """Report lines: per clock, the endpoints whose worst path is longer than the period of
-    :data:`TIMING_GOAL_MHZ`, by unit (:mod:`npu.tools.sta` on nextpnr's SDF). A file the
+    :data:`TIMING_GOAL_MHZ`, by unit (:mod:`npu.tools.sta` on nextpnr's SDF; three levels
+    of names: the engine's units are ``core.engine.<unit>``). A file the
     analysis cannot read is named in the report, not a failed build (the bitstream is
     good)."""
     try:
@@ -425,7 +426,7 @@ def _long_paths_by_unit(sdf):
     period = 1e6 / TIMING_GOAL_MHZ
     lines = []
     for dom, eps in result.domains.items():
-        units, _ = group_by_unit(eps, threshold=period, divider=result.divider)
+        units, _ = group_by_unit(eps, threshold=period, depth=3, divider=result.divider)
         above = sum(hit for _, hit, _ in units.values())
         lines.append(f"endpoints above {period / 1e3:.2f} ns ({TIMING_GOAL_MHZ:g} MHz) on "
                      f"{dom}: {above} of {len(eps)} (npu sta {sdf.name})")
