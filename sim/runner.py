@@ -4,7 +4,7 @@ A :class:`Design` names an Amaranth component by ``"module:Class"`` and its cons
 parameters. :func:`build` converts it to Verilog in ``build/sim/<name>-<hash>/`` (the hash
 is of the parameters) and compiles it with Verilator once; later calls with the same
 parameters and the same generated Verilog reuse the binary; when no source file of the
-generator changed since the last check (:func:`source_fingerprint`), the Verilog is not
+generator changed since the last check (:func:`loaded_fingerprint`), the Verilog is not
 even generated again (the cache check takes milliseconds, not the tens of seconds the
 engine's Verilog takes). Builds are serialised with a
 file lock so parallel pytest workers never build the same directory at once.
@@ -38,6 +38,7 @@ __all__ = [
     "SimulationFailed",
     "build",
     "generate_verilog",
+    "loaded_fingerprint",
     "run_cocotb",
     "source_fingerprint",
     "waves_enabled",
@@ -182,7 +183,7 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
         binary = directory / "obj" / design.name
         sources = directory / ".sources"
         quick = hashlib.sha256(json.dumps(
-            [design.factory, design.params, build_args, source_fingerprint()],
+            [design.factory, design.params, build_args, loaded_fingerprint()],
             sort_keys=True).encode()).hexdigest()
         if binary.is_file() and stamp.is_file() and sources.is_file() and \
                 sources.read_text() == quick:
@@ -222,6 +223,27 @@ def build(design: Design, *, waves: bool | None = None) -> Build:
 #: Where the generators' sources live: the hardware and the software encodings it imports.
 SOURCE_DIRS = (REPO_ROOT / "hw", REPO_ROOT / "sw", REPO_ROOT / "sim")
 SOURCE_SUFFIXES = (".py", ".nem", ".yaml", ".json")
+
+
+_LOADED = None
+
+
+def loaded_fingerprint() -> str:
+    """:func:`source_fingerprint` as it was the first time this process asked (at the
+    latest when this module was imported), i.e. of the sources the process's Amaranth
+    code was imported from.
+
+    :func:`build` records this with a build, not the sources on disk now: a source edited
+    during a long run (the test suite, ``npu sim``) would otherwise be recorded as built
+    while the process still generates the Verilog from the code it imported before the
+    edit, and the next process would reuse a stale Verilator model without generating
+    anything. With the fingerprint of the loaded sources, the next process sees the edit
+    and generates the Verilog again.
+    """
+    global _LOADED
+    if _LOADED is None:
+        _LOADED = source_fingerprint()
+    return _LOADED
 
 
 def source_fingerprint() -> str:
@@ -338,3 +360,7 @@ def run_cocotb(
             f"{test_module} on {built.design.name}: {failed} of {tests} cocotb tests failed; "
             f"log: {test_dir / 'sim.log'}")
     return tests, failed
+
+
+# the sources as this process loads them (the hardware modules are imported around now)
+loaded_fingerprint()
