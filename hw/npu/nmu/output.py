@@ -102,17 +102,23 @@ class NmuOutput(wiring.Component):
         v_ncols = Signal(range(C + 1))
         rq_tag = Signal(tag)
         m.d.comb += rq_tag.eq(rq.o_tag)
+        # the requantiser's payload and its output's ready do not depend on ``raw``: only
+        # which stream is valid does. A raw task gives the requantiser nothing valid, and
+        # tasks do not overlap (``busy`` holds while anything is in flight), so its output
+        # is never valid then. With ``raw`` in front of the table's read address and the
+        # pipeline's enable, the one ``raw`` flip-flop reached ~2,000 endpoints across the
+        # requantiser (the board's slowest paths inside the NMU, docs/fpga.md)
+        m.d.comb += [rq.i.payload.acc.eq(self.i.payload.acc),
+                     rq.i.payload.row.eq(self.i.payload.row),
+                     rq.i.payload.tag.eq(Cat(self.i.payload.yaddr, self.i.payload.ncols)),
+                     rq.o.ready.eq(v_ready)]
         with m.If(self.raw):
             m.d.comb += [v_valid.eq(self.i.valid), self.i.ready.eq(v_ready),
                          v_yaddr.eq(self.i.payload.yaddr), v_ncols.eq(self.i.payload.ncols)]
             m.d.comb += [values[c].eq(self.i.payload.acc[c]) for c in range(C)]
         with m.Else():
             m.d.comb += [rq.i.valid.eq(self.i.valid), self.i.ready.eq(rq.i.ready),
-                         rq.i.payload.acc.eq(self.i.payload.acc),
-                         rq.i.payload.row.eq(self.i.payload.row),
-                         rq.i.payload.tag.eq(Cat(self.i.payload.yaddr,
-                                                 self.i.payload.ncols)),
-                         v_valid.eq(rq.o.valid), rq.o.ready.eq(v_ready),
+                         v_valid.eq(rq.o.valid),
                          v_yaddr.eq(rq_tag.yaddr), v_ncols.eq(rq_tag.ncols)]
             m.d.comb += [values[c].eq(rq.o.payload[c]) for c in range(C)]
 
