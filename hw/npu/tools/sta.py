@@ -82,8 +82,6 @@ class SdfDesign:
     checks: dict = field(default_factory=dict)
     #: pin -> the pin whose net drives it (from INTERCONNECT)
     driver: dict = field(default_factory=dict)
-    #: instance name -> cell type
-    cells: dict = field(default_factory=dict)
     divider: str = "/"
     _ids: dict = field(default_factory=dict, repr=False)
 
@@ -178,7 +176,6 @@ def read_sdf(source):
     scale = 1.0
     depth = 0
     inst = None            # the current CELL's instance (None outside a cell)
-    celltype = ""
     in_cell = False
     seen_file = False
     for lineno, line in enumerate(lines, 1):
@@ -210,7 +207,7 @@ def read_sdf(source):
             elif key == "CELL":
                 if depth != 1:
                     raise SdfError(f"{where}: CELL inside another statement")
-                in_cell, inst, celltype = True, None, ""
+                in_cell, inst = True, None
             elif not in_cell:
                 raise SdfError(f"{where}: {key} outside a CELL")
             depth += 1
@@ -230,11 +227,10 @@ def read_sdf(source):
         if not in_cell:
             raise SdfError(f"{where}: {key} outside a CELL")
         if key == "CELLTYPE":
-            celltype = _need(_RE_CELLTYPE, stripped, where, "want a quoted name").group(1)
+            _need(_RE_CELLTYPE, stripped, where, "want a quoted name")
             continue
         if key == "INSTANCE":
             inst = _need(_RE_INSTANCE, stripped, where, "want one name").group(1)
-            d.cells[inst] = celltype
             continue
         if inst is None:
             raise SdfError(f"{where}: {key} before the cell's INSTANCE")
