@@ -34,6 +34,7 @@ __all__ = ["HEAD_WORDS", "MAX_CHANNELS", "EntryFetcher", "entry_request_layout"]
 HEAD_WORDS = REQUANT_ENTRY.size // 4
 #: index of the channel count in the head
 COUNT_WORD = REQUANT_ENTRY.word_fields(4)["channels"]
+assert COUNT_WORD + 1 < HEAD_WORDS   # EntryFetcher's ``want`` after the count
 #: larger channel counts are refused (the NMU's channel table is far smaller)
 MAX_CHANNELS = 1 << 16
 PIECE = 16   # words per command at most
@@ -114,7 +115,10 @@ class EntryFetcher(wiring.Component):
             for k in range(per_word):
                 with m.Case(k):
                     m.d.comb += word.eq(pieces[k])
-        want = emitted < total
+        # ``want`` (``emitted < total``) is a register of its own, set where the two
+        # counts change, so no comparison lies between them and ``words.valid`` (the
+        # NMU's head registers, across the die)
+        want = Signal()
 
         def entry_end(count):
             return addr + REQUANT_ENTRY.size + REQUANT_CHANNEL.size * count
@@ -141,14 +145,16 @@ class EntryFetcher(wiring.Component):
         m.d.comb += [self.words.valid.eq(cur_valid & want),
                      self.words.payload.eq(Mux(is_count & bad, 0, word))]
         with m.If(self.words.valid & self.words.ready):
-            m.d.sync += [emitted.eq(emitted + 1), pi.eq(pi + 1)]
+            m.d.sync += [emitted.eq(emitted + 1), pi.eq(pi + 1),
+                         want.eq(emitted + 1 != total)]
             with m.If(last_piece):
                 m.d.sync += cur_valid.eq(0)
             with m.If(is_count):
                 with m.If(bad):
                     m.d.comb += self.error.eq(1)
                 with m.Else():
-                    m.d.sync += [total.eq(HEAD_WORDS + 2 * word[:17]),
+                    # the count is not the head's last word, so words are still due
+                    m.d.sync += [want.eq(1), total.eq(HEAD_WORDS + 2 * word[:17]),
                                  end_word.eq((entry_end(word)[:aw + 20] + W - 1) >> lw)]
 
         done = (~want & ~cur_valid & (next_word >= end_word) & (inflight == 0) & ~fifo.r_rdy)
@@ -165,7 +171,7 @@ class EntryFetcher(wiring.Component):
             m.d.sync += [addr.eq(a), limit.eq(self.start.payload.limit),
                          next_word.eq(a >> lw),
                          end_word.eq((a + REQUANT_ENTRY.size + W - 1) >> lw),
-                         total.eq(HEAD_WORDS), emitted.eq(0), first.eq(1)]
+                         total.eq(HEAD_WORDS), emitted.eq(0), first.eq(1), want.eq(1)]
         with m.If(self.start.valid & self.start.ready):
             m.d.sync += active.eq(1)
         m.d.comb += self.busy.eq(active)

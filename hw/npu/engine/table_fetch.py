@@ -88,8 +88,11 @@ class TableFetcher(wiring.Component):
         with m.If(cmd_fire):
             m.d.sync += next_word.eq(next_word + piece)
 
-        # bus words split into 32-bit pieces; the pieces before the table skipped
-        want = emitted < total
+        # bus words split into 32-bit pieces; the pieces before the table skipped.
+        # ``want`` (``emitted < total``) is a register of its own, set where the two
+        # counts change, so no comparison lies between them and ``words.valid`` (the
+        # CSTL's table writes, across the die)
+        want = Signal()
         with m.If(~cur_valid & fifo.r_rdy):
             m.d.comb += fifo.r_en.eq(1)
             m.d.sync += [cur.eq(fifo.r_data), cur_valid.eq(1),
@@ -99,7 +102,8 @@ class TableFetcher(wiring.Component):
         m.d.comb += [self.words.valid.eq(cur_valid & want),
                      self.words.payload.eq(cur.word_select(pi, 32))]
         with m.If(self.words.valid & self.words.ready):
-            m.d.sync += [emitted.eq(emitted + 1), pi.eq(pi + 1)]
+            m.d.sync += [emitted.eq(emitted + 1), pi.eq(pi + 1),
+                         want.eq(emitted + 1 != total)]
             with m.If(pi == per_word - 1):
                 m.d.sync += cur_valid.eq(0)
 
@@ -114,6 +118,7 @@ class TableFetcher(wiring.Component):
                          end_word.eq((a + Mux(self.entry, ELTWISE_ENTRY.size, TABLE_BYTES)
                                       + W - 1) >> lw),
                          total.eq(Mux(self.entry, ELTWISE_ENTRY.size // 4, TABLE_WORDS)),
-                         skip.eq(a[2:lw] if lw > 2 else 0), emitted.eq(0), first.eq(1)]
+                         skip.eq(a[2:lw] if lw > 2 else 0), emitted.eq(0), first.eq(1),
+                         want.eq(1)]   # a table and an entry are at least a word
         m.d.comb += self.busy.eq(active)
         return m
