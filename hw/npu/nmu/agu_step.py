@@ -158,17 +158,22 @@ class SteppedAgu(wiring.Component):
         # counter: a step decides from flip-flops which levels wrap.
         bounds = ((b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw), (ci, t.cin))
         ends = {c.name: Signal(name=f"{c.name}_end") for c, _ in bounds}
-        # A second copy of each end flag, kept inverted (``<c>_end_n``, which synthesis
-        # does not merge with ``<c>_end``, as it would a register of the same input), read
-        # only by the steps of the position registers (the 32-bit partial sums, ``ih``,
-        # ``iw``): the placer can put it beside them while ``<c>_end`` stays with the
-        # counters and the run's tags. The board's worst paths on seeds 2 and 3 at
-        # 0ecd3af ran from ``ky_end``/``kx_end`` over 35 columns to ``a_oy``/``a_off``.
-        ends_n = {c.name: Signal(init=1, name=f"{c.name}_end_n") for c, _ in bounds}
+        # The carries the position registers' steps read (which levels wrap: the 32-bit
+        # partial sums, ``ih``, ``iw``) are flip-flops of their own, ``pos_carry_*``: each
+        # cycle they take the carries of the end flags' next values (``ends_next``, what
+        # the flags load at this clock edge), so they always equal the carries of the end
+        # flags, and a step's choice of position register needs no AND of flags. The
+        # board's worst paths ran from the end flags through those ANDs to ``a_oy`` /
+        # ``a_off`` (0ecd3af, seeds 2 and 3; then from the inverted copies that replaced
+        # them, 2e6d1f8, seed 2: ``kx_end_n`` -> ``a_ky``, 16.76 ns).
+        ends_next = {c.name: Signal(name=f"{c.name}_end_next") for c, _ in bounds}
+        m.d.comb += [ends_next[c.name].eq(ends[c.name]) for c, _ in bounds]
 
         def set_end(c, value):
-            """Both copies of counter ``c``'s end flag take ``value``."""
-            return [ends[c.name].eq(value), ends_n[c.name].eq(~value)]
+            """Counter ``c``'s end flag takes ``value`` (a statement for ``m.d.sync``; the
+            flag's next value follows in ``ends_next``, under the same conditions)."""
+            m.d.comb += ends_next[c.name].eq(value)
+            return [ends[c.name].eq(value)]
 
         # The activation run's "last tap of the pixel" (``ky`` and ``kx`` both at their
         # end) in a register of its own, set from the same counts as the end flags: the
@@ -196,18 +201,25 @@ class SteppedAgu(wiring.Component):
         step = Signal()
         m.d.comb += [self.cmd.valid.eq(self.busy), step.eq(self.cmd.valid & self.cmd.ready)]
 
-        def carries(counters_bounds, positions=False):
+        def carries(counters_bounds, flags=None):
             """End-of-level flags of a nest of (counter, bound), innermost last: element k
             is true when levels k.. all wrap (the step carries out of level k). From the
-            inverted copies of the end flags with ``positions`` (for the position
-            registers' steps)."""
+            end flags, or from ``flags`` (counter name -> flag)."""
             out = []
             carry = None
             for c, _bound in reversed(counters_bounds):
-                wraps = ~ends_n[c.name] if positions else at_end(c)
+                wraps = at_end(c) if flags is None else flags[c.name]
                 carry = wraps if carry is None else carry & wraps
                 out.append(carry)
             return out[::-1]
+
+        def position_carries(counters_bounds, name):
+            """:func:`carries` of the end flags as registers (``pos_carry_<name>``, see
+            ``ends_next`` above), for the position registers' steps."""
+            nxt = carries(counters_bounds, ends_next)
+            regs = [Signal(name=f"pos_carry_{name}{k}") for k in range(len(nxt))]
+            m.d.sync += [r.eq(v) for r, v in zip(regs, nxt, strict=True)]
+            return regs
 
         def count(counters_bounds, wraps):
             for (c, bound), w in zip(counters_bounds, wraps, strict=True):
@@ -224,6 +236,12 @@ class SteppedAgu(wiring.Component):
                 with m.If(cond):
                     m.d.sync += [c.eq(c + 1), *set_end(c, c + 2 == levels[k][0][1])]
 
+        # both modes' position carries, in every cycle (outside the mode's switch)
+        w_nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
+        a_nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
+        w_pos = position_carries(w_nest, "w")
+        a_pos = position_carries(a_nest, "a")
+
         with m.Switch(mode):
             with m.Case(self.MODE_W):
                 m.d.comb += [
@@ -231,9 +249,9 @@ class SteppedAgu(wiring.Component):
                     p.length.eq(ncols), p.pad.eq(0),
                     p.tag.row.eq(trow + (ci >> lw)), p.tag.lane.eq(ci[:lw] if lw else 0),
                 ]
-                nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
+                nest = w_nest
                 c_ky, c_kx, c_ci = carries(nest)
-                p_ky, p_kx, p_ci = carries(nest, positions=True)
+                p_ky, p_kx, p_ci = w_pos
                 with m.If(step):
                     count(nest, [c_ky, c_kx, c_ci])
                     with m.If(c_ky):
@@ -269,9 +287,9 @@ class SteppedAgu(wiring.Component):
                     p.tag.yaddr.eq(t.y_addr + y_n0 + y_off),
                     p.tag.lane.eq(ncols), p.tag.tile.eq(self.tile),
                 ]
-                nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
+                nest = a_nest
                 c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
-                p_b, p_oy, p_ox, p_ky, p_kx = carries(nest, positions=True)
+                p_b, p_oy, p_ox, p_ky, p_kx = a_pos
                 with m.If(pb):
                     m.d.comb += [
                         p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
