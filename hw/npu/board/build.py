@@ -45,7 +45,7 @@ from pathlib import Path
 
 from npu.board.protocol import BAUD
 from npu.tools.fanout import FanoutError, replicate_file
-from npu.tools.sta import SdfError, analyse, group_by_unit, read_sdf
+from npu.tools.sta import SdfError, analyse, group_by_start, group_by_unit, read_sdf
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
@@ -413,10 +413,15 @@ def _place_and_route(workdir, f_mhz, *, seed, timeout, router, placer, density,
                            _long_paths_by_unit(workdir / f"{TOP}.sdf"))
 
 
+#: Registers listed in the report as where most long paths start.
+STARTS_LISTED = 10
+
+
 def _long_paths_by_unit(sdf):
     """Report lines: per clock, the endpoints whose worst path is longer than the period of
     :data:`TIMING_GOAL_MHZ`, by unit (:mod:`npu.tools.sta` on nextpnr's SDF; three levels
-    of names: the engine's units are ``core.engine.<unit>``). A file the
+    of names: the engine's units are ``core.engine.<unit>``), then the
+    :data:`STARTS_LISTED` registers where most of those paths start. A file the
     analysis cannot read is named in the report, not a failed build (the bitstream is
     good)."""
     try:
@@ -434,6 +439,12 @@ def _long_paths_by_unit(sdf):
                                                 key=lambda kv: (-kv[1][1], kv[0])):
             if hit:
                 lines.append(f"  {unit:<24}{hit:>7} of {total:<7} worst {worst / 1e3:.2f} ns")
+        starts = group_by_start(eps, threshold=period, divider=result.divider)
+        if starts:
+            lines.append(f"  where they start (the {min(STARTS_LISTED, len(starts))} "
+                         f"registers with the most):")
+            for reg, k in sorted(starts.items(), key=lambda kv: (-kv[1], kv[0]))[:STARTS_LISTED]:
+                lines.append(f"    {reg:<50}{k:>7}")
     return lines
 
 

@@ -288,7 +288,7 @@ def _cmd_sta(args) -> int:
         print(f"{args.sdf}: no timed path (no clocked cell drives another's data pin)")
         return 1
     print("\n".join(format_report(result, freq_mhz=args.freq, depth=args.depth,
-                                  paths=args.paths, top=args.pairs)))
+                                  paths=args.paths, top=args.pairs, starts=args.starts)))
     return 0
 
 
@@ -375,6 +375,9 @@ def register(subparsers):
                    help="worst paths printed pin by pin per clock (default 1)")
     p.add_argument("--pairs", type=int, default=20,
                    help="(start unit -> end unit) rows printed per clock (default 20)")
+    p.add_argument("--starts", type=int, default=0, metavar="N",
+                   help="also the N registers where most paths above the period start "
+                        "(a register's bits counted together; default 0: none)")
     p.set_defaults(func=_cmd_sta)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")

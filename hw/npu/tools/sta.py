@@ -444,6 +444,28 @@ def unit_of(pin, depth=1, divider="/"):
     return ".".join(parts[:min(depth, len(parts) - 1)])
 
 
+#: The suffixes yosys and nextpnr add to a mapped cell's name (the net it implements,
+#: then the cell type and output port, a bit index): stripped by :func:`register_of`.
+_CELL_SUFFIX = re.compile(
+    r"_(TRELLIS_FF|TRELLIS_COMB|TRELLIS_DPR16X4|LUT4|CCU2C|PFUMX|L6MUX21|DP16KD|MULT18X18D|"
+    r"ALU54B|DPR16X4)(_|\$|$).*$")
+
+
+def register_of(pin, divider="/"):
+    """The register (or block RAM, multiplier) a pin's cell implements: its hierarchical
+    name without the mapped cell's suffix, so that the bits of one register name the
+    same register (``cstl0.core.can_issue_TRELLIS_FF_Q/Q`` and ``..._Q_3/Q`` are
+    ``cstl0.core.can_issue``)."""
+    name = re.sub(r"\\(.)", r"\1", _instance(pin, divider))
+    return _CELL_SUFFIX.sub("", name) or name
+
+
+def group_by_start(endpoints, *, threshold, divider="/"):
+    """Per register where a worst path starts (:func:`register_of` of its launch pin),
+    the endpoints whose worst path is above ``threshold`` (ps)."""
+    return Counter(register_of(e.start, divider) for e in endpoints if e.delay > threshold)
+
+
 def group_by_unit(endpoints, *, threshold, depth=1, divider="/"):
     """Per unit (:func:`unit_of` of the endpoint's cell): ``(endpoints, above threshold,
     worst delay)``; and per (start unit, end unit) the endpoints whose worst path is above
@@ -460,9 +482,10 @@ def group_by_unit(endpoints, *, threshold, depth=1, divider="/"):
     return units, pairs
 
 
-def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20):
+def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20, starts=0):
     """Lines: per clock domain the worst path, the endpoints above the period of
-    ``freq_mhz`` by unit and by (start unit -> end unit), and the ``paths`` worst paths."""
+    ``freq_mhz`` by unit and by (start unit -> end unit), the ``starts`` registers where
+    most of those paths start, and the ``paths`` worst paths."""
     period = 1e6 / freq_mhz
     divider = result.divider
     lines = []
@@ -477,11 +500,17 @@ def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20):
                      f"{'> ' + format(period / 1e3, '.2f') + ' ns':>10} {'worst ns':>9}")
         for u, (total, hit, w) in sorted(units.items(), key=lambda kv: (-kv[1][1], kv[0])):
             lines.append(f"  {u:<40} {total:>9} {hit:>10} {w / 1e3:>9.2f}")
-        if pairs:
+        if pairs and top:
             lines.append(f"  paths above {period / 1e3:.2f} ns by start unit -> end unit "
                          f"(the {min(top, len(pairs))} largest of {len(pairs)}):")
             for (a, b), k in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
                 lines.append(f"    {a} -> {b}: {k}")
+        by_start = group_by_start(eps, threshold=period, divider=divider)
+        if starts and by_start:
+            lines.append(f"  paths above {period / 1e3:.2f} ns by the register they start at "
+                         f"(the {min(starts, len(by_start))} largest of {len(by_start)}):")
+            for reg, k in sorted(by_start.items(), key=lambda kv: (-kv[1], kv[0]))[:starts]:
+                lines.append(f"    {reg}: {k}")
         for e in eps[:paths]:
             lines.append(f"  path to {e.pin} ({e.delay / 1e3:.2f} ns):")
             for name, t in result.path(e, dom):
