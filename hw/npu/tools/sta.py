@@ -505,8 +505,8 @@ def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20, starts=0)
                          f"(the {min(top, len(pairs))} largest of {len(pairs)}):")
             for (a, b), k in sorted(pairs.items(), key=lambda kv: (-kv[1], kv[0]))[:top]:
                 lines.append(f"    {a} -> {b}: {k}")
-        by_start = group_by_start(eps, threshold=period, divider=divider)
-        if starts and by_start:
+        by_start = group_by_start(eps, threshold=period, divider=divider) if starts else {}
+        if by_start:
             lines.append(f"  paths above {period / 1e3:.2f} ns by the register they start at "
                          f"(the {min(starts, len(by_start))} largest of {len(by_start)}):")
             for reg, k in sorted(by_start.items(), key=lambda kv: (-kv[1], kv[0]))[:starts]:
