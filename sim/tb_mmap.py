@@ -2,7 +2,7 @@
 
 Random schedules (valid and corrupted) replayed tick by tick, with random idle cycles on
 the section bytes, back-pressure on the preload requests and randomly timed completions.
-After every tick the residency state (resident/pending parameters, free slots, live
+After every tick the residency state (resident/pending/dropped parameters, free slots, live
 count, command counter, requests issued) must equal the model's; at the end the whole
 result table is read back through the query port.
 """
@@ -83,6 +83,7 @@ class TB:
                 return
             assert int(dut.resident.value) == _bits(model.resident), f"{where}: resident"
             assert int(dut.pending.value) == _bits(model.pending), f"{where}: pending"
+            assert int(dut.dropped.value) == _bits(model.dropped), f"{where}: dropped"
             free = _bits(k for k, f in enumerate(model.free_slots) if f)
             assert int(dut.free_slots.value) == free, f"{where}: free slots"
             assert int(dut.commands.value) == model.commands, f"{where}: commands"
@@ -96,7 +97,8 @@ class TB:
             if model.error != MmapError.NONE:
                 break
             await FallingEdge(dut.clk)
-            for param in [p for p in sorted(model.pending) if rng.random() < 0.5]:
+            in_flight = sorted(model.pending | model.dropped)  # dropped loads complete too
+            for param in [p for p in in_flight if rng.random() < 0.5]:
                 dut.preload_done__payload.value = param
                 dut.preload_done__valid.value = 1
                 await FallingEdge(dut.clk)

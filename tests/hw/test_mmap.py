@@ -26,12 +26,12 @@ def _bits(ids):
 
 
 def replay(section, param_map, n_ticks, *, seed=0, idle=0.0, backpressure=0.0,
-           completions=()):
+           completions=(), auto_complete=True):
     """Run RTL and model side by side; assert equal state after every tick.
 
     *completions*: extra (tick, param) completions to inject after that tick (for the
-    unexpected-completion case); otherwise each pending parameter completes after a tick
-    with probability 1/2.
+    unexpected-completion case); and, with *auto_complete*, each load in flight (pending
+    or dropped) completes after a tick with probability 1/2.
     """
     dut = MmapCoprocessor(n_slots=SLOTS, max_params=PARAMS, max_instructions=DEPTH)
     model = MmapModel(param_map, section, n_slots=SLOTS, max_params=PARAMS,
@@ -71,6 +71,7 @@ def replay(section, param_map, n_ticks, *, seed=0, idle=0.0, backpressure=0.0,
             return
         assert ctx.get(dut.resident) == _bits(model.resident), f"{where}: resident"
         assert ctx.get(dut.pending) == _bits(model.pending), f"{where}: pending"
+        assert ctx.get(dut.dropped) == _bits(model.dropped), f"{where}: dropped"
         free = _bits(k for k, f in enumerate(model.free_slots) if f)
         assert ctx.get(dut.free_slots) == free, f"{where}: free slots"
         assert ctx.get(dut.live) == SLOTS - sum(model.free_slots), f"{where}: live"
@@ -110,7 +111,8 @@ def replay(section, param_map, n_ticks, *, seed=0, idle=0.0, backpressure=0.0,
             await compare(ctx, f"after tick {t}")
             if model.error != MmapError.NONE:
                 break
-            done = [p for p in sorted(model.pending) if rng.random() < 0.5]
+            in_flight = sorted(model.pending | model.dropped) if auto_complete else []
+            done = [p for p in in_flight if rng.random() < 0.5]
             if t in extra:
                 done.append(extra[t])
             for param in done:
@@ -210,6 +212,112 @@ def test_preload_resident_then_freed():
     assert model.resident == {5}
     model.tick(3)
     assert model.resident == set() and model.error == MmapError.NONE
+
+
+def test_preload_freed_in_flight():
+    # Hand-derived: PRELOAD 1 (param 5) at tick 0 requests 5; FREE 1 at tick 2 comes
+    # before the completion, so 5 is dropped, not resident; its completion after tick 3
+    # clears it without an error, and nothing is resident. RTL against the model per tick.
+    model, _ = replay(encode_mmap([(0, [(P, 1)]), (2, [(F, 1)])]), {1: 5}, 6,
+                      completions=[(3, 5)], auto_complete=False)
+    assert model.error == MmapError.NONE and model.requests == [5]
+    assert model.resident == model.pending == model.dropped == set()
+
+
+def test_dropped_preload_taken_up_again():
+    # Instructions 1 and 4 load the same parameter 5. FREE 1 at tick 2 drops the load in
+    # flight; PRELOAD 4 at tick 3 takes it up again without a second request, and its one
+    # completion makes 5 resident.
+    records = [(0, [(P, 1)]), (2, [(F, 1)]), (3, [(P, 4)])]
+    model, _ = replay(encode_mmap(records), {1: 5, 4: 5}, 6, completions=[(3, 5)],
+                      auto_complete=False)
+    assert model.error == MmapError.NONE and model.requests == [5]
+    assert model.resident == {5} and model.pending == model.dropped == set()
+
+
+def test_dropped_preload_freed_again():
+    # A dropped load holds nothing: a second FREE of it is FREE_UNKNOWN.
+    records = [(0, [(P, 1)]), (2, [(F, 1)]), (3, [(F, 1)])]
+    model, _ = replay(encode_mmap(records), {1: 5}, 6, auto_complete=False)
+    assert (model.error, model.error_tick) == (MmapError.FREE_UNKNOWN, 3)
+
+
+@pytest.mark.parametrize("case", ["free", "preload"])
+@pytest.mark.parametrize("delay", range(14))
+def test_completion_in_the_cycle_of_a_command(case, delay):
+    """The completion of param 5 arrives *delay* cycles after the tick whose command acts
+    on 5 is presented, so for some delay in the same cycle as that command's EXEC (which
+    sees the completion first). Never an error, and no load is lost (hand-derived):
+
+    * FREE of the pending load: nothing is held afterwards, whatever the order;
+    * PRELOAD of the dropped load: if the completion came first, the load was cancelled
+      and PRELOAD requests 5 again (2 requests, 5 pending); if it came after, PRELOAD
+      takes the load in flight up again and its completion makes 5 resident (1 request).
+      Delay 0 is before the command (its 3 bytes take 3 cycles), delay 13 after it."""
+    params = {1: 5, 4: 5}
+    if case == "free":
+        records, at = [(0, [(P, 1)]), (2, [(S, 2), (F, 1)])], 2
+    else:
+        records, at = [(0, [(P, 1)]), (2, [(F, 1)]), (3, [(S, 3), (P, 4)])], 3
+    dut = MmapCoprocessor(n_slots=SLOTS, max_params=PARAMS, max_instructions=DEPTH)
+    section = encode_mmap(records)
+    out = {"requests": 0}
+
+    async def count_requests(ctx):
+        async for _, _, valid in ctx.tick().sample(dut.preload_req.valid):
+            out["requests"] += valid
+
+    async def feed_bytes(ctx):
+        await stream_send(ctx, dut.mmap, [{"data": b, "last": int(k == len(section) - 1)}
+                                          for k, b in enumerate(section)], timeout=10_000)
+
+    async def bench(ctx):
+        ctx.set(dut.preload_req.ready, 1)
+        for index, param in params.items():
+            ctx.set(dut.param_map.payload, {"index": index, "param": param, "valid": 1})
+            ctx.set(dut.param_map.valid, 1)
+            await ctx.tick()
+        ctx.set(dut.param_map.valid, 0)
+        for t in range(5):
+            ctx.set(dut.tick.payload, t)
+            ctx.set(dut.tick.valid, 1)
+            for cycle in range(2000):
+                if t == at and cycle == delay:
+                    ctx.set(dut.preload_done.payload, 5)
+                    ctx.set(dut.preload_done.valid, 1)
+                *_, ready = await ctx.tick().sample(dut.tick.ready)
+                ctx.set(dut.preload_done.valid, 0)
+                if ready:
+                    break
+            ctx.set(dut.tick.valid, 0)
+            if t == at and cycle < delay:  # the tick was quicker: complete after it
+                for _ in range(delay - cycle):
+                    await ctx.tick()
+                ctx.set(dut.preload_done.payload, 5)
+                ctx.set(dut.preload_done.valid, 1)
+                await ctx.tick()
+                ctx.set(dut.preload_done.valid, 0)
+        await ctx.tick()
+        for name in ("error", "resident", "pending", "dropped"):
+            out[name] = ctx.get(getattr(dut, name))
+        out["cause"] = MmapError(ctx.get(dut.error_cause))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.add_testbench(feed_bytes, background=True)
+    sim.add_testbench(count_requests, background=True)
+    sim.run()
+    assert out["cause"] == MmapError.NONE and out["error"] == 0, out
+    assert out["dropped"] == 0, out
+    if case == "free":
+        assert (out["resident"], out["pending"], out["requests"]) == (0, 0, 1), out
+    else:
+        again = out["requests"] == 2
+        assert (out["resident"], out["pending"]) == ((0, 1 << 5) if again else (1 << 5, 0)), out
+        assert out["requests"] in (1, 2), out
+        if delay in (0, 13):
+            assert again == (delay == 0), out
 
 
 @pytest.mark.parametrize("name", ["attention", "cnn", "mlp", "residual"])

@@ -105,6 +105,7 @@ def run(section, script, *, param_map=None, map_writes=None, n_slots=6, max_para
         # any update), and so must the RTL: the state is compared after an error too.
         assert ctx.get(dut.resident) == _bits(model.resident), f"{where}: resident"
         assert ctx.get(dut.pending) == _bits(model.pending), f"{where}: pending"
+        assert ctx.get(dut.dropped) == _bits(model.dropped), f"{where}: dropped"
         free = _bits(k for k, f in enumerate(model.free_slots) if f)
         assert ctx.get(dut.free_slots) == free, f"{where}: free slots"
         assert ctx.get(dut.live) == n_slots - sum(model.free_slots), f"{where}: live"

@@ -53,7 +53,7 @@ class NacFrontEnd(wiring.Component):
     num_outputs : Signal(16), in
     o : stream of decoded instructions, out
     preload_req : stream, out;  preload_done : stream, in
-    resident, pending, free_slots, live, commands : out
+    resident, pending, dropped, free_slots, live, commands : out
         Coprocessor state.
     dec_error, dec_error_cause, dec_error_index, done : out
         Decoder status.
@@ -80,6 +80,7 @@ class NacFrontEnd(wiring.Component):
             "preload_done": In(stream.Signature(16)),
             "resident": Out(max_params),
             "pending": Out(max_params),
+            "dropped": Out(max_params),
             "free_slots": Out(n_slots),
             "live": Out(range(n_slots + 1)),
             "commands": Out(32),
@@ -106,6 +107,7 @@ class NacFrontEnd(wiring.Component):
         m.d.comb += [
             dec.num_outputs.eq(self.num_outputs),
             self.resident.eq(cop.resident), self.pending.eq(cop.pending),
+            self.dropped.eq(cop.dropped),
             self.free_slots.eq(cop.free_slots), self.live.eq(cop.live),
             self.commands.eq(cop.commands),
             self.dec_error.eq(dec.error), self.dec_error_cause.eq(dec.error_cause),

@@ -11,8 +11,9 @@ State
 * Result table (``max_instructions`` entries): per instruction result NONE, SAVED (in
   shared-memory slot ``slot``) or FORWARDED (to its single consumer).
 * Slot pool: ``n_slots`` shared-memory slots; SAVE_RESULT takes the lowest free one.
-* Parameter residency: ``pending`` (PRELOAD requested, not complete) and ``resident``
-  bits per parameter id (``max_params``).
+* Parameter residency: ``pending`` (PRELOAD requested, not complete), ``resident`` and
+  ``dropped`` (requested, not complete, and freed since: a cancelled preload) bits per
+  parameter id (``max_params``); at most one of the three is set for a parameter.
 * Parameter map: instruction index of an ``<INPUT B=1>`` -> its parameter id, loaded by the
   host through ``param_map`` before the run (the PRELOAD target is an instruction index;
   the DMA side needs the parameter id).
@@ -25,11 +26,16 @@ Commands (what the model and the RTL implement)
   NONE and becomes FORWARDED.
 * FREE (20) ``t``: ``t`` must be an earlier instruction. Releases ``t``'s result (and its
   slot) if SAVED or FORWARDED, and ``t``'s parameter if ``t`` is a mapped ``<INPUT B=1>``
-  that is resident or pending. Freeing nothing is an error (FREE_UNKNOWN).
+  that is resident or pending. Freeing nothing is an error (FREE_UNKNOWN). A pending
+  parameter's load is still in flight: it becomes ``dropped``, and its completion, when
+  it comes, is absorbed without making it resident.
 * PRELOAD (40) ``t``: ``t`` must be a mapped ``<INPUT B=1>``, not earlier than the current
   tick. If its parameter is neither resident nor pending, a request carrying the parameter
-  id goes out on ``preload_req`` and the parameter becomes pending; otherwise nothing
-  happens. A completion on ``preload_done`` makes a pending parameter resident.
+  id goes out on ``preload_req`` and the parameter becomes pending; a dropped parameter
+  becomes pending again without a request (its load is still in flight); otherwise
+  nothing happens. A completion on ``preload_done`` makes a pending parameter resident
+  and clears a dropped one; a completion for any other parameter is an error
+  (UNEXPECTED_DONE). A completion in the same cycle as a command takes effect first.
 
 Timing
 ------
@@ -148,6 +154,7 @@ class MmapModel:
     free_slots: list = field(default_factory=list)
     resident: set = field(default_factory=set)
     pending: set = field(default_factory=set)
+    dropped: set = field(default_factory=set)        # freed while their load was in flight
     requests: list = field(default_factory=list)     # parameter ids, in issue order
     error: MmapError = MmapError.NONE
     error_tick: int = 0xFFFF
@@ -246,6 +253,9 @@ class MmapModel:
         """A preload completion for parameter id *param*."""
         if self.error != MmapError.NONE:
             return
+        if param in self.dropped:  # a cancelled preload: nothing becomes resident
+            self.dropped.discard(param)
+            return
         if param not in self.pending:
             self._fail(MmapError.UNEXPECTED_DONE, self.last_tick & 0xFFFF)
             return
@@ -284,13 +294,18 @@ class MmapModel:
                 self.free_slots[slot] = True
             self.results.pop(target, None)
             if held:
+                if param in self.pending:  # its load is still in flight
+                    self.dropped.add(param)
                 self.resident.discard(param)
                 self.pending.discard(param)
         else:  # PRELOAD
             param = self.param_map.get(target)
             if param is None or param >= self.max_params or target < t:
                 raise MmapFault(MmapError.BAD_TARGET)
-            if param not in self.resident and param not in self.pending:
+            if param in self.dropped:  # the load in flight serves again
+                self.dropped.discard(param)
+                self.pending.add(param)
+            elif param not in self.resident and param not in self.pending:
                 self.pending.add(param)
                 self.requests.append(param)
 
@@ -342,7 +357,8 @@ class MmapCoprocessor(wiring.Component):
         Parameter ids to bring in.
     preload_done : stream of 16 bits, in (always ready)
         Completions.
-    resident, pending : Signal(max_params), out
+    resident, pending, dropped : Signal(max_params), out
+        Residency bits per parameter id (see the module docs).
     free_slots : Signal(n_slots), out
     live : Signal, out
         Number of SAVED results.
@@ -372,6 +388,7 @@ class MmapCoprocessor(wiring.Component):
             "preload_done": In(stream.Signature(16)),
             "resident": Out(max_params),
             "pending": Out(max_params),
+            "dropped": Out(max_params),
             "free_slots": Out(n_slots, init=(1 << n_slots) - 1),
             "live": Out(range(n_slots + 1)),
             "query_index": In(16),
@@ -447,18 +464,19 @@ class MmapCoprocessor(wiring.Component):
 
         # Completions are always accepted.
         m.d.comb += self.preload_done.ready.eq(1)
+        # A command in EXEC on the same parameter sees the completion's effect first (its
+        # own assignments come later and win).
         done_id = self.preload_done.payload
-        with m.If(self.preload_done.valid & (state != _State.DRAIN)):
-            pending_bit = Signal()
-            m.d.comb += pending_bit.eq((done_id < max_params) & self.pending.bit_select(
-                done_id[:max(1, (max_params - 1).bit_length())], 1))
-            with m.If(pending_bit):
-                m.d.sync += [
-                    self.pending.bit_select(done_id[:max(1, (max_params - 1).bit_length())],
-                                            1).eq(0),
-                    self.resident.bit_select(done_id[:max(1, (max_params - 1).bit_length())],
-                                             1).eq(1),
-                ]
+        done_idx = done_id[:max(1, (max_params - 1).bit_length())]
+        completing = Signal()
+        m.d.comb += completing.eq(self.preload_done.valid & (state != _State.DRAIN))
+        with m.If(completing):
+            in_range = done_id < max_params
+            with m.If(in_range & self.pending.bit_select(done_idx, 1)):
+                m.d.sync += [self.pending.bit_select(done_idx, 1).eq(0),
+                             self.resident.bit_select(done_idx, 1).eq(1)]
+            with m.Elif(in_range & self.dropped.bit_select(done_idx, 1)):
+                m.d.sync += self.dropped.bit_select(done_idx, 1).eq(0)
             with m.Else():
                 m.d.comb += [err.eq(1), cause.eq(MmapError.UNEXPECTED_DONE)]
 
@@ -555,8 +573,17 @@ class MmapCoprocessor(wiring.Component):
                 param_bits = max(1, (max_params - 1).bit_length())
                 pidx = mapped.param[:param_bits]
                 param_in_range = mapped.param < max_params
-                p_res = self.resident.bit_select(pidx, 1)
-                p_pend = self.pending.bit_select(pidx, 1)
+                # The parameter's bits after this cycle's completion, if it is for it.
+                done_here = completing & (done_id == mapped.param)
+                p_pend_now = self.pending.bit_select(pidx, 1)
+                p_res = Signal()
+                p_pend = Signal()
+                p_drop = Signal()
+                m.d.comb += [
+                    p_res.eq(self.resident.bit_select(pidx, 1) | (p_pend_now & done_here)),
+                    p_pend.eq(p_pend_now & ~done_here),
+                    p_drop.eq(self.dropped.bit_select(pidx, 1) & ~done_here),
+                ]
                 param_held = mapped.valid & param_in_range & (p_res | p_pend)
                 finish_cmd = Signal()
                 m.d.sync += self.commands.eq(self.commands + 1)
@@ -591,14 +618,19 @@ class MmapCoprocessor(wiring.Component):
                                          res_w.data.state.eq(ResultState.NONE)]
                             with m.If(entry.state == ResultState.SAVED):
                                 m.d.sync += self.free_slots.bit_select(entry.slot, 1).eq(1)
-                        with m.If(param_held):
+                        with m.If(param_held):  # a load in flight is dropped
                             m.d.sync += [self.resident.bit_select(pidx, 1).eq(0),
-                                         self.pending.bit_select(pidx, 1).eq(0)]
+                                         self.pending.bit_select(pidx, 1).eq(0),
+                                         self.dropped.bit_select(pidx, 1).eq(p_pend)]
                 with m.Elif(action == MmapAction.PRELOAD.value):
                     with m.If(~mapped.valid | ~param_in_range | (target < cur_tick)):
                         m.d.comb += [err.eq(1), cause.eq(MmapError.BAD_TARGET)]
                     with m.Elif(p_res | p_pend):
                         m.d.comb += finish_cmd.eq(1)
+                    with m.Elif(p_drop):  # the load in flight serves again
+                        m.d.comb += finish_cmd.eq(1)
+                        m.d.sync += [self.pending.bit_select(pidx, 1).eq(1),
+                                     self.dropped.bit_select(pidx, 1).eq(0)]
                     with m.Else():
                         m.d.sync += [req_param.eq(mapped.param), state.eq(_State.REQ),
                                      self.pending.bit_select(pidx, 1).eq(1)]
