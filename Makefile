@@ -1,5 +1,6 @@
 # NPU co-design kit. Every target sets up .venv by itself; users never edit PATH.
-#   make test      whole pytest suite (unit, Amaranth simulator, cocotb + Verilator), parallel
+#   make test      whole pytest suite (unit, Amaranth simulator, cocotb + Verilator), parallel,
+#                  but for the tests on the large sim engine's RTL (make test-sim-device)
 #   make sim       the main job: digits CNN + zoo models on the engine RTL vs executor and
 #                  float, then the cocotb regression of every RTL block; one summary
 #                  (SIM_ARGS="--models mlp --no-blocks --report build/report" etc.)
@@ -19,7 +20,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 300
 
-.PHONY: all venv test sim verilog lint bench fuzz mutate clean distclean bitstream program
+.PHONY: all venv test test-sim-device sim verilog lint bench fuzz mutate clean distclean bitstream program
 
 all: test
 
@@ -39,7 +40,11 @@ $(FPGA_STAMP): $(STAMP)
 	@touch $(FPGA_STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=15
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=15 -m "not sim_device"
+
+# The tests on the large sim engine's RTL (marker sim_device; `make sim` runs that RTL too).
+test-sim-device: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup -q --durations=15 -m sim_device
 
 SIM_ARGS ?=
 sim: $(STAMP)

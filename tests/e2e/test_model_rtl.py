@@ -1,17 +1,17 @@
 """Compiled models on the engine RTL: ``npu run DIR x.npy --on rtl|all`` (issue 22).
 
 The zoo ``mlp`` (linear + ReLU / GELU lookup tables on the CSTL) is compiled for ``small``
-and ``sim`` and run on each engine's RTL (the regression's cached Verilator build; on
-``small`` with random AXI pauses, on ``sim`` through ``npu run --on all``): every buffer
-equals the executor's run of the same binary byte for byte, and the dequantised outputs
-equal the executor's. Built with an argmax head (``argmax=True``: i32 class indices from
-the CSTL's argmax) it runs on ``small`` the same way. The zoo ``cnn`` (max / average
-pooling on the CSTL) on ``sim`` either runs and equals the executor, or, while the CSTL
-RTL lacks a pooling datapath, stops with UNIT_ERROR naming the task, ``CSTL`` and the
-pooling opcode, the model layer and the cause ``OPCODE`` (the op the RTL refuses) -- never
-a hang. Corrupted build directories (truncated binary, an image of another build, a build
-bound for another device) are refused before the simulation with the file named, also
-through the CLI.
+and run on its RTL (the regression's cached Verilator build), once with random AXI pauses
+and once through ``npu run --on all``: every buffer equals the executor's run of the same
+binary byte for byte, and the dequantised outputs equal the executor's. Built with an
+argmax head (``argmax=True``: i32 class indices from the CSTL's argmax) it runs on
+``small`` the same way. The zoo ``cnn`` (max / average pooling on the CSTL) on ``sim``
+(marker ``sim_device``: ``make test-sim-device``; ``make sim`` runs the zoo on that RTL
+too) either runs and equals the executor, or, while the CSTL RTL lacks a pooling
+datapath, stops with UNIT_ERROR naming the task, ``CSTL`` and the pooling opcode, the
+model layer and the cause ``OPCODE`` (the op the RTL refuses) -- never a hang. Corrupted
+build directories (truncated binary, an image of another build, a build bound for another
+device) are refused before the simulation with the file named, also through the CLI.
 """
 
 from __future__ import annotations
@@ -99,9 +99,9 @@ def test_mlp_with_an_argmax_head_on_the_rtl_equals_the_executor(tmp_path):
 
 
 @pytest.mark.cocotb
-@_group("sim")
+@_group("small")
 def test_npu_run_on_all_through_the_cli(builds, tmp_path, capsys):
-    build = builds[("mlp", "sim")]
+    build = builds[("mlp", "small")]
     x = _input(build, seed=1)
     np.save(tmp_path / "x.npy", x)
     stem = tmp_path / "out"
@@ -129,6 +129,7 @@ def test_npu_run_on_all_through_the_cli(builds, tmp_path, capsys):
 
 
 @pytest.mark.cocotb
+@pytest.mark.sim_device
 @_group("sim")
 def test_cnn_on_the_rtl_equals_the_executor_or_names_the_refused_op(builds):
     build = builds[("cnn", "sim")]

@@ -12,10 +12,15 @@ from sim.runner import build, run_cocotb
 pytestmark = pytest.mark.cocotb
 
 
+def _marks(regression):
+    marks = [pytest.mark.xdist_group(regression.design.key)]
+    if regression.design.params.get("device") == "sim":  # `make sim` runs it (npu sim)
+        marks.append(pytest.mark.sim_device)
+    return marks
+
+
 @pytest.mark.parametrize(
-    "regression",
-    [pytest.param(r, id=r.id, marks=pytest.mark.xdist_group(r.design.key)) for r in REGRESSIONS],
-)
+    "regression", [pytest.param(r, id=r.id, marks=_marks(r)) for r in REGRESSIONS])
 def test_regression(regression):
     tests, failed = run_cocotb(build(regression.design), regression.module)
     assert tests > 0 and failed == 0
