@@ -32,8 +32,7 @@ from npu.nmu.unit import NmuUnit
 from sim.nmu_programs import conv_case, device_dir, gemm_case, run_nmu
 
 GEOM = NmuGeometry(lanes=8, cols=8, wrows=256, channels=64)
-FIXED = 39  # the entry's idle cycles drawn from the start on (38 before the run slice between
-#            the AGU and the activation reader, 36 before the readers took
+FIXED = 38  # the entry's idle cycles drawn from the start on (36 before the readers took
 #            words only from their queue's registers, 35 when they were drawn from the first
 #            register write, 34 before the array's second product register, 33 before the
 #            weight slice)

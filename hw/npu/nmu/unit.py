@@ -169,16 +169,7 @@ class Nmu(wiring.Component):
             banks=2 if self.weight_port else 1)
         m.submodules.output = s.out = out = NmuOutput(cols=C, rows=rows, lanes=L,
                                                       depth=self.depth)
-        # the AGU's runs reach the reader through a register slice: the run's address (sums
-        # of the AGU's position registers, chosen by the nest's mode) no longer runs into
-        # the reader's ``hit`` comparison and ``waddr`` in the same cycle (the board's
-        # worst path on seeds 3 and 4 at 8fa9bc3: the AGU's ``pb_c`` -> the bias word's
-        # address -> the reader's ``hit``, 18.16 and 16.74 ns)
-        m.submodules.cslice = cslice = SkidBuffer(agu.cmd.payload.shape())
-        wiring.connect(m, agu.cmd, cslice.i)
-        wiring.connect(m, cslice.o, reader.cmd)
-        s.runs_busy = Signal()  # a run is in the slice or in the reader
-        m.d.comb += s.runs_busy.eq(reader.busy | cslice.o.valid)
+        wiring.connect(m, agu.cmd, reader.cmd)
         wiring.connect(m, reader.rd, wiring.flipped(self.l1_rd))
         wiring.connect(m, out.wr, wiring.flipped(self.l1_wr))
 
@@ -487,7 +478,7 @@ class Nmu(wiring.Component):
             with m.Default():
                 m.d.comb += [array.i.valid.eq(reader.o.valid), reader.o.ready.eq(array.i.ready)]
 
-        quiet = ~agu.busy & ~s.runs_busy
+        quiet = ~agu.busy & ~reader.busy
         self._task_fsm(m, s, start=[n0.eq(0), tile.eq(0), mat.eq(0)], ok=[], first="W_START",
                        tiles=partial(self._phases, m, s, n0, tile, mat, bias), quiet=quiet)
         return Const(0, 1), reader.stall
@@ -566,12 +557,11 @@ class Nmu(wiring.Component):
                      wagu.bank.eq(wb)]
 
         # bank state: full (loaded, not yet released), issued (every activation run of the
-        # bank's tile handed to the reader), runs of the bank between the AGU and the
-        # reader's output (at most 7: the two in the register slice, the one in the
-        # reader's command skid register, the run being read, the two pending words', the
-        # window's)
+        # bank's tile handed to the reader), runs of the bank in the reader (at most 5:
+        # the one in the command skid register, the run being read, the two pending
+        # words', the window's)
         full, issued = Signal(2), Signal(2)
-        inflight = [Signal(range(16), name=f"inflight{b}") for b in range(2)]  # (margin)
+        inflight = [Signal(range(8), name=f"inflight{b}") for b in range(2)]
         took_cmd = agu.cmd.valid & agu.cmd.ready
         took_last = reader.o.valid & reader.o.ready & vec.last
         for b in range(2):
@@ -617,7 +607,7 @@ class Nmu(wiring.Component):
                          array.i.payload.bank.eq(vec.tag.bank)]
 
         wgo, widle = self._weight_fsm(m, s, wagu, wbusy, full, wb, wn0, wmat, w_addr, bias)
-        quiet = ~agu.busy & ~s.runs_busy & ~wagu.busy & ~wbusy & widle
+        quiet = ~agu.busy & ~reader.busy & ~wagu.busy & ~wbusy & widle
         ready = Signal()  # the activation side's bank is loaded (and not a stale load)
         m.d.comb += ready.eq(full.bit_select(ab, 1) & ~issued.bit_select(ab, 1))
         waiting_w = Signal()
