@@ -220,17 +220,39 @@ class PingPongBuffer(wiring.Component):
         return m
 
 
-def quiet_for(m, changed, cycles, *, name="quiet"):
+def quiet_for(m, changed, cycles, *, name="quiet", copy=False):
     """A signal high when ``changed`` was low in each of the last ``cycles`` cycles (low
-    for the first ``cycles`` cycles after reset).
+    for the first ``cycles`` cycles after reset); a flip-flop.
 
     :func:`start_after_decode` waits on it for a unit's decode to settle; the sequencer
     counts the same cycles from the same strobes to know when the unit will take a start.
+
+    ``copy``: the same signal from registers of another form (the changes themselves are
+    shifted, not their absence). yosys's ``opt_merge`` joins flip-flops with the same
+    inputs whether or not they carry ``keep``; the sequencer's count and the unit's, both
+    of ``~changed``, became one register beside the unit, and the unit's position reached
+    the sequencer's issue and every unit's task registers (``cstl0.decode_quiet``: 329-543
+    of the board's paths above 10 ns, ``docs/fpga.md``). The sequencer's count is a
+    ``copy``, so each stays beside its own logic.
     """
+    if cycles < 1:
+        raise ValueError(f"quiet_for: cycles must be >= 1, not {cycles}")
+    # ``fresh`` at the end of this cycle: no change now and none in the ``cycles - 1``
+    # cycles before (``hist``, one bit per cycle); ``fresh`` itself is the last of them
+    hist = Signal(cycles - 1, name=f"{name}_quiet" if not copy else f"{name}_recent",
+                  init=0 if not copy else (1 << (cycles - 1)) - 1)
+    if copy:
+        busy = Signal(name=f"{name}_unsettled", init=1)
+        m.d.sync += busy.eq(changed | (hist.any() if cycles > 1 else 0))
+        if cycles > 1:
+            m.d.sync += hist.eq(Cat(changed, hist[:-1]))
+        fresh = Signal(name=f"{name}_fresh")
+        m.d.comb += fresh.eq(~busy)
+        return fresh
     fresh = Signal(name=f"{name}_fresh")
-    quiet = Signal(cycles, name=f"{name}_quiet")    # no change 1 .. cycles ago
-    m.d.sync += quiet.eq(Cat(~changed, quiet[:-1]))
-    m.d.comb += fresh.eq(quiet.all())
+    m.d.sync += fresh.eq(~changed & (hist.all() if cycles > 1 else 1))
+    if cycles > 1:
+        m.d.sync += hist.eq(Cat(~changed, hist[:-1]))
     return fresh
 
 

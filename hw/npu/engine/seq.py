@@ -1105,8 +1105,10 @@ class Sequencer(wiring.Component):
         """Per unit: free for a task in this cycle. Not busy (a unit is busy from its issue
         to its ``done``, and its start is ready again from the cycle after), and for the NMU
         and the CSTLs their shadow registers' decode settled: ``START_WAIT`` cycles without
-        a write or clear to them, counted here from the same strobes by the same
-        :func:`npu.bus.stream.quiet_for` the unit's ``start_after_decode`` uses. The units' own
+        a write or clear to them, counted here from the same strobes by
+        :func:`npu.bus.stream.quiet_for` as the unit's ``start_after_decode`` counts them
+        (a ``copy``: registers of another form, which yosys does not join with the
+        unit's). The units' own
         ``start.ready`` is thus no input of the issue (no path from a unit's state through
         the issue into the slot's enables); a start that is not taken all the same stops
         the run with ``START_REFUSED`` (:meth:`_dispatch`)."""
@@ -1121,7 +1123,7 @@ class Sequencer(wiring.Component):
             else:
                 settled.append(Const(1))
                 continue
-            settled.append(quiet_for(m, changed, wait, name=f"decode{k}"))
+            settled.append(quiet_for(m, changed, wait, name=f"decode{k}", copy=True))
         free = Signal(self.n_units)
         m.d.comb += free.eq(~s.unit_busy & Cat(*settled))
         return free
