@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from amaranth import Const, Signal
 
-__all__ = ["WRITE_REGISTERS", "ShadowRegisters", "register_writes"]
+__all__ = ["WRITE_REGISTERS", "ShadowRegisters"]
 
 
 class ShadowRegisters:
@@ -72,48 +72,48 @@ class ShadowRegisters:
         """Register ``name`` has a bit set at ``bits`` or above (a flag)."""
         return self.flag(name, f"above{bits}", lambda v: v[bits:] != 0)
 
-    def elaborate_writes(self, m, clear, write):
+    def elaborate_writes(self, m, clear, write, *, registered=False):
         """The registers' and flags' updates: ``clear`` (a pulse) sets every word to 0,
         a valid ``write`` (a stream of ``{"index", "value"}``, always taken) one word and
         its flags; indices with neither a word nor a flag are ignored. Call once, after
-        the decode has asked for its flags."""
+        the decode has asked for its flags.
+
+        ``registered``: the strobes reach the registers :data:`WRITE_REGISTERS` cycles
+        later, through registers here: ``clear``, the word, and one select per register
+        (``write.valid`` and the index compared before the register), so each register's
+        enable is a flip-flop of its own. (A registered ``valid`` and index decoded after
+        it put one flip-flop in front of every shadow register's enable: 297-490 of the
+        board's paths above 10 ns started at it, ``docs/fpga.md``.)
+        """
         m.d.comb += write.ready.eq(1)
         by_name = {}
         for (name, _), (sig, fn) in self._flags.items():
             by_name.setdefault(name, []).append((sig, fn))
+        names = sorted(set(self.r) | set(by_name), key=self._regs.index)
+        index, value = write.payload.index, write.payload.value
+        sel = {name: write.valid & (index == self._regs.index(name)) for name in names}
+        if registered:
+            clear_q = Signal(name="clear_q")
+            value_q = Signal(32, name="write_value_q")
+            sel_q = {name: Signal(name=f"write_{name.lower()}_q") for name in names}
+            m.d.sync += [clear_q.eq(clear), *(sel_q[n].eq(sel[n]) for n in names)]
+            with m.If(write.valid):
+                m.d.sync += value_q.eq(value)
+            clear, value, sel = clear_q, value_q, sel_q
         with m.If(clear):
             m.d.sync += [s.eq(0) for s in self.r.values()]
             m.d.sync += [sig.eq(fn(Const(0, 32))) for sig, fn in self._flags.values()]
-        with m.Elif(write.valid):
-            value = write.payload.value
-            with m.Switch(write.payload.index):
-                for name in sorted(set(self.r) | set(by_name), key=self._regs.index):
-                    with m.Case(self._regs.index(name)):
-                        if name in self.r:
-                            m.d.sync += self.r[name].eq(value)
-                        m.d.sync += [sig.eq(fn(value)) for sig, fn in by_name.get(name, [])]
+        with m.Else():
+            for name in names:
+                with m.If(sel[name]):
+                    if name in self.r:
+                        m.d.sync += self.r[name].eq(value)
+                    m.d.sync += [sig.eq(fn(value)) for sig, fn in by_name.get(name, [])]
 
 
 #: Registers between the sequencer's ``clear`` / ``write`` strobes and a unit's shadow
-#: registers (:func:`register_writes`). The strobes and the words come from the
-#: sequencer's window, which also feeds its own decode; a register beside each unit lets
-#: the window stay beside the sequencer (the wire across the die gets a cycle of its own).
+#: registers (:meth:`ShadowRegisters.elaborate_writes` with ``registered``). The strobes
+#: and the words come from the sequencer's window, which also feeds its own decode; a
+#: register beside each unit lets the window stay beside the sequencer (the wire across
+#: the die gets a cycle of its own).
 WRITE_REGISTERS = 1
-
-
-def register_writes(m, clear, write, regs_clear, regs_write):
-    """Pass a unit's ``clear`` (a pulse) and ``write`` (a stream of ``{"index",
-    "value"}``, always taken) to its shadow registers' ``regs_clear`` / ``regs_write``
-    :data:`WRITE_REGISTERS` cycles later, in order.
-
-    The word is held by a register that loads only with a write (its enable is the
-    unit's own strobe), so two units fed the same word keep a register each.
-    """
-    clear_q = Signal(name="clear_q")
-    valid_q = Signal(name="write_valid_q")
-    payload_q = Signal.like(write.payload, name="write_payload_q")
-    m.d.sync += [clear_q.eq(clear), valid_q.eq(write.valid)]
-    with m.If(write.valid):
-        m.d.sync += payload_q.eq(write.payload)
-    m.d.comb += [write.ready.eq(1), regs_clear.eq(clear_q), regs_write.valid.eq(valid_q),
-                 regs_write.payload.eq(payload_q)]

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from nem.taskformat import REGISTER_MAPS, TaskFormatError, Unit
-from npu.shadow import ShadowRegisters
+from npu.shadow import WRITE_REGISTERS, ShadowRegisters
 
 REGS = REGISTER_MAPS[Unit.CSTL]
 KEPT = ["OPCODE", "OP0_RANK", "OP0_DIM0", "OP1_STRIDE3", "OP2_ADDR_LO"]   # the last: no flag
@@ -32,7 +32,8 @@ FLAGS = [("OPCODE", "eq5", lambda v: v == 5), ("OP0_RANK", "nz", lambda v: v != 
 
 
 class _Dut(wiring.Component):
-    def __init__(self):
+    def __init__(self, registered=False):
+        self.registered = registered
         super().__init__({
             "clear": In(1),
             "write": In(stream.Signature(data.StructLayout({"index": 8, "value": 32}))),
@@ -53,11 +54,14 @@ class _Dut(wiring.Component):
             m.d.comb += self.words[32 * i:32 * (i + 1)].eq(w)
         for i, g in enumerate(got):
             m.d.comb += self.flags[i].eq(g)
-        sh.elaborate_writes(m, self.clear, self.write)
+        sh.elaborate_writes(m, self.clear, self.write, registered=self.registered)
         return m
 
 
-def test_words_and_flags_follow_the_writes():
+@pytest.mark.parametrize("registered", [False, True])
+def test_words_and_flags_follow_the_writes(registered):
+    """``registered``: the same, :data:`npu.shadow.WRITE_REGISTERS` cycles later (the
+    strobes pass registers first, as in the units)."""
     rng = random.Random(5)
     names = [*KEPT, "ATTR11", "ATTR12", "OP2_ADDR_LO"]
     ops = [("clear", None, None)]       # a unit's flags mean something from a clear on
@@ -67,7 +71,9 @@ def test_words_and_flags_follow_the_writes():
         else:
             v = rng.choice([0, 1, 5, 0xFFFF, 0x10000, 0x10005, 1 << 31, rng.getrandbits(32)])
             ops.append(("write" if rng.random() < 0.8 else "idle", rng.choice(names), v))
-    dut = _Dut()
+    lag = WRITE_REGISTERS if registered else 0
+    ops += [("idle", None, None)] * lag
+    dut = _Dut(registered)
     seen = []
 
     async def bench(ctx):
@@ -85,7 +91,8 @@ def test_words_and_flags_follow_the_writes():
     sim.add_testbench(bench)
     sim.run()
     model = {}
-    for (kind, name, value), (words, flags) in zip(ops, seen, strict=True):
+    # what the registers hold ``lag`` cycles after an operation
+    for (kind, name, value), (words, flags) in zip(ops, seen[lag:], strict=False):
         if kind == "clear":
             model = {}
         elif kind == "write":

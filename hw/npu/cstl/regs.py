@@ -72,7 +72,7 @@ from nem.taskformat import (
 )
 from npu.cstl.model import CAST_TYPES, CstlUnsupported, decode_task, table_opcodes
 from npu.nmu.model import Cause
-from npu.shadow import ShadowRegisters
+from npu.shadow import WRITE_REGISTERS, ShadowRegisters
 
 __all__ = ["ELT_OPS", "LEVELS_WALKED", "POOL_OPS", "RED_OPS", "CstlRegisters", "CstlTask",
            "decode", "elt_codes", "kept_registers", "pool_attr_slots", "reads_table_codes",
@@ -342,8 +342,9 @@ class CstlRegisters(wiring.Component):
         refuses it; ``task.table``: the task reads a table (even when refused).
     """
 
-    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode.
-    LATENCY = 2
+    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode: the
+    #: write's register (:data:`npu.shadow.WRITE_REGISTERS`), then the decode's.
+    LATENCY = WRITE_REGISTERS + 2
 
     def __init__(self):
         super().__init__({
@@ -383,7 +384,7 @@ class CstlRegisters(wiring.Component):
         stray = Cat(*[shadow.nonzero(f"ATTR{j}") for j in range(ATTR_WORDS)
                       if f"ATTR{j}" not in shadow.r])
         self._decode(m, shadow, stray, big)
-        shadow.elaborate_writes(m, self.clear, self.write)
+        shadow.elaborate_writes(m, self.clear, self.write, registered=True)
         return m
 
     def _decode(self, m, shadow, stray, big):

@@ -64,7 +64,6 @@ from npu.cstl.store import VectorStore, vector_layout
 from npu.cstl.walk import RegionWalk
 from npu.nmu.agu import RunReader, run_layout
 from npu.nmu.model import Cause
-from npu.shadow import WRITE_REGISTERS, register_writes
 
 __all__ = ["COUNTERS", "DECODE_REGISTERS", "START_WAIT", "TABLE_BYTES", "TABLE_WORDS", "Cstl",
            "CstlUnit", "done_layout"]
@@ -83,7 +82,7 @@ DECODE_REGISTERS = 2
 #: against: a run is on the FIFO's output the cycle after it is written and its credit
 #: comes back two cycles after it leaves, so three keep a walk at a run per cycle.
 CMD_DEPTH = 3
-START_WAIT = WRITE_REGISTERS + CstlRegisters.LATENCY + DECODE_REGISTERS
+START_WAIT = CstlRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle
 #: (a task's counts hold until the cycle after its ``done``).
@@ -723,13 +722,13 @@ class CstlUnit(wiring.Component):
     (:class:`npu.cstl.regs.CstlRegisters`) in front of :class:`Cstl`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready; they reach the shadow registers a cycle later,
-    :func:`npu.shadow.register_writes`), then a transfer on ``start`` (its payload:
-    :class:`Cstl`'s ``keep``; taken :data:`START_WAIT` + 1 = ``CstlRegisters.LATENCY + 4``
-    cycles after the last write at the earliest: the writes' register, the decode
-    registered twice; ready from then on whenever the core is idle); the table follows on
-    ``table`` (when the decode says ``task.table`` and ``keep`` is low) and the result
-    comes on ``done``. Ports and counters as for :class:`Cstl`.
+    ready; they reach the shadow registers a cycle later, through registers beside them,
+    :data:`npu.shadow.WRITE_REGISTERS`), then a transfer on ``start`` (its payload:
+    :class:`Cstl`'s ``keep``; taken :data:`START_WAIT` + 1 = ``CstlRegisters.LATENCY + 3``
+    cycles after the last write at the earliest: the writes' register and the decode's
+    stages, the decode registered twice; ready from then on whenever the core is idle);
+    the table follows on ``table`` (when the decode says ``task.table`` and ``keep`` is
+    low) and the result comes on ``done``. Ports and counters as for :class:`Cstl`.
     """
 
     def __init__(self, *, lanes, depth, elt_lanes=1):
@@ -747,14 +746,15 @@ class CstlUnit(wiring.Component):
         m = Module()
         m.submodules.regs = regs = self.regs
         m.submodules.core = core = self.core
-        # the sequencer's strobes registered beside the unit (npu.shadow.register_writes)
-        register_writes(m, self.clear, self.write, regs.clear, regs.write)
+        # the sequencer's strobes, registered in the shadow registers (WRITE_REGISTERS)
+        m.d.comb += regs.clear.eq(self.clear)
+        wiring.connect(m, wiring.flipped(self.write), regs.write)
         # two registers between the decode and the core's start payload: the decode sits
         # beside the shadow registers, the core's task register beside its datapath, and
         # the wire between them (across the unit) gets a cycle of its own
         start_after_decode(m, self.start, core.start, regs.task,
                            self.clear | self.write.valid,
-                           latency=WRITE_REGISTERS + regs.LATENCY,
+                           latency=regs.LATENCY,
                            registers=DECODE_REGISTERS)
         m.d.comb += core.keep.eq(self.start.payload)
         wiring.connect(m, wiring.flipped(self.table), core.table)

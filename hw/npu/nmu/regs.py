@@ -30,7 +30,7 @@ from nem.registry import load_registry
 from nem.taskformat import ELEM_TYPES, OPCODES, REGISTER_MAPS, Unit, attr_layout
 from npu.nmu.agu import task_fields_layout
 from npu.nmu.model import OUT_BYTES, Cause
-from npu.shadow import ShadowRegisters
+from npu.shadow import WRITE_REGISTERS, ShadowRegisters
 
 __all__ = ["NmuRegisters", "conv_attr_registers", "kept_registers", "write_layout"]
 
@@ -92,8 +92,9 @@ class NmuRegisters(wiring.Component):
         The decoded task; ``task.cause`` is non-zero when the NMU refuses it.
     """
 
-    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode.
-    LATENCY = 1
+    #: Cycles from a register write (or ``clear``) to ``task`` holding its decode: the
+    #: write's register (:data:`npu.shadow.WRITE_REGISTERS`), then the decode's.
+    LATENCY = WRITE_REGISTERS + 1
 
     def __init__(self):
         super().__init__({
@@ -273,5 +274,5 @@ class NmuRegisters(wiring.Component):
                 t.mats.eq(mats), t.x_mat.eq(steps[0]), t.w_mat.eq(steps[1]),
                 t.y_mat.eq(steps[2]),
             ]
-        shadow.elaborate_writes(m, self.clear, self.write)
+        shadow.elaborate_writes(m, self.clear, self.write, registered=True)
         return m

@@ -68,7 +68,6 @@ from npu.nmu.array import NmuArray
 from npu.nmu.model import Cause, NmuGeometry
 from npu.nmu.output import NmuOutput
 from npu.nmu.regs import NmuRegisters, write_layout
-from npu.shadow import WRITE_REGISTERS, register_writes
 
 __all__ = ["COUNTERS", "DECODE_REGISTERS", "START_WAIT", "Nmu", "NmuUnit", "done_layout"]
 
@@ -86,7 +85,7 @@ DECODE_REGISTERS = 2
 #: ``NmuUnit.start`` is taken once this many cycles have passed without a shadow-register
 #: write or clear; it is then ready whenever the core is idle. The sequencer counts the
 #: same cycles itself and issues no earlier, so its issue does not wait on ``start.ready``.
-START_WAIT = WRITE_REGISTERS + NmuRegisters.LATENCY + DECODE_REGISTERS
+START_WAIT = NmuRegisters.LATENCY + DECODE_REGISTERS
 
 #: The counters (``cnt_<name>``) and what they count, cleared while the unit is idle (a
 #: task's counts hold until the cycle after its ``done``).
@@ -709,8 +708,8 @@ class NmuUnit(wiring.Component):
     in front of :class:`Nmu`.
 
     The sequencer pulses ``clear``, sends the task's register writes on ``write`` (always
-    ready; they reach the shadow registers a cycle later,
-    :func:`npu.shadow.register_writes`), then a transfer on ``start`` (taken
+    ready; they reach the shadow registers a cycle later, through registers beside them,
+    :data:`npu.shadow.WRITE_REGISTERS`), then a transfer on ``start`` (taken
     :data:`START_WAIT` + 1 = five cycles after the last write at the earliest: the
     writes' register, the decode's two stages and two registers more; ready from then on
     whenever the core is idle); the requantisation
@@ -749,13 +748,14 @@ class NmuUnit(wiring.Component):
         m = Module()
         m.submodules.regs = regs = self.regs
         m.submodules.core = core = self.core
-        # the sequencer's strobes registered beside the unit (npu.shadow.register_writes)
-        register_writes(m, self.clear, self.write, regs.clear, regs.write)
+        # the sequencer's strobes, registered in the shadow registers (WRITE_REGISTERS)
+        m.d.comb += regs.clear.eq(self.clear)
+        wiring.connect(m, wiring.flipped(self.write), regs.write)
         # the decode registered twice: its logic is shallow, but the shadow registers and
         # the core lie far apart on the die
         start_after_decode(m, self.start, core.start, regs.task,
                            self.clear | self.write.valid,
-                           latency=WRITE_REGISTERS + regs.LATENCY,
+                           latency=regs.LATENCY,
                            registers=DECODE_REGISTERS)
         wiring.connect(m, wiring.flipped(self.rq), core.rq)
         wiring.connect(m, core.done, wiring.flipped(self.done))
