@@ -443,27 +443,32 @@ class Cstl(wiring.Component):
         drained = Signal()
         m.d.sync += drained.eq(0)
         m.d.comb += store.flush.eq(drained)
+        # The task's registers load in every idle cycle, not on ``start.valid`` (which
+        # comes from the SEQ's issue across the die): only the state register waits on
+        # it. Nothing looks at them while idle, and the start's payload is steady then
+        # (the decode settled before a start is offered). The counters clear likewise: a
+        # task's counts hold in its done cycle and the one after it. Their enable is
+        # ``idle``, a flip-flop equal to the FSM being in IDLE, not a decode of the
+        # state's bits (``fsm_state`` started 460-785 of the board's paths above 10 ns,
+        # into these ~700 enables, ``docs/fpga.md``).
+        idle = Signal(init=1)
+        with m.If(idle):
+            m.d.sync += [c.eq(0) for c in counters.values()]
+            p = self.start.payload
+            m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
+                         first.eq(0),
+                         is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
+                         is_red.eq(p.red != 0),
+                         is_avg.eq(p.pool == POOL_OPS["avgpool"]),
+                         is_held.eq((p.pool != 0) | (p.red != 0)),
+                         use_table.eq(p.table & (p.in_shift == 0)),
+                         empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
+                         entry_bad.eq(0)]
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += self.start.ready.eq(1)
-                # The task's registers load in every idle cycle, not on ``start.valid``
-                # (which comes from the SEQ's issue across the die): only the state
-                # register waits on it. Nothing looks at them while idle, and the start's
-                # payload is steady then (the decode settled before a start is offered).
-                # The counters clear likewise: a task's counts hold in its done cycle and
-                # the one after it.
-                m.d.sync += [c.eq(0) for c in counters.values()]
-                p = self.start.payload
-                m.d.sync += [task.eq(p), cause.eq(p.cause), widx.eq(0), part.eq(0),
-                             first.eq(0),
-                             is_pool.eq(p.pool != 0), is_elt.eq(p.elt != 0),
-                             is_red.eq(p.red != 0),
-                             is_avg.eq(p.pool == POOL_OPS["avgpool"]),
-                             is_held.eq((p.pool != 0) | (p.red != 0)),
-                             use_table.eq(p.table & (p.in_shift == 0)),
-                             empty.eq(Cat(*[d == 0 for d in p.dims]).any()),
-                             entry_bad.eq(0)]
                 with m.If(self.start.valid):
+                    m.d.sync += idle.eq(0)
                     with m.If((p.table & ~self.keep) | p.entry):
                         m.next = "TABLE"
                     with m.Else():
@@ -517,6 +522,7 @@ class Cstl(wiring.Component):
                 m.d.comb += [self.done.valid.eq(1), self.done.payload.error.eq(cause != 0),
                              self.done.payload.cause.eq(cause)]
                 with m.If(self.done.ready):
+                    m.d.sync += idle.eq(1)
                     m.next = "IDLE"
 
         with m.If(self.busy):
