@@ -30,7 +30,11 @@ def _pair(cycles, *, copies=(False, True)):
     changed = Signal()
     outs = [Signal(name=f"fresh{i}") for i in range(len(copies))]
     for i, (out, copy) in enumerate(zip(outs, copies, strict=True)):
-        m.d.comb += out.eq(quiet_for(m, changed, cycles, name=f"q{i}", copy=copy))
+        if copy:
+            fresh = quiet_for(m, changed, cycles, name=f"q{i}", copy=True)
+        else:       # the keyword's default: the unit's form
+            fresh = quiet_for(m, changed, cycles, name=f"q{i}")
+        m.d.comb += out.eq(fresh)
     return m, changed, outs
 
 
@@ -60,6 +64,24 @@ def test_both_forms_follow_the_model(cycles):
     sim.add_testbench(bench)
     sim.run()
     assert 50 < sum(highs) < 550        # both values seen many times
+
+
+@pytest.mark.parametrize("cycles", [1, 2, 3, 5])
+def test_low_for_the_first_cycles_after_reset(cycles):
+    """No change at all: each form is low for ``cycles`` cycles, then high."""
+    m, _changed, outs = _pair(cycles)
+    seen = []
+
+    async def bench(ctx):
+        for _ in range(cycles + 3):
+            seen.append(tuple(ctx.get(o) for o in outs))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [(0, 0)] * cycles + [(1, 1)] * 3
 
 
 def test_cycles_must_be_positive():

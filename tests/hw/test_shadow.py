@@ -54,7 +54,10 @@ class _Dut(wiring.Component):
             m.d.comb += self.words[32 * i:32 * (i + 1)].eq(w)
         for i, g in enumerate(got):
             m.d.comb += self.flags[i].eq(g)
-        sh.elaborate_writes(m, self.clear, self.write, registered=self.registered)
+        if self.registered:
+            sh.elaborate_writes(m, self.clear, self.write, registered=True)
+        else:           # the keyword's default: not registered
+            sh.elaborate_writes(m, self.clear, self.write)
         return m
 
 

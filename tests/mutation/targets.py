@@ -100,7 +100,7 @@ TARGETS = {t.module: t for t in (
        "rtl"),
     _T("npu.bus.ports", ("tests/hw/test_engine_blocks.py", "tests/hw/test_sram_ports.py",
                          "tests/hw/test_fetch_into.py", "tests/hw/test_axi_muxes.py"), "rtl"),
-    _T("npu.bus.stream", ("tests/hw/test_stream_fifo.py",), "rtl"),
+    _T("npu.bus.stream", ("tests/hw/test_stream_fifo.py", "tests/hw/test_quiet_for.py"), "rtl"),
     _T("npu.cstl.store", ("tests/hw/test_cstl_store.py",), "rtl"),
     _T("npu.cstl.nest", ("tests/hw/test_cstl_nest.py",), "rtl"),
     _T("npu.board.axiram", ("tests/board/test_axiram.py",), "rtl"),

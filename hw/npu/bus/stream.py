@@ -238,21 +238,18 @@ def quiet_for(m, changed, cycles, *, name="quiet", copy=False):
     if cycles < 1:
         raise ValueError(f"quiet_for: cycles must be >= 1, not {cycles}")
     # ``fresh`` at the end of this cycle: no change now and none in the ``cycles - 1``
-    # cycles before (``hist``, one bit per cycle); ``fresh`` itself is the last of them
-    hist = Signal(cycles - 1, name=f"{name}_quiet" if not copy else f"{name}_recent",
-                  init=0 if not copy else (1 << (cycles - 1)) - 1)
-    if copy:
-        busy = Signal(name=f"{name}_unsettled", init=1)
-        m.d.sync += busy.eq(changed | (hist.any() if cycles > 1 else 0))
-        if cycles > 1:
-            m.d.sync += hist.eq(Cat(changed, hist[:-1]))
-        fresh = Signal(name=f"{name}_fresh")
-        m.d.comb += fresh.eq(~busy)
-        return fresh
+    # cycles before (``hist``, one bit per cycle, oldest highest; none for ``cycles`` 1)
     fresh = Signal(name=f"{name}_fresh")
-    m.d.sync += fresh.eq(~changed & (hist.all() if cycles > 1 else 1))
-    if cycles > 1:
-        m.d.sync += hist.eq(Cat(~changed, hist[:-1]))
+    if copy:
+        # the changes themselves; after reset a one that shifts through ``hist`` stands
+        # for the cycles before the first
+        hist = Signal(cycles - 1, name=f"{name}_recent", init=int(cycles > 1))
+        unsettled = Signal(name=f"{name}_unsettled", init=1)
+        m.d.sync += [unsettled.eq(changed | hist.any()), hist.eq(Cat(changed, hist[:-1]))]
+        m.d.comb += fresh.eq(~unsettled)
+    else:
+        hist = Signal(cycles - 1, name=f"{name}_quiet")
+        m.d.sync += [fresh.eq(~changed & hist.all()), hist.eq(Cat(~changed, hist[:-1]))]
     return fresh
 
 
