@@ -466,8 +466,10 @@ class MmapCoprocessor(wiring.Component):
         m.d.comb += self.preload_done.ready.eq(1)
         # A command in EXEC on the same parameter sees the completion's effect first (its
         # own assignments come later and win).
+        # a parameter's index in the per-parameter bit vectors (pending, resident, dropped)
+        param_bits = max(1, (max_params - 1).bit_length())
         done_id = self.preload_done.payload
-        done_idx = done_id[:max(1, (max_params - 1).bit_length())]
+        done_idx = done_id[:param_bits]
         completing = Signal()
         m.d.comb += completing.eq(self.preload_done.valid & (state != _State.DRAIN))
         with m.If(completing):
@@ -570,7 +572,6 @@ class MmapCoprocessor(wiring.Component):
             with m.Case(_State.EXEC):
                 entry = res_r.data
                 mapped = pmap_r.data
-                param_bits = max(1, (max_params - 1).bit_length())
                 pidx = mapped.param[:param_bits]
                 param_in_range = mapped.param < max_params
                 # The parameter's bits after this cycle's completion, if it is for it.
