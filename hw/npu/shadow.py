@@ -83,7 +83,9 @@ class ShadowRegisters:
         (``write.valid`` and the index compared before the register), so each register's
         enable is a flip-flop of its own. (A registered ``valid`` and index decoded after
         it put one flip-flop in front of every shadow register's enable: 297-490 of the
-        board's paths above 10 ns started at it, ``docs/fpga.md``.)
+        board's paths above 10 ns started at it, ``docs/fpga.md``.) The word's register
+        loads only with a write (its enable is the unit's own strobe), so two units fed
+        the same word keep a register each.
         """
         m.d.comb += write.ready.eq(1)
         by_name = {}
