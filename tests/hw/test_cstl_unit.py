@@ -814,6 +814,29 @@ def test_decode_equals_the_model():
         name = rng.choice(narrowed)
         high = rng.choice([1 << 3, 1 << 6, 1 << 16, 1 << 31, rng.getrandbits(32) & ~0xFFFF])
         regs[name] = regs.get(name, 0) | high
+    # pool output sizes at the edges of (out - 1) * s <= in + pads - k < out * s: one
+    # below and one above the size (strides as given and absent), and sizes, kernels and
+    # strides up to 2**16 - 1, where the product and the sums are widest
+    for j in range(24):
+        regs = _pool_task(rng, rng.choice(["maxpool", "avgpool"]))
+        d = 1 + j % 2
+        if j % 3 == 2:          # strides absent: out = in + pads - k + 1
+            regs |= {_attr("strides"): 0, _attr("strides", 0): 0, _attr("strides", 1): 0}
+            regs[f"OP1_DIM{d}"] = max(1, regs[f"OP0_DIM{d}"] - 1)
+        regs[f"OP1_DIM{d}"] += rng.choice([-1, 1]) if j % 3 else 0
+        cases.append(regs)
+    for j in range(12):
+        regs = _pool_task(rng)
+        d = 1 + j % 2
+        size, k, st = rng.randrange(1, 1 << 16), rng.randrange(1, 1 << 16), \
+            rng.randrange(1, 1 << 16)
+        pads = [rng.randrange(1 << 16) for _ in range(2)]
+        span = size + sum(pads)
+        out = (span - k) // st + 1 if span >= k else 1
+        regs |= {f"OP0_DIM{d}": size, f"OP1_DIM{d}": out + rng.choice([-1, 0, 0, 1]),
+                 _attr("kernel_shape", d - 1): k, _attr("strides", d - 1): st,
+                 _attr("pads", d - 1): pads[0], _attr("pads", d + 1): pads[1]}
+        cases.append(regs)
     # an opcode the CSTL runs with a high bit set: refused (OPCODE)
     for regs, high in zip(cases[:140:14], [1 << 6, 1 << 7, 1 << 16, 1 << 31] * 3,
                           strict=False):
