@@ -1,6 +1,7 @@
 """Requantisation stage against nem.numerics.requantize (the shared contract)."""
 
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from amaranth import signed
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params, requantize
-from npu.cstl.requant import LATENCY, RequantStage, param_layout
+from npu.cstl.requant import LATENCY, OUT_TYPES, RequantStage, param_layout
 from sim.streams import stream_recv, stream_send
 
 
@@ -206,3 +207,43 @@ def test_tag_leaves_with_its_transfer_and_params_always_ready():
     sim.run()
     assert seen["ready"] == 1
     assert seen["got"] == [([k, -k], 40 + k) for k in range(12)]
+
+
+def _clamp_reference(acc, m, t, z, lo, hi, bits, is_signed):
+    """The requantiser's formula written out (docs/numerics.md), lo before hi as the RTL's
+    priority, then the lane's two's-complement (or unsigned) ``bits``."""
+    y = ((acc * m + (1 << (t - 1))) >> t) + z
+    y = lo if y < lo else hi if y > hi else y
+    y &= (1 << bits) - 1
+    return y - (1 << bits) if is_signed and y >> (bits - 1) else y
+
+
+@pytest.mark.parametrize("out_type", ["i8", "u8", "i16"])
+def test_clamp_edges(out_type):
+    # m = 1, t = 1: q = acc, y = clamp(((acc + 1) >> 1) + z, lo, hi). The RTL compares q
+    # with 2*(lo - z) - 1 and 2*(hi - z) on its low 20 bits when q fits them, else on q's
+    # sign: accumulators on both sides of each threshold and of +-2**19, for zero points
+    # and bounds up to the ports' 17-bit limits (and lo > hi: lo wins, as in the model's
+    # order), every lane checked against the formula above.
+    bits, is_signed, _, _ = OUT_TYPES[out_type]
+    rng = random.Random(out_type)
+    lanes = 4
+    limit = (1 << 16) - 1
+    cases = [(0, -128, 127), (-5, -128, 127), (120, 0, 255), (limit, -limit - 1, limit),
+             (-limit - 1, -limit - 1, limit), (7, 100, -100)]
+    cases += [(rng.randint(-limit - 1, limit), *sorted(rng.randint(-limit - 1, limit)
+                                                        for _ in range(2))) for _ in range(6)]
+    for z, lo, hi in cases:
+        accs = []
+        for edge in (2 * (lo - z) - 1, 2 * (hi - z), 1 << 19, -(1 << 19), 0):
+            accs += [edge + d for d in range(-3, 4)]
+        accs += [(1 << 31) - 1, -(1 << 31)]
+        rows = [accs[i:i + lanes] + [0] * (lanes - len(accs[i:i + lanes]))
+                for i in range(0, len(accs), lanes)]
+        rq = SimpleNamespace(zero_point=z, lo=lo, hi=hi, multiplier=[1] * lanes,
+                             shift=[1] * lanes)
+        got = run(RequantStage(lanes=lanes, rows=1, out_type=out_type), rq,
+                  [(0, row) for row in rows], idle=0.2, backpressure=0.2, seed=z & 0xFF)
+        for i, row in enumerate(rows):
+            want = [_clamp_reference(a, 1, 1, z, lo, hi, bits, is_signed) for a in row]
+            assert list(got[i]) == want, f"z={z} lo={lo} hi={hi} acc={row}"

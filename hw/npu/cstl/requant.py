@@ -13,7 +13,8 @@ rounding add after the shift, where it shares the zero point's add.
 for ``lanes`` accumulators per transfer. Per-channel ``(m, t)`` live in a table written
 through the ``params`` port; row ``r`` holds channels ``r*lanes .. r*lanes+lanes-1``, and
 an input transfer names the row its lanes belong to. ``zero_point``, ``lo`` and ``hi``
-are per tensor (ports, held by the caller).
+are per tensor (ports, held by the caller from a transfer's entry until it leaves; the
+clamp's thresholds are registered from them a cycle before the last stage).
 
 Protocol and timing
 -------------------
@@ -31,7 +32,7 @@ lanes go in L1), which leave on ``o_tag`` together with the transfer's results o
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -147,8 +148,21 @@ class RequantStage(wiring.Component):
         # clamp. With q = p >> (t-1) = floor(p / 2**(t-1)), floor((p + 2**(t-1)) / 2**t)
         # is floor((q + 1) / 2) (nested floors), so r + z_y = (q + 2*z_y + 1) >> 1: one
         # add after the barrel shift instead of a 64-bit add before it.
-        zp_round = Signal(signed(19))
-        m.d.comb += zp_round.eq((self.zero_point << 1) + 1)
+        #
+        # The clamp compares q itself with per-tensor thresholds instead of the sum:
+        # floor(x / 2) < lo  <=>  x < 2*lo, and floor(x / 2) > hi  <=>  x >= 2*hi + 2, so
+        # with x = q + 2*z_y + 1 the result is lo when q < 2*(lo - z_y) - 1 and hi when
+        # q > 2*(hi - z_y). The thresholds are registered from the ports (a transfer
+        # enters LATENCY cycles before it reaches them: the ports hold still meanwhile),
+        # and a result inside [lo, hi] needs only the sum's low bits: no zero point and no
+        # 64-bit adder in front of the comparisons (the board's NMU path, docs/fpga.md).
+        # A comparison is on the low TB bits when q fits in them, else q's sign decides.
+        out_bits = OUT_TYPES[self.out_type][0]
+        tb = 20
+        lo_t, hi_t = Signal(signed(tb), name="lo_below"), Signal(signed(tb), name="hi_above")
+        m.d.sync += [lo_t.eq(((self.lo - self.zero_point) << 1) - 1),
+                     hi_t.eq((self.hi - self.zero_point) << 1)]
+        zp_round = Cat(1, self.zero_point)[:out_bits + 1]
         for k in range(lanes):
             entry = r.data[k]
             prod = staged_product(m, acc1[k], entry.multiplier.as_unsigned(), en=advance,
@@ -160,15 +174,22 @@ class RequantStage(wiring.Component):
                     m.d.sync += nxt.eq(shift)
                 shift = nxt
             shifted = Signal(signed(63), name=f"shifted_{k}")
-            summed = Signal(signed(65), name=f"summed_{k}")
-            with_zp = Signal(signed(64), name=f"with_zp_{k}")
-            m.d.comb += [summed.eq(shifted + zp_round), with_zp.eq(summed >> 1)]
+            top = shifted[tb - 1:]
+            fits = Signal(name=f"fits_{k}")
+            below, above = Signal(name=f"below_{k}"), Signal(name=f"above_{k}")
+            low = Signal(out_bits + 1, name=f"low_{k}")
+            m.d.comb += [
+                fits.eq((top == 0) | (top == (1 << len(top)) - 1)),
+                below.eq(Mux(fits, shifted[:tb].as_signed() < lo_t, shifted[-1])),
+                above.eq(Mux(fits, shifted[:tb].as_signed() > hi_t, ~shifted[-1])),
+                low.eq(shifted[:out_bits + 1] + zp_round),
+            ]
             with m.If(advance):
                 m.d.sync += shifted.eq(prod >> (shift - 1)[:6])
-                with m.If(with_zp < self.lo):
+                with m.If(below):
                     m.d.sync += self.o.payload[k].eq(self.lo)
-                with m.Elif(with_zp > self.hi):
+                with m.Elif(above):
                     m.d.sync += self.o.payload[k].eq(self.hi)
                 with m.Else():
-                    m.d.sync += self.o.payload[k].eq(with_zp)
+                    m.d.sync += self.o.payload[k].eq(low[1:])
         return m
