@@ -131,6 +131,20 @@ def test_the_array_on_the_ecp5(modelled):
         elaborate=lambda dut: Fragment.get(dut, ECP5))
 
 
+def test_the_requantiser_on_the_ecp5(monkeypatch):
+    """The requantiser elaborated for the ECP5 (4 lanes, each 32 x 31-bit product in
+    2 x 2 MULT18X18D digit products) runs ``test_requant``'s large multipliers and extreme
+    accumulators against ``nem.numerics.requantize``."""
+    from tests.hw import test_requant
+
+    made = []
+    monkeypatch.setattr(npu.dsp, "mult18x18d",
+                        lambda **ports: made.append(ports) or Mult18x18dModel(**ports))
+    test_requant.test_large_multipliers_and_extreme_accumulators(
+        elaborate=lambda dut: Fragment.get(dut, ECP5))
+    assert len(made) == 4 * 2 * 2
+
+
 def test_the_ecp5_netlist_names_the_multiplier():
     """The Verilog for the ECP5 instantiates MULT18X18D with only the output register
     (clock CLK0, enable CE0 = the enable); the other elaboration has none."""

@@ -13,7 +13,9 @@ from npu.cstl.requant import LATENCY, OUT_TYPES, RequantStage, param_layout
 from sim.streams import stream_recv, stream_send
 
 
-def run(dut, rq, rows_acc, *, idle, backpressure, seed):
+def run(dut, rq, rows_acc, *, idle, backpressure, seed, elaborate=None):
+    """Send ``rows_acc`` through ``dut`` (elaborated by ``elaborate`` when given: the
+    ECP5 form in ``test_dsp.py``) with ``rq``'s table, return the outputs."""
     lanes = dut.lanes
     got = {}
 
@@ -37,7 +39,7 @@ def run(dut, rq, rows_acc, *, idle, backpressure, seed):
                                 backpressure=backpressure)
         got["y"] = [[int(v[k]) for k in range(lanes)] for v in out]
 
-    sim = Simulator(dut)
+    sim = Simulator(elaborate(dut) if elaborate else dut)
     sim.add_clock(1e-8)
     sim.add_testbench(producer)
     sim.add_testbench(consumer)
@@ -73,7 +75,7 @@ def test_matches_numerics(out_type, activation, idle, backpressure):
         assert list(got[i]) == list(want), f"transfer {i}: RTL {got[i]} != model {want}"
 
 
-def test_large_multipliers_and_extreme_accumulators():
+def test_large_multipliers_and_extreme_accumulators(elaborate=None):
     # Real multipliers >= 1/8 give shifts below 34, so (a * m + 2**(t-1)) >> t can exceed
     # 32 bits before the zero point and the clamp: the whole 64-bit intermediate matters.
     # Hand check of one lane: M = 2.0 is (m, t) = (2**30, 29); a = 2**31 - 1 gives
@@ -93,7 +95,8 @@ def test_large_multipliers_and_extreme_accumulators():
     acc[1::3] = rng.integers(-(1 << 31), 1 << 31, size=(len(acc[1::3]), lanes))
     acc[0] = [(1 << 31) - 1, -(1 << 31), 1 << 30, -1]
     got = run(RequantStage(lanes=lanes, rows=rows), rq,
-              list(zip(row_ids, acc, strict=True)), idle=0.2, backpressure=0.2, seed=4)
+              list(zip(row_ids, acc, strict=True)), idle=0.2, backpressure=0.2, seed=4,
+              elaborate=elaborate)
     assert got[0][0] == 127
     for i in range(n):
         sel = slice(row_ids[i] * lanes, row_ids[i] * lanes + lanes)
@@ -247,3 +250,14 @@ def test_clamp_edges(out_type):
         for i, row in enumerate(rows):
             want = [_clamp_reference(a, 1, 1, z, lo, hi, bits, is_signed) for a in row]
             assert list(got[i]) == want, f"z={z} lo={lo} hi={hi} acc={row}"
+    # t = 1 with the largest multipliers: q = a * m reaches +-2**62 (bit 61 differs from
+    # the sign), far outside the thresholds, on both sides
+    big = (1 << 31) - 1
+    rows = [[big, -(1 << 31), 1 << 30, -(1 << 30)], [1, -1, 0, 3]]
+    rq = SimpleNamespace(zero_point=3, lo=-100, hi=100, multiplier=[big] * lanes,
+                         shift=[1] * lanes)
+    got = run(RequantStage(lanes=lanes, rows=1, out_type=out_type), rq,
+              [(0, row) for row in rows], idle=0.0, backpressure=0.0, seed=9)
+    for i, row in enumerate(rows):
+        want = [_clamp_reference(a, big, 1, 3, -100, 100, bits, is_signed) for a in row]
+        assert list(got[i]) == want, f"m={big} acc={row}"

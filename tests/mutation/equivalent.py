@@ -56,8 +56,10 @@ REASONS = {
     "signal-name": "an Amaranth signal's name: it changes the Verilog/VCD names only",
     "wider-signal": (
         "a wider intermediate (or a shift operand sliced one bit wider) holds the same "
-        "values: the product fits 63 bits, shifts are 1..62"),
-    "clamp-tie": "clamping at equality gives the bound, which is the value itself",
+        "values: the product fits 63 bits, shifts are 1..62, the clamp's thresholds 19 "
+        "bits; a wider low sum only adds bits the output's assignment drops"),
+    "clamp-tie": ("clamping at equality gives the bound, which is the value itself (the "
+                  "requantiser's q = 2*(hi - z) sums to hi)"),
     "nonzero-offset": (
         "the branch only sees D offsets d != 0 (zeros are counted before it), where "
         "index + d < index and index + d <= index agree"),
@@ -331,11 +333,11 @@ _GROUPS = {
     "last-use-default": [f"nem.hazards.x_peak_live_tokens__mutmut_{n}" for n in (37, 39, 41)],
     "unreachable-freed": [f"nac.schedule.x_replay__mutmut_{n}" for n in (40, 74, 76, 77)],
     "signal-name": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                    for n in (57, 58, 59, 71, 73, 74, 75, 98, 108, 110, 112, 113, 121, 123,
-                              128, 130, 135, 137)],
+                    for n in (57, 58, 59, 71, 73, 74, 75, 86, 88, 90, 91, 93, 95, 97, 98,
+                              138, 140, 142, 143, 151, 153, 160, 162, 163, 166, 168)],
     "wider-signal": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}"
-                     for n in (83, 111, 125, 132, 139, 154)],
-    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (156, 161)],
+                     for n in (83, 118, 141, 155, 170, 206, 214)],
+    "clamp-tie": [f"npu.cstl.requant.xǁRequantStageǁelaborate__mutmut_{n}" for n in (199,)],
     "nonzero-offset": ["nac.container.arguments.x__argument_error__mutmut_15",
                        "nac.container.validate.x__validate_ops__mutmut_94"],
     "unused-argument": [

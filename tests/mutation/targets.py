@@ -84,7 +84,7 @@ TARGETS = {t.module: t for t in (
     _T("npu.nac.decoder", ("tests/hw/test_decoder.py", "tests/hw/test_decoder_vs_container.py",
                            "tests/hw/test_decoder_edges.py"), "rtl"),
     _T("npu.nac.mmap", ("tests/hw/test_mmap.py", "tests/hw/test_mmap_edges.py"), "rtl"),
-    _T("npu.cstl.requant", ("tests/hw/test_requant.py",), "rtl"),
+    _T("npu.cstl.requant", ("tests/hw/test_requant.py", "tests/hw/test_dsp.py"), "rtl"),
     _T("npu.product", ("tests/hw/test_cstl_eltalu.py", "tests/hw/test_requant.py",
                        "tests/hw/test_dsp.py"), "rtl"),
     _T("npu.dsp", ("tests/hw/test_dsp.py",), "rtl"),

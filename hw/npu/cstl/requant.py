@@ -156,9 +156,10 @@ class RequantStage(wiring.Component):
         # enters LATENCY cycles before it reaches them: the ports hold still meanwhile),
         # and a result inside [lo, hi] needs only the sum's low bits: no zero point and no
         # 64-bit adder in front of the comparisons (the board's NMU path, docs/fpga.md).
-        # A comparison is on the low TB bits when q fits in them, else q's sign decides.
+        # The thresholds lie in [-2**18 + 1, 2**18 - 2] (17-bit lo, hi and z_y): a
+        # comparison is on q's low 19 bits when q fits in them, else q's sign decides.
         out_bits = OUT_TYPES[self.out_type][0]
-        tb = 20
+        tb = 19
         lo_t, hi_t = Signal(signed(tb), name="lo_below"), Signal(signed(tb), name="hi_above")
         m.d.sync += [lo_t.eq(((self.lo - self.zero_point) << 1) - 1),
                      hi_t.eq((self.hi - self.zero_point) << 1)]
