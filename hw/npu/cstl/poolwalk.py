@@ -133,23 +133,16 @@ class PoolWalk(wiring.Component):
         mul_a, mul_b = Signal(DIM_BITS), Signal(32)
         prod = Signal(32)
         m.d.sync += prod.eq(mul_a * mul_b)
-        # the channel chunks of a position, a register loaded in the first setup cycle and
-        # used in the second: the rounding addition lies in front of it, not in front of
-        # the loop nest's flags and step selections (``task`` through the addition and the
-        # nest's "limit <= 1" chain to ``sel1`` was the board's worst path on seed 4 at
-        # c0d5601)
-        chunks = Signal(DIM_BITS)
         with m.Switch(setup):
             with m.Case(1):
-                m.d.sync += [mul_a.eq(task.sh), mul_b.eq(task.xs[1]),
-                             chunks.eq(Mux(task.run, (task.dims[3] + L - 1) >> lw,
-                                           task.dims[3]))]
-            with m.Case(2):
-                m.d.sync += [mul_a.eq(task.sw), mul_b.eq(task.xs[2])]
+                m.d.sync += [mul_a.eq(task.sh), mul_b.eq(task.xs[1])]
                 # the loop nest from the task register (not the start's payload): the walk
                 # steps only after the setup
+                chunks = Mux(task.run, (task.dims[3] + L - 1) >> lw, task.dims[3])
                 nest.load(m, [task.dims[0], task.dims[1], task.dims[2], chunks,
                               task.kh, task.kw])
+            with m.Case(2):
+                m.d.sync += [mul_a.eq(task.sw), mul_b.eq(task.xs[2])]
             with m.Case(3):
                 m.d.sync += [mul_a.eq(task.top), mul_b.eq(task.xs[1]), step_h.eq(prod)]
             with m.Case(4):

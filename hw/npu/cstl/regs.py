@@ -52,7 +52,7 @@ import functools
 import operator
 from dataclasses import dataclass
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -768,15 +768,11 @@ class CstlRegisters(wiring.Component):
         m.d.sync += early.eq(bad)
         late = early | wide(taps)
         # out = (in + pad_a + pad_b - k) // s + 1, i.e. (out - 1) * s <= in + pads - k
-        # < out * s, without a division: out * s > span + s - k and out * s <= span - k are
-        # refused (span = in + pads). The product from the strides' words as given and
-        # without them (s = 1), the choice by the registered tag in the second stage; the
-        # span from the pads' words as they are (absent pads have words of 0, else the task
-        # is refused above): no tag comparison in front of the multiplier and the adders.
-        # The first stage also registers s - k and -k, so that the second adds them to the
-        # span (18 bits) beside the product's selection and compares the product with
-        # the sums; no carry chain of the product's width lies in front of the comparison
-        # (``prod + k > span + s`` there was the board's worst path on seed 2 at c0d5601)
+        # < out * s, without a division or a negative number. The product from the
+        # strides' words as given and without them (s = 1), the choice by the registered
+        # tag in the second stage; the span from the pads' words as they are (absent pads
+        # have words of 0, else the task is refused above): no tag comparison in front of
+        # the multiplier and the adders
         strides_given = Signal(name="pool_strides_given")
         m.d.sync += strides_given.eq(given["strides"])
         for d, k, s, sb, pa, pb in ((1, kh, sh, body("strides", 0), body("pads", 0),
@@ -786,16 +782,15 @@ class CstlRegisters(wiring.Component):
             out_q = Signal(DIM_BITS, name=f"pool_out{d}")
             prod_q = Signal(2 * DIM_BITS, name=f"pool_prod{d}")
             span_q = Signal(DIM_BITS + 2, name=f"pool_span{d}")
-            s_k_q = Signal(signed(DIM_BITS + 1), name=f"pool_s_k{d}")    # s - k
-            neg_k_q = Signal(signed(DIM_BITS + 1), name=f"pool_neg_k{d}")  # -k
+            k_q = Signal(DIM_BITS, name=f"pool_k{d}")
+            s_q = Signal(DIM_BITS, name=f"pool_s{d}")
             m.d.sync += [out_q.eq(r[f"OP1_DIM{d}"][:DIM_BITS]),
                          prod_q.eq(r[f"OP1_DIM{d}"][:DIM_BITS] * sb[:DIM_BITS]),
                          span_q.eq(r[f"OP0_DIM{d}"][:DIM_BITS] + pa[:DIM_BITS]
                                    + pb[:DIM_BITS]),
-                         s_k_q.eq(s[:DIM_BITS] - k[:DIM_BITS]),
-                         neg_k_q.eq(-k[:DIM_BITS])]
+                         k_q.eq(k[:DIM_BITS]), s_q.eq(s[:DIM_BITS])]
             prod = Mux(strides_given, prod_q, out_q)
-            late = late | (prod > span_q + s_k_q) | (prod <= span_q + neg_k_q)
+            late = late | (prod + k_q > span_q + s_q) | (span_q >= prod + k_q)
         bad = late
         return bad, {"kh": kh[:DIM_BITS], "kw": kw[:DIM_BITS], "sh": sh[:DIM_BITS],
                      "sw": sw[:DIM_BITS], "top": pads[0][:DIM_BITS],

@@ -188,35 +188,24 @@ class Cstl(wiring.Component):
         # flip-flop too, drove the eltwise walk's step and from it the enables of its
         # twelve address registers, spread over 30 columns: the board's worst path on
         # seed 2 at 64e4b2d.) The credits never let the FIFO overflow.
-        #
-        # Each walk has a ``can_issue`` of its own, which is also low while the task is
-        # not of its mode (then the walk is not busy and its ready is not looked at). One
-        # flip-flop for the three drove the steps of all three walks, some 1,000 loads,
-        # and started 429-540 of the board's long paths per seed at c0d5601; the three
-        # differ in the mode, so synthesis does not join them into one again. The mode
-        # flags load in IDLE and the walk starts from CHECK a cycle later, so its
-        # ``can_issue`` follows the task's mode before the walk's first run.
         m.submodules.cmd_fifo = cmd_fifo = RegisterFIFO(run_layout(), CMD_DEPTH)
         credits = Signal(range(CMD_DEPTH + 1), init=CMD_DEPTH)
+        can_issue = Signal(init=1)
         handed = Signal()                     # the FIFO handed a run to the reader
-        modes = ((walk, "region", ~is_pool & ~is_elt), (pwalk, "pool", is_pool),
-                 (ewalk, "elt", ~is_pool & is_elt))
-        can_issue = {name: Signal(init=1, name=f"can_issue_{name}") for _, name, _ in modes}
 
-        def offer(w, name):
-            m.d.comb += [cmd_fifo.i.valid.eq(w.cmd.valid & can_issue[name]),
+        def offer(w):
+            m.d.comb += [cmd_fifo.i.valid.eq(w.cmd.valid & can_issue),
                          cmd_fifo.i.payload.eq(w.cmd.payload)]
         with m.If(is_pool):
-            offer(pwalk, "pool")
+            offer(pwalk)
         with m.Elif(is_elt):
-            offer(ewalk, "elt")
+            offer(ewalk)
         with m.Else():
-            offer(walk, "region")
+            offer(walk)
+        m.d.comb += [w.cmd.ready.eq(can_issue) for w in (walk, pwalk, ewalk)]
         left = credits - cmd_fifo.i.valid + handed
-        m.d.sync += [handed.eq(cmd_fifo.o.valid & cmd_fifo.o.ready), credits.eq(left)]
-        for w, name, mode in modes:
-            m.d.comb += w.cmd.ready.eq(can_issue[name])
-            m.d.sync += can_issue[name].eq((left != 0) & mode)
+        m.d.sync += [handed.eq(cmd_fifo.o.valid & cmd_fifo.o.ready), credits.eq(left),
+                     can_issue.eq(left != 0)]
         m.d.comb += [reader.cmd.valid.eq(cmd_fifo.o.valid),
                      reader.cmd.payload.eq(cmd_fifo.o.payload),
                      cmd_fifo.o.ready.eq(reader.cmd.ready)]
