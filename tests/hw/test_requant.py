@@ -224,10 +224,11 @@ def _clamp_reference(acc, m, t, z, lo, hi, bits, is_signed):
 @pytest.mark.parametrize("out_type", ["i8", "u8", "i16"])
 def test_clamp_edges(out_type):
     # m = 1, t = 1: q = acc, y = clamp(((acc + 1) >> 1) + z, lo, hi). The RTL compares q
-    # with 2*(lo - z) - 1 and 2*(hi - z) on its low 20 bits when q fits them, else on q's
-    # sign: accumulators on both sides of each threshold and of +-2**19, for zero points
-    # and bounds up to the ports' 17-bit limits (and lo > hi: lo wins, as in the model's
-    # order), every lane checked against the formula above.
+    # with 2*(lo - z) - 1 and 2*(hi - z) on its low 19 bits when q fits them, else on q's
+    # sign: accumulators on both sides of each threshold, of +-2**18 (where q stops
+    # fitting) and of +-2**19, for zero points and bounds up to the ports' 17-bit limits
+    # (and lo > hi: lo wins, as in the model's order), every lane checked against the
+    # formula above.
     bits, is_signed, _, _ = OUT_TYPES[out_type]
     rng = random.Random(out_type)
     lanes = 4
@@ -238,7 +239,8 @@ def test_clamp_edges(out_type):
                                                         for _ in range(2))) for _ in range(6)]
     for z, lo, hi in cases:
         accs = []
-        for edge in (2 * (lo - z) - 1, 2 * (hi - z), 1 << 19, -(1 << 19), 0):
+        for edge in (2 * (lo - z) - 1, 2 * (hi - z), 1 << 18, -(1 << 18), 1 << 19,
+                     -(1 << 19), 0):
             accs += [edge + d for d in range(-3, 4)]
         accs += [(1 << 31) - 1, -(1 << 31)]
         rows = [accs[i:i + lanes] + [0] * (lanes - len(accs[i:i + lanes]))
