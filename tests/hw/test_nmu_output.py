@@ -2,9 +2,13 @@
 
 Random accumulator vectors (extremes included) with random output addresses (any
 alignment), valid column counts and channel-table rows, for i8, u8 (with ReLU's clamp),
-i16 and raw i32 outputs; random idle cycles on the input and a third of the write grants
-denied. L1 afterwards must equal the model: ``requant_model`` (= ``nem.numerics``) per
-channel, the low ``E`` bytes of each result at ``yaddr + E * c``, nothing else written.
+i16 and raw i32 outputs; the input busy or sparse, a third of the write grants denied and
+runs of 10-20 cycles with none granted (long enough for the input to stop on its credits:
+a transfer taken beyond the FIFO's room would be lost). L1 afterwards must equal the
+model: ``requant_model`` (= ``nem.numerics``) per channel, the low ``E`` bytes of each
+result at ``yaddr + E * c``, nothing else written, and no write once ``busy`` is low.
+And with every grant given and one word per result, the stage takes a transfer in every
+cycle.
 """
 
 from __future__ import annotations
@@ -15,30 +19,25 @@ import pytest
 from amaranth.sim import Simulator
 
 from nem.numerics import requant_params
+from npu.cstl.requant import LATENCY
 from npu.nmu.model import requant_model
 from npu.nmu.output import NmuOutput
 
 COLS, ROWS, LANES, DEPTH = 8, 4, 8, 64
 
 
-@pytest.mark.parametrize("out", ["i8", "u8", "i16", "i32"])
-def test_output_stage_against_the_model(out):
-    rng = random.Random(out)
-    channels = COLS * ROWS
-    zp = {"i8": -7, "u8": 100, "i16": 12, "i32": 0}[out]
-    rq = None
-    if out != "i32":
-        rq = requant_params(0.02, [rng.uniform(1e-4, 0.05) for _ in range(channels)], 0.07,
-                            zp, out_dtype=out, activation="relu" if out == "u8" else "none")
-    e = {"i8": 1, "u8": 1, "i16": 2, "i32": 4}[out]
-    items = []
-    for _ in range(40):
-        acc = [rng.choice([rng.randint(-5000, 5000), rng.randint(-(1 << 31), (1 << 31) - 1),
-                           -(1 << 31), (1 << 31) - 1]) for _ in range(COLS)]
-        ncols = rng.randint(1, COLS)
-        yaddr = rng.randint(0, DEPTH * LANES - COLS * 4)
-        items.append((acc, rng.randrange(ROWS), yaddr, ncols))
-    mem = bytearray(rng.randbytes(DEPTH * LANES))
+E = {"i8": 1, "u8": 1, "i16": 2, "i32": 4}
+
+
+def _params(rng, out):
+    if out == "i32":
+        return None
+    zp = {"i8": -7, "u8": 100, "i16": 12}[out]
+    return requant_params(0.02, [rng.uniform(1e-4, 0.05) for _ in range(COLS * ROWS)], 0.07,
+                          zp, out_dtype=out, activation="relu" if out == "u8" else "none")
+
+
+def _expected(mem, items, rq, e):
     want = bytearray(mem)
     for acc, row, yaddr, ncols in items:
         for c in range(ncols):
@@ -46,9 +45,17 @@ def test_output_stage_against_the_model(out):
             v = acc[c] if rq is None else requant_model(
                 acc[c], int(rq.multiplier[ch]), int(rq.shift[ch]), rq.zero_point, rq.lo, rq.hi)
             want[yaddr + e * c:yaddr + e * c + e] = (v & ((1 << 8 * e) - 1)).to_bytes(e, "little")
+    return want
+
+
+def _run(rng, out, rq, items, mem, *, offer_p, deny_p, burst_p):
+    """Drive ``items`` into a fresh stage; L1 after the run and the cycles in which an
+    offered transfer was not taken."""
+    e = E[out]
     dut = NmuOutput(cols=COLS, rows=ROWS, lanes=LANES, depth=DEPTH)
     sim = Simulator(dut)
     sim.add_clock(1e-6)
+    refused = []
 
     async def bench(ctx):
         ctx.set(dut.raw, int(rq is None))
@@ -65,19 +72,25 @@ def test_output_stage_against_the_model(out):
                 await ctx.tick()
             ctx.set(dut.params.valid, 0)
         k = 0
-        for _cycle in range(5000):
-            offer = k < len(items) and rng.random() < 0.7
+        denied = 0
+        for cycle in range(5000):
+            offer = k < len(items) and rng.random() < offer_p
             ctx.set(dut.i.valid, offer)
             if offer:
                 acc, row, yaddr, ncols = items[k]
                 ctx.set(dut.i.payload, {"acc": acc, "row": row, "yaddr": yaddr,
                                         "ncols": ncols})
+            if not denied and rng.random() < burst_p:
+                denied = rng.randint(10, 20)
             wr = dut.wr
-            ctx.set(wr.gnt, ctx.get(wr.req) and rng.random() >= 0.33)
+            ctx.set(wr.gnt, ctx.get(wr.req) and not denied and rng.random() >= deny_p)
+            denied = max(denied - 1, 0)
             write = None
             if ctx.get(wr.go):
                 write = (ctx.get(wr.addr), ctx.get(wr.data), ctx.get(wr.en))
             took = offer and ctx.get(dut.i.ready)
+            if offer and not took:
+                refused.append(cycle)
             idle = k == len(items) and not ctx.get(dut.busy)
             await ctx.tick()
             k += took
@@ -89,8 +102,56 @@ def test_output_stage_against_the_model(out):
             if idle:
                 break
         assert k == len(items)
+        # ``busy`` low: nothing is left to write (the unit's done waits on it)
+        for cycle in range(2 * LATENCY):
+            ctx.set(dut.i.valid, 0)
+            ctx.set(dut.wr.gnt, ctx.get(dut.wr.req))
+            assert not ctx.get(dut.wr.req), f"a write {cycle} cycles after busy fell"
+            await ctx.tick()
 
     sim.add_testbench(bench)
     sim.run()
+    return refused
+
+
+def _compare(out, mem, want):
     bad = [i for i in range(len(mem)) if mem[i] != want[i]]
     assert not bad, f"{out}: byte {bad[0]}: {mem[bad[0]]:#04x}, expected {want[bad[0]]:#04x}"
+
+
+@pytest.mark.parametrize("offer_p", [0.8, 0.1])
+@pytest.mark.parametrize("out", ["i8", "u8", "i16", "i32"])
+def test_output_stage_against_the_model(out, offer_p):
+    rng = random.Random(f"{out}-{offer_p}")
+    rq = _params(rng, out)
+    items = []
+    for _ in range(60):
+        acc = [rng.choice([rng.randint(-5000, 5000), rng.randint(-(1 << 31), (1 << 31) - 1),
+                           -(1 << 31), (1 << 31) - 1]) for _ in range(COLS)]
+        ncols = rng.randint(1, COLS)
+        yaddr = rng.randint(0, DEPTH * LANES - COLS * 4)
+        items.append((acc, rng.randrange(ROWS), yaddr, ncols))
+    mem = bytearray(rng.randbytes(DEPTH * LANES))
+    want = _expected(mem, items, rq, E[out])
+    refused = _run(rng, out, rq, items, mem, offer_p=offer_p, deny_p=0.33, burst_p=0.05)
+    _compare(out, mem, want)
+    if offer_p > 0.5:
+        # the runs without a grant filled the stage: the input stopped on its credits
+        assert len(refused) > 10, f"{out}: the input was refused in {len(refused)} cycles"
+
+
+@pytest.mark.parametrize("out", ["i8", "i32"])
+def test_output_stage_takes_a_transfer_every_cycle(out):
+    """Results of one L1 word each (aligned, ``ncols * E <= LANES``), the input valid in
+    every cycle and every write granted: no cycle refuses a transfer (the credits cover
+    the requantiser's latency and the FIFO's)."""
+    rng = random.Random(f"rate-{out}")
+    rq = _params(rng, out)
+    e = E[out]
+    items = [([rng.randint(-5000, 5000) for _ in range(COLS)], rng.randrange(ROWS),
+              LANES * rng.randrange(DEPTH), rng.randint(1, LANES // e)) for _ in range(50)]
+    mem = bytearray(rng.randbytes(DEPTH * LANES))
+    want = _expected(mem, items, rq, e)
+    refused = _run(rng, out, rq, items, mem, offer_p=1.0, deny_p=0.0, burst_p=0.0)
+    _compare(out, mem, want)
+    assert refused == [], f"{out}: transfers refused in cycles {refused}"

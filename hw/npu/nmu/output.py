@@ -12,13 +12,14 @@ granted, byte enables on the partial words; any alignment.
 Protocol and timing
 -------------------
 ``i`` is a stream; the requantisation pipeline adds its ``LATENCY`` (six) cycles and a
-register slice after it (between the clamp and the writer's byte placement, for timing)
-one more. The
-slice is a :class:`npu.bus.stream.SkidBuffer`: its ``ready`` is a flip-flop, so the
-writer's grant stops at the slice instead of reaching every pipeline register before it. The
-writer takes the next result in the cycle its last word is written (``busy`` stays high
-from an accepted input until its last word is written). ``stall`` is high in a cycle where
-the writer wants the write port and is not granted it.
+FIFO of registers after it (between the clamp and the writer's byte placement) one more.
+The pipeline never stalls: ``i.ready`` is a credit flip-flop, high while fewer than
+:attr:`NmuOutput.DEPTH` transfers are taken and not yet handed to the writer, which is
+the FIFO's room, so the writer's grant reaches the FIFO's read pointer and the credits
+and nothing before them. With the writer taking a result every cycle, ``i.ready`` stays
+high. The writer takes the next result in the cycle its last word is written (``busy``
+stays high from an accepted input until its last word is written). ``stall`` is high in
+a cycle where the writer wants the write port and is not granted it.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from npu.bus.ports import write_client_signature
-from npu.bus.stream import SkidBuffer
-from npu.cstl.requant import RequantStage, param_layout
+from npu.bus.stream import RegisterFIFO
+from npu.cstl.requant import LATENCY, RequantStage, param_layout
 
 __all__ = ["NmuOutput", "output_in_layout"]
 
@@ -69,6 +70,12 @@ class NmuOutput(wiring.Component):
     busy, stall : Signal, out
     """
 
+    #: Entries of the FIFO after the requantiser, and transfers taken and not yet handed
+    #: to the writer at most: a transfer holds its credit from the cycle after it is taken
+    #: until the writer takes it, ``LATENCY + 1`` cycles when nothing waits, so with one
+    #: more the input's ready stays high while the writer takes a result every cycle.
+    DEPTH = LATENCY + 2
+
     def __init__(self, *, cols, rows, lanes, depth):
         self.cols, self.rows, self.lanes, self.depth = cols, rows, lanes, depth
         super().__init__({
@@ -95,50 +102,46 @@ class NmuOutput(wiring.Component):
         wiring.connect(m, wiring.flipped(self.params), rq.params)
         m.d.comb += [rq.zero_point.eq(self.zero_point), rq.lo.eq(self.lo), rq.hi.eq(self.hi)]
 
-        # results: raw accumulators or requantised lanes, with their address and count
-        v_valid, v_ready = Signal(), Signal()
-        values = [Signal(signed(32), name=f"value{c}") for c in range(C)]
-        v_yaddr = Signal(ADDR)
-        v_ncols = Signal(range(C + 1))
-        rq_tag = Signal(tag)
-        m.d.comb += rq_tag.eq(rq.o_tag)
-        # the requantiser's payload and its output's ready do not depend on ``raw``: only
-        # which stream is valid does. A raw task gives the requantiser nothing valid, and
-        # tasks do not overlap (``busy`` holds while anything is in flight), so its output
-        # is never valid then. With ``raw`` in front of the table's read address and the
-        # pipeline's enable, the one ``raw`` flip-flop reached ~2,000 endpoints across the
-        # requantiser (the board's slowest paths inside the NMU, docs/fpga.md)
+        # the requantiser never stalls (its output's ready is tied high, so its pipeline
+        # registers have no enables): a result leaves it LATENCY cycles after it entered,
+        # into a FIFO of registers with room for every transfer taken and not yet handed
+        # to the writer. The input's ready is a credit flip-flop, "fewer than DEPTH held";
+        # the writer's ready reaches only the FIFO's read pointer and the credits, not the
+        # pipeline's ~2,000 enables (the skid slice's ``skid_ok`` did: the board's most
+        # common start of a long path in the NMU, docs/fpga.md)
         m.d.comb += [rq.i.payload.acc.eq(self.i.payload.acc),
                      rq.i.payload.row.eq(self.i.payload.row),
                      rq.i.payload.tag.eq(Cat(self.i.payload.yaddr, self.i.payload.ncols)),
-                     rq.o.ready.eq(v_ready)]
-        with m.If(self.raw):
-            m.d.comb += [v_valid.eq(self.i.valid), self.i.ready.eq(v_ready),
-                         v_yaddr.eq(self.i.payload.yaddr), v_ncols.eq(self.i.payload.ncols)]
-            m.d.comb += [values[c].eq(self.i.payload.acc[c]) for c in range(C)]
-        with m.Else():
-            m.d.comb += [rq.i.valid.eq(self.i.valid), self.i.ready.eq(rq.i.ready),
-                         v_valid.eq(rq.o.valid),
-                         v_yaddr.eq(rq_tag.yaddr), v_ncols.eq(rq_tag.ncols)]
-            m.d.comb += [values[c].eq(rq.o.payload[c]) for c in range(C)]
-
-        inflight = Signal(3)
-        up = rq.i.valid & rq.i.ready
-        down = rq.o.valid & rq.o.ready
-        m.d.sync += inflight.eq(inflight + up - down)
-
-        # the register slice: a result waits here for the writer (full rate); its ready is
-        # a flip-flop, so the writer's grant does not reach back into the requantiser's
-        # (and the array's) pipeline enables
+                     rq.o.ready.eq(1)]
         held = data.StructLayout({"values": data.ArrayLayout(signed(32), C), "yaddr": ADDR,
                                   "ncols": range(C + 1)})
-        m.submodules.slice = sl = SkidBuffer(held)
-        s_valid, s_ready = sl.o.valid, sl.o.ready
-        s_values = [sl.o.payload.values[c] for c in range(C)]
-        s_yaddr, s_ncols = sl.o.payload.yaddr, sl.o.payload.ncols
-        m.d.comb += [sl.i.valid.eq(v_valid), v_ready.eq(sl.i.ready),
-                     sl.i.payload.yaddr.eq(v_yaddr), sl.i.payload.ncols.eq(v_ncols),
-                     *(sl.i.payload.values[c].eq(values[c]) for c in range(C))]
+        m.submodules.fifo = fifo = RegisterFIFO(held, self.DEPTH)
+        credits = Signal(range(self.DEPTH + 1))
+        room = Signal(init=1)
+        take = self.i.valid & room
+        pop = fifo.o.valid & fifo.o.ready
+        left = credits + take - pop
+        m.d.sync += [credits.eq(left), room.eq(left < self.DEPTH)]
+        m.d.comb += self.i.ready.eq(room)
+        # the requantiser's payload does not depend on ``raw``, only which stream is
+        # valid does: a raw task gives the requantiser nothing valid, and tasks do not
+        # overlap (``busy`` holds while anything is in flight), so its output is never
+        # valid then (with ``raw`` in front of the table's read address, the one ``raw``
+        # flip-flop reached ~2,000 endpoints across the requantiser, docs/fpga.md)
+        rq_tag = Signal(tag)
+        m.d.comb += rq_tag.eq(rq.o_tag)
+        f = fifo.i.payload
+        with m.If(self.raw):
+            m.d.comb += [fifo.i.valid.eq(take), f.yaddr.eq(self.i.payload.yaddr),
+                         f.ncols.eq(self.i.payload.ncols)]
+            m.d.comb += [f.values[c].eq(self.i.payload.acc[c]) for c in range(C)]
+        with m.Else():
+            m.d.comb += [rq.i.valid.eq(take), fifo.i.valid.eq(rq.o.valid),
+                         f.yaddr.eq(rq_tag.yaddr), f.ncols.eq(rq_tag.ncols)]
+            m.d.comb += [f.values[c].eq(rq.o.payload[c]) for c in range(C)]
+        s_valid, s_ready = fifo.o.valid, fifo.o.ready
+        s_values = [fifo.o.payload.values[c] for c in range(C)]
+        s_yaddr, s_ncols = fifo.o.payload.yaddr, fifo.o.payload.ncols
 
         # the byte run of one result
         nb = 4 * C
@@ -189,5 +192,5 @@ class NmuOutput(wiring.Component):
             m.d.sync += [busy.eq(length != 0), wdata.eq(aligned), wen.eq(enables),
                          word0.eq(s_yaddr[lw:]), k.eq(0),
                          nwords.eq((off + length + (W - 1)) >> lw)]
-        m.d.comb += self.busy.eq(busy | (inflight != 0) | v_valid | s_valid)
+        m.d.comb += self.busy.eq(busy | (credits != 0))
         return m
