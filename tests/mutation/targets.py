@@ -94,6 +94,7 @@ TARGETS = {t.module: t for t in (
                        "tests/hw/test_nmu_agu_edges.py"), "rtl"),
     _T("npu.nmu.agu_step", ("tests/hw/test_nmu_agu_step.py", "tests/hw/test_nmu_agu_edges.py"),
        "rtl"),
+    _T("npu.nmu.output", ("tests/hw/test_nmu_output.py",), "rtl"),
     _T("npu.engine.seq", ("tests/hw/test_engine_blocks.py", "tests/hw/test_seq.py"), "rtl"),
     _T("npu.bus.dma", ("tests/hw/test_dma.py", "tests/hw/test_dma_edges.py",
                        "tests/hw/test_engine_units.py", "tests/hw/test_copy_units_edges.py"),

@@ -13,6 +13,10 @@ What a run's tag carries (:func:`npu.nmu.agu.tag_layout`): ``kind`` bit 0: 0 for
 1 for ``b``; ``first``: the run is one byte to spread; ``lane``: the chunk's elements;
 ``yaddr``: the chunk's output byte address; ``last``: the task's last run.
 
+A chunk's two runs take at least two cycles, so the walk works out what the next step
+loads (each level's next addresses, the next chunk's length) a cycle ahead, into
+registers: a step only selects them.
+
 The Python model is :func:`elt_runs`.
 """
 
@@ -95,10 +99,29 @@ class EltWalk(wiring.Component):
         def step(strides, j):
             return strides[j] if j < n - 1 else Mux(task.run, strides[j] << lw, strides[j])
 
+        def chunk(left, run):
+            """Elements of the chunk with ``left`` of the innermost level left."""
+            return Mux(run, Mux(left < L, left, L), 1)
+
+        # a step (on the take of a chunk's run of b) is at least two cycles after the last
+        # step or the start: the run of x comes between. So what a step loads is worked
+        # out a cycle ahead, into registers that follow the current position in every
+        # cycle: each level's next addresses, the innermost level's next count and what
+        # is left of it. A step only selects them (no adder, no comparison behind it)
+        nxt = {id(regs): [Signal(32, name=f"{name}n{j}") for j in range(n)]
+               for name, regs in (("xb", xb), ("bb", bb), ("yb", yb))}
+        for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
+            m.d.sync += [nxt[id(regs)][j].eq(regs[j] + step(strides, j)) for j in range(n)]
+        cleft_next = Signal(DIM_BITS)       # cleft - L: after the innermost level steps
+        count_next = Signal(range(L + 1))   # the chunk after the innermost level steps
+        count_first = Signal(range(L + 1))  # the chunk after an outer level steps
+        m.d.sync += [cleft_next.eq(cleft - L),
+                     count_next.eq(Mux(task.run, Mux(cleft < 2 * L, cleft - L, L), 1)),
+                     count_first.eq(chunk(task.dims[-1], task.run))]
+
         count = Signal(range(L + 1))
-        m.d.comb += count.eq(Mux(task.run, Mux(cleft < L, cleft, L), 1))
-        spread = Signal()
-        m.d.comb += spread.eq(task.run & Mux(phase, task.bs[-1] == 0, task.xs[-1] == 0))
+        spread_x, spread_b = Signal(), Signal()   # an input broadcast along the innermost
+        spread = Mux(phase, spread_b, spread_x)
 
         c = self.cmd.payload
         m.d.comb += [
@@ -118,7 +141,10 @@ class EltWalk(wiring.Component):
         # unit's checks), not the enables of the address registers
         with m.If(self.start.ready):
             p = self.start.payload
-            m.d.sync += [task.eq(p), phase.eq(0), cleft.eq(p.dims[-1])]
+            m.d.sync += [task.eq(p), phase.eq(0), cleft.eq(p.dims[-1]),
+                         count.eq(chunk(p.dims[-1], p.run)),
+                         spread_x.eq(p.run & (p.xs[-1] == 0)),
+                         spread_b.eq(p.run & (p.bs[-1] == 0))]
             m.d.sync += [s.eq(p.x_addr) for s in xb] + [s.eq(p.b_addr) for s in bb]
             m.d.sync += [s.eq(p.y_addr) for s in yb]
             with m.If(self.start.valid):
@@ -140,7 +166,9 @@ class EltWalk(wiring.Component):
                 for j in reversed(range(n)):
                     with m.If(nest.stepping(j)):
                         nest.step(m, j)
-                        m.d.sync += cleft.eq(cleft - L if j == n - 1 else task.dims[-1])
-                for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
-                    nest.advance(m, regs, [regs[j] + step(strides, j) for j in range(n)])
+                        inner = j == n - 1
+                        m.d.sync += [cleft.eq(cleft_next if inner else task.dims[-1]),
+                                     count.eq(count_next if inner else count_first)]
+                for regs in (xb, bb, yb):
+                    nest.advance(m, regs, nxt[id(regs)])
         return m
