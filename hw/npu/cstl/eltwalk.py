@@ -108,10 +108,12 @@ class EltWalk(wiring.Component):
         # out a cycle ahead, into registers that follow the current position in every
         # cycle: each level's next addresses, the innermost level's next count and what
         # is left of it. A step only selects them (no adder, no comparison behind it)
-        nxt = {id(regs): [Signal(32, name=f"{name}n{j}") for j in range(n)]
-               for name, regs in (("xb", xb), ("bb", bb), ("yb", yb))}
-        for regs, strides in ((xb, task.xs), (bb, task.bs), (yb, task.ys)):
-            m.d.sync += [nxt[id(regs)][j].eq(regs[j] + step(strides, j)) for j in range(n)]
+        ahead = []      # (address registers, their next values), per operand
+        for name, regs, strides in (("xb", xb, task.xs), ("bb", bb, task.bs),
+                                    ("yb", yb, task.ys)):
+            nxt = [Signal(32, name=f"{name}n{j}") for j in range(n)]
+            m.d.sync += [nxt[j].eq(regs[j] + step(strides, j)) for j in range(n)]
+            ahead.append((regs, nxt))
         cleft_next = Signal(DIM_BITS)       # cleft - L: after the innermost level steps
         count_next = Signal(range(L + 1))   # the chunk after the innermost level steps
         count_first = Signal(range(L + 1))  # the chunk after an outer level steps
@@ -169,6 +171,6 @@ class EltWalk(wiring.Component):
                         inner = j == n - 1
                         m.d.sync += [cleft.eq(cleft_next if inner else task.dims[-1]),
                                      count.eq(count_next if inner else count_first)]
-                for regs in (xb, bb, yb):
-                    nest.advance(m, regs, nxt[id(regs)])
+                for regs, nxt in ahead:
+                    nest.advance(m, regs, nxt)
         return m

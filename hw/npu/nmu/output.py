@@ -102,13 +102,10 @@ class NmuOutput(wiring.Component):
         wiring.connect(m, wiring.flipped(self.params), rq.params)
         m.d.comb += [rq.zero_point.eq(self.zero_point), rq.lo.eq(self.lo), rq.hi.eq(self.hi)]
 
-        # the requantiser never stalls (its output's ready is tied high, so its pipeline
-        # registers have no enables): a result leaves it LATENCY cycles after it entered,
-        # into a FIFO of registers with room for every transfer taken and not yet handed
-        # to the writer. The input's ready is a credit flip-flop, "fewer than DEPTH held";
-        # the writer's ready reaches only the FIFO's read pointer and the credits, not the
-        # pipeline's ~2,000 enables (the skid slice's ``skid_ok`` did: the board's most
-        # common start of a long path in the NMU, docs/fpga.md)
+        # the requantiser never stalls (no enables on its pipeline); the credits (DEPTH)
+        # keep room in the FIFO for all it delivers. The skid slice this replaced had its
+        # full flag on the pipeline's ~2,000 enables: the board's most common start of a
+        # long path in the NMU (docs/fpga.md)
         m.d.comb += [rq.i.payload.acc.eq(self.i.payload.acc),
                      rq.i.payload.row.eq(self.i.payload.row),
                      rq.i.payload.tag.eq(Cat(self.i.payload.yaddr, self.i.payload.ncols)),
