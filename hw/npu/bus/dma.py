@@ -132,7 +132,7 @@ class RegionCopy(wiring.Component):
         self._error = Signal()
         cmd = Signal(dma_command_layout(aw))
         active = Signal()
-        i1, i2, i3 = Signal(16), Signal(16), Signal(16)
+        i1, i2, i3 = (Signal(16, name=f"i{k}") for k in (1, 2, 3))
         row_src, row_dst = Signal(aw), Signal(aw)     # addresses of the current row
         base2_src, base2_dst = Signal(aw), Signal(aw)  # start of the current i2 plane
         base3_src, base3_dst = Signal(aw), Signal(aw)  # start of the current i3 volume
