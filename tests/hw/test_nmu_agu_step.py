@@ -24,7 +24,7 @@ LANES = 8
 
 def _conv(rng):
     while True:
-        b, h, w, cin = rng.randint(1, 2), rng.randint(1, 7), rng.randint(1, 7), rng.randint(1, 19)
+        b, h, w, cin = rng.randint(1, 3), rng.randint(1, 7), rng.randint(1, 7), rng.randint(1, 19)
         kh, kw, cout = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 20)
         pads = [rng.randint(0, 2) for _ in range(4)]
         st = (rng.randint(1, 3), rng.randint(1, 3))
