@@ -127,8 +127,9 @@ def test_the_array_on_the_ecp5(modelled):
     the array model."""
     from tests.hw import test_nmu_array
 
-    test_nmu_array.test_array_against_the_model(
-        elaborate=lambda dut: Fragment.get(dut, ECP5))
+    for short, p_ready in ((False, 0.6), (True, 0.3)):
+        test_nmu_array.check_against_the_model(
+            short=short, p_ready=p_ready, elaborate=lambda dut: Fragment.get(dut, ECP5))
 
 
 def test_the_requantiser_on_the_ecp5(monkeypatch):

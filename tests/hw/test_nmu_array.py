@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from npu.nmu.array import NmuArray
@@ -19,12 +20,13 @@ from npu.nmu.model import Run, array_model, read_runs
 LANES, COLS, WROWS = 8, 8, 32
 
 
-def _pixels(rng, mem, npix):
+def _pixels(rng, mem, npix, short=False):
+    """Pixels of 1-4 taps of 1-3 vectors each, or (``short``) of a single vector."""
     runs = []
     for p in range(npix):
-        taps = rng.randint(1, 4)
+        taps = 1 if short else rng.randint(1, 4)
         for t in range(taps):
-            length = rng.randint(1, 3 * LANES)
+            length = rng.randint(1, LANES if short else 3 * LANES)
             addr = rng.randint(0, len(mem) - length)
             row0 = rng.randint(0, WROWS - 3)
             runs.append(Run(addr, length, pad=rng.random() < 0.1,
@@ -32,15 +34,24 @@ def _pixels(rng, mem, npix):
     return runs
 
 
-def test_array_against_the_model(elaborate=lambda dut: dut):
-    """*elaborate* (default: none) gives ``tests/hw/test_dsp.py`` the ECP5 elaboration."""
+@pytest.mark.parametrize(("short", "p_ready"), [(False, 0.6), (True, 0.3)])
+def test_array_against_the_model(short, p_ready):
+    """Single-vector pixels with a rarely ready output fill the output queue (a result
+    in and one out in the same cycle while it holds two)."""
+    check_against_the_model(short=short, p_ready=p_ready)
+
+
+def check_against_the_model(*, short=False, p_ready=0.6, elaborate=lambda dut: dut):
+    """Random pixels, idle input cycles, output ready with probability *p_ready*; the
+    results against the model. *elaborate* (default: none) gives
+    ``tests/hw/test_dsp.py`` the ECP5 elaboration."""
     rng = random.Random(5)
     mem = np.frombuffer(rng.randbytes(512), np.uint8)
     zx = rng.randint(-128, 127)
     wbuf = [[[rng.randint(-128, 127) for _ in range(COLS)] for _ in range(LANES)]
             for _ in range(WROWS)]
     bias = [rng.randint(-(1 << 20), 1 << 20) for _ in range(COLS)]
-    vectors = list(read_runs(_pixels(rng, mem, 40), mem, LANES, pad_byte=zx & 0xFF))
+    vectors = list(read_runs(_pixels(rng, mem, 40, short), mem, LANES, pad_byte=zx & 0xFF))
     want = list(array_model(vectors, wbuf, bias, zx, COLS))
     # numpy cross-check of the model on the first pixel's sum
     dut = NmuArray(lanes=LANES, cols=COLS, wrows=WROWS, tag_width=32)
@@ -75,7 +86,7 @@ def test_array_against_the_model(elaborate=lambda dut: dut):
                 ctx.set(dut.i.payload.first, int(run.tag[1] and j == 0))
                 ctx.set(dut.i.payload.last, int(run.tag[2] and j == nvec - 1))
                 ctx.set(dut.i.payload.tag, run.tag[3])
-            ready = rng.random() < 0.6
+            ready = rng.random() < p_ready
             ctx.set(dut.o.ready, ready)
             if ctx.get(dut.o.valid) and ready:
                 p = ctx.get(dut.o.payload)
@@ -85,6 +96,11 @@ def test_array_against_the_model(elaborate=lambda dut: dut):
             k += took
             if len(got) == len(want):
                 break
+        # nothing more comes out
+        ctx.set(dut.o.ready, 1)
+        for _ in range(8):
+            assert not ctx.get(dut.o.valid)
+            await ctx.tick()
 
     sim.add_testbench(bench)
     sim.run()
@@ -245,3 +261,4 @@ def test_pipeline_latency_and_bank_busy():
     assert seen["trace"] == [(0b10, 1, 0)] * 5 + [(0, 1, 1), (0, 0, 0)]
     assert seen["acc"] == [100 * c + 8 * (c + 1) for c in range(COLS)]
     assert seen["tag"] == 42
+
