@@ -36,8 +36,8 @@ def _pixels(rng, mem, npix, short=False):
 
 @pytest.mark.parametrize(("short", "p_ready"), [(False, 0.6), (True, 0.3)])
 def test_array_against_the_model(short, p_ready):
-    """Single-vector pixels with a rarely ready output fill the output queue (a result
-    in and one out in the same cycle while it holds two)."""
+    """Also single-vector pixels with a rarely ready output: the array often stalls with
+    a pixel's last vector in stage 6 while the output register is full."""
     check_against_the_model(short=short, p_ready=p_ready)
 
 
@@ -261,4 +261,3 @@ def test_pipeline_latency_and_bank_busy():
     assert seen["trace"] == [(0b10, 1, 0)] * 5 + [(0, 1, 1), (0, 0, 0)]
     assert seen["acc"] == [100 * c + 8 * (c + 1) for c in range(COLS)]
     assert seen["tag"] == 42
-
