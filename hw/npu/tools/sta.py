@@ -22,7 +22,14 @@ unit of a cell is the hierarchy of that net (``cstl_0.core.elt_walk.xb3_TRELLIS_
 is in ``cstl_0``, or ``cstl_0.core`` at depth 2); cells nextpnr creates while packing
 (``$nextpnr_CCU2C_147``) and yosys' own (``$abc$...``) have no hierarchy.
 
-Command line: ``npu sta FILE.sdf [--freq MHZ] [--depth N] [--paths K]``.
+Before placement (:func:`estimate_wires`): ``nextpnr-ecp5 --pack-only --sdf FILE`` writes
+the packed cells' delays with every net at zero. Giving each net the delay that routed
+nets of its fanout have on the board's ECP5-85F (:func:`wire_estimate`) makes a timing
+estimate of the netlist alone: no placer seed moves it, and a netlist synthesised from the
+same logic under other signal names gives the same numbers, where routed seeds of one
+netlist differ by several MHz (``docs/fpga.md``, "An estimate before placement").
+
+Command line: ``npu sta FILE.sdf [--freq MHZ] [--depth N] [--paths K] [--estimate]``.
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Endpoint", "SdfDesign", "SdfError", "StaResult", "analyse", "format_report",
-           "group_by_unit", "read_sdf", "unit_of"]
+__all__ = ["Endpoint", "SdfDesign", "SdfError", "StaResult", "analyse", "estimate_wires",
+           "format_report", "group_by_unit", "read_sdf", "unit_of", "wire_estimate"]
 
 #: Picoseconds per ``TIMESCALE`` unit.
 _UNITS = {"fs": 1e-3, "ps": 1.0, "ns": 1e3, "us": 1e6}
@@ -307,6 +314,65 @@ def _clock_arcs(d):
     d.arcs = keep
 
 
+#: :func:`wire_estimate`'s table (ps): the median routed delay of a net's sink by the net's
+#: fanout, in powers of two (1, 2-3, 4-7, ..., 128-255, 256 and more sinks).
+_WIRE_BY_FANOUT = (838, 945, 1215, 1553, 1946, 1796, 1892, 2353, 3152)
+#: Connections inside a slice or a carry chain, not routed: their delay (ps) by the sink's
+#: pin, as every routed build has them (the carry chain, a LUT into its slice's PFUMX, the
+#: PFUMX pair into an L6MUX21, a LUT into its slice's flip-flop, the distributed RAM's
+#: write address from its slice).
+_DEDICATED_SINKS = {"FCI": 0.0, "F1": 0.0, "FXA": 0.0, "FXB": 0.0, "DI": 130.0,
+                    "WAD0": 80.0, "WAD1": 80.0, "WAD2": 80.0, "WAD3": 80.0}
+#: Drivers of a global network (the clock and reset buffers): no routing delay.
+_GLOBAL_DRIVERS = ("CLKO", "CLKOP")
+
+
+def wire_estimate(fanout):
+    """The delay (ps) of a routed net with ``fanout`` sinks, before placement.
+
+    Measured on the board top (the tiny engine with 64 KiB at ab29e0c, placer seeds 2, 3
+    and 4 of ``docs/fpga.md``'s 2026-12-07 builds, 520,174 routed sinks apart from
+    clocks, global networks and the connections inside a slice): the median delay of a
+    sink by its net's fanout is 838 ps for one sink, 945 for 2-3, 1,215 for 4-7, 1,553
+    for 8-15, 1,946 for 16-31, 1,796 for 32-63, 1,892 for 64-127, 2,353 for 128-255 and
+    3,152 for more.
+    """
+    if fanout < 1:
+        raise ValueError(f"fanout {fanout}: a net has at least one sink")
+    return float(_WIRE_BY_FANOUT[min(int(math.log2(fanout)), len(_WIRE_BY_FANOUT) - 1)])
+
+
+def _pin_of(name, divider):
+    return name.rsplit(divider, 1)[-1]
+
+
+def estimate_wires(design, model=wire_estimate):
+    """``design`` (:func:`read_sdf`) with every routed net's delay replaced by
+    ``model(fanout)`` (the routed sinks of its driving pin), for an SDF written before
+    placement (``nextpnr-ecp5 --pack-only --sdf``). Cells' delays are kept; connections
+    that are not routed get their fixed delay (the carry chain's ``FCI``, the slice's
+    multiplexers ``F1`` / ``FXA`` / ``FXB``, its flip-flops' ``DI``, the distributed
+    RAM's ``WAD*``), and nets driven by a global buffer (``CLKO``) none. Returns a new
+    design; ``design`` is unchanged."""
+    div = design.divider
+    fanout = Counter(a for b, a in design.driver.items()
+                     if _pin_of(design.names[b], div) not in _DEDICATED_SINKS)
+    arcs = []
+    for a, b, delay in design.arcs:
+        if design.driver.get(b) == a:
+            sink = _pin_of(design.names[b], div)
+            if _pin_of(design.names[a], div) in _GLOBAL_DRIVERS:
+                delay = 0.0
+            elif sink in _DEDICATED_SINKS:
+                delay = _DEDICATED_SINKS[sink]
+            else:
+                delay = model(fanout[a])
+        arcs.append((a, b, delay))
+    return SdfDesign(names=design.names, arcs=arcs, launches=design.launches,
+                     checks=design.checks, driver=design.driver, divider=design.divider,
+                     _ids=design._ids)
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """An endpoint's worst path: ``delay`` (ps) from the launching clock edge, clock-to-
@@ -484,7 +550,8 @@ def group_by_unit(endpoints, *, threshold, depth=1, divider="/"):
 
 def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20, starts=0):
     """Lines: per clock domain the worst path, the endpoints above the period of
-    ``freq_mhz`` by unit and by (start unit -> end unit), the ``starts`` registers where
+    ``freq_mhz`` (and the sum of their excess, the total negative slack) by unit and by
+    (start unit -> end unit), the ``starts`` registers where
     most of those paths start, and the ``paths`` worst paths."""
     period = 1e6 / freq_mhz
     divider = result.divider
@@ -492,9 +559,10 @@ def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20, starts=0)
     for dom, eps in result.domains.items():
         worst = eps[0]
         above = sum(1 for e in eps if e.delay > period)
+        tns = sum(e.delay - period for e in eps if e.delay > period)
         lines.append(f"clock {dom}: {len(eps)} endpoints, worst {worst.delay / 1e3:.2f} ns "
                      f"({1e6 / worst.delay:.2f} MHz); {above} above {period / 1e3:.2f} ns "
-                     f"({freq_mhz:g} MHz)")
+                     f"({freq_mhz:g} MHz), total negative slack {-tns / 1e3:.2f} ns")
         units, pairs = group_by_unit(eps, threshold=period, depth=depth, divider=divider)
         lines.append(f"  {'unit (where the path ends)':<40} {'endpoints':>9} "
                      f"{'> ' + format(period / 1e3, '.2f') + ' ns':>10} {'worst ns':>9}")
