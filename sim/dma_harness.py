@@ -6,7 +6,7 @@ so that simulator testbenches can preload and read them (``ctx.set/get(mem.data[
 
 from __future__ import annotations
 
-from amaranth import Module
+from amaranth import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
@@ -14,7 +14,12 @@ from npu.bus.dma import RegionCopy
 
 
 class RegionCopyHarness(wiring.Component):
-    """``RegionCopy`` between a source and a destination memory (``depth`` words each)."""
+    """``RegionCopy`` between a source and a destination memory (``depth`` words each).
+
+    ``refuse`` (in) plays a caller whose memory ports are taken by someone else in that
+    cycle: the copy's ``advance`` is low when ``refuse`` is high and the copy asks for a
+    read or a write, and that access does not happen (it is asked for again).
+    """
 
     def __init__(self, *, data_width=64, depth=256, src_init=(), dst_init=()):
         self.dma = RegionCopy(data_width=data_width, src_depth=depth, dst_depth=depth)
@@ -22,7 +27,8 @@ class RegionCopyHarness(wiring.Component):
         self.dst_mem = Memory(shape=data_width, depth=depth, init=list(dst_init))
         members = self.dma.signature.members
         super().__init__({"cmd": members["cmd"], "done": members["done"],
-                          "bytes": members["bytes"], "busy": members["busy"]})
+                          "bytes": members["bytes"], "busy": members["busy"],
+                          "refuse": wiring.In(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -31,8 +37,12 @@ class RegionCopyHarness(wiring.Component):
         m.submodules.dst_mem = self.dst_mem
         rd = self.src_mem.read_port(domain="sync")
         wr = self.dst_mem.write_port(granularity=8)
-        m.d.comb += [rd.addr.eq(dma.rd.addr), rd.en.eq(dma.rd.en), dma.rd.data.eq(rd.data),
-                     wr.addr.eq(dma.wr.addr), wr.data.eq(dma.wr.data), wr.en.eq(dma.wr.en)]
+        asks = dma.rd.en | dma.wr.valid
+        advance = ~(self.refuse & asks)
+        m.d.comb += [dma.advance.eq(advance),
+                     rd.addr.eq(dma.rd.addr), rd.en.eq(dma.rd.en & advance),
+                     dma.rd.data.eq(rd.data), wr.addr.eq(dma.wr.addr), wr.data.eq(dma.wr.data),
+                     wr.en.eq(Mux(advance, dma.wr.en, 0))]
         wiring.connect(m, wiring.flipped(self.cmd), dma.cmd)
         wiring.connect(m, dma.done, wiring.flipped(self.done))
         m.d.comb += [self.bytes.eq(dma.bytes), self.busy.eq(dma.busy)]

@@ -40,9 +40,12 @@ def random_command(rng):
                     "count": shape, "src_stride": src_stride, "dst_stride": dst_stride}
 
 
-def run(commands, src_bytes, dst_bytes, seed=0, *, data_width=W_BITS, depth=DEPTH):
+def run(commands, src_bytes, dst_bytes, seed=0, *, data_width=W_BITS, depth=DEPTH,
+        refuse=0.0):
     """Run ``commands`` on memories of ``depth`` words of ``data_width`` bits; returns the
-    done errors, the destination's bytes, ``bytes``, ``busy`` and the words read."""
+    done errors, the destination's bytes, ``bytes``, ``busy`` and the words read. With
+    ``refuse`` > 0, the harness refuses the copy's accesses in that share of the cycles
+    (the copy's ``advance`` low)."""
     wb = data_width // 8
     dut = RegionCopyHarness(data_width=data_width, depth=depth,
                             src_init=words_of(src_bytes, wb), dst_init=words_of(dst_bytes, wb))
@@ -76,20 +79,28 @@ def run(commands, src_bytes, dst_bytes, seed=0, *, data_width=W_BITS, depth=DEPT
         out["busy"] = ctx.get(dut.busy)
 
     async def watch_ports(ctx):
-        # Every cycle: the write's valid is exactly "some byte enabled"; every read is
-        # counted and must lie inside the source memory.
+        # Every cycle: the write's valid is exactly "some byte enabled"; every read that
+        # happens (asked for and not refused) is counted.
         reads = out.setdefault("reads", [])
         dma = dut.dma
-        async for _, _, rd_en, rd_addr, wr_en, wr_valid in ctx.tick().sample(
-                dma.rd.en, dma.rd.addr, dma.wr.en, dma.wr.valid):
+        async for _, _, rd_en, rd_addr, wr_en, wr_valid, advance in ctx.tick().sample(
+                dma.rd.en, dma.rd.addr, dma.wr.en, dma.wr.valid, dma.advance):
             assert wr_valid == (wr_en != 0), (wr_valid, wr_en)
-            if rd_en:
+            if rd_en and advance:
                 reads.append(rd_addr)
+
+    async def refuse_some(ctx):
+        rng = random.Random(seed + 1000)
+        while True:
+            ctx.set(dut.refuse, rng.random() < refuse)
+            await ctx.tick()
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.add_testbench(watch_ports, background=True)
+    if refuse:
+        sim.add_testbench(refuse_some, background=True)
     sim.run()
     return out
 
@@ -126,6 +137,26 @@ def test_random_regions_match_model(seed):
     # the read requests are exactly the rows' source words, in order (none before or
     # after a row: a row starting mid-word fetches a zero word first without reading)
     assert out["reads"] == [w for c in commands for w in source_words_read(c)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_refused_accesses_are_asked_for_again(seed):
+    """A caller that refuses the copy's accesses in 40 % of the cycles (its ``advance``
+    low): the copy holds and asks again, so the destination, the words read (each once,
+    in order) and ``bytes`` are those of an unstalled copy; the command's registers,
+    which load outside the stallable part while idle, start each command right."""
+    rng = random.Random(100 + seed)
+    src = bytes(rng.randrange(256) for _ in range(SIZE))
+    dst = bytearray(rng.randrange(256) for _ in range(SIZE))
+    commands = [random_command(rng) for _ in range(4)]
+    out = run(commands, src, bytes(dst), seed, refuse=0.4)
+    for cmd in commands:
+        copy_region_model(src, dst, **cmd)
+    assert out["errors"] == [0, 0, 0, 0]
+    assert out["dst"] == bytes(dst)
+    assert out["reads"] == [w for c in commands for w in source_words_read(c)]
+    assert out["bytes"] == sum(c["count"][0] * c["count"][1] * c["count"][2] * c["count"][3]
+                               for c in commands)
 
 
 def test_contiguous_run_is_full_width():

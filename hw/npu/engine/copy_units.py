@@ -1,10 +1,11 @@
 """The NEM engine's copy units: DMA (L1/L2 <-> L1/L2) and sDMA (DDR <-> L2).
 
 Both wrap :class:`npu.bus.dma.RegionCopy` (the 4-D strided byte-region datapath) and make it
-*stallable*: the copy's clock enable is low in a cycle where one of the memory accesses it
-asks for cannot happen (an arbitrated SRAM port granted to another unit, no AXI read data
-yet, AXI write data not accepted). A stalled copy holds every register, and its requests
-stay the same, so it retries the same cycle's work next cycle.
+*stallable*: the copy's clock enable (its ``advance``) is low in a cycle where one of the
+memory accesses it asks for cannot happen (an arbitrated SRAM port granted to another unit,
+no AXI read data yet, AXI write data not accepted). A stalled copy holds every register
+(but the command's, which load only while it is idle and asks for nothing), and its
+requests stay the same, so it retries the same cycle's work next cycle.
 
 * :class:`DmaUnit`: source and destination are L1 or L2 (``SRC_LEVEL`` / ``DST_LEVEL``),
   both through :class:`npu.bus.ports.ArbitratedSRAM` client ports.
@@ -25,7 +26,6 @@ memories) and reports it on ``done`` (``error``: an AXI write response was not O
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal
-from amaranth.hdl import EnableInserter
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -98,8 +98,8 @@ class DmaUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         advance = Signal()
-        m.submodules.copy = EnableInserter(advance)(self.copy)
-        rc = self.copy
+        m.submodules.copy = rc = self.copy
+        m.d.comb += rc.advance.eq(advance)
         l1 = level_code("L1")
 
         m.d.comb += [self.start.ready.eq(~self.busy & rc.cmd.ready),
@@ -246,8 +246,8 @@ class SdmaUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         advance = Signal()
-        m.submodules.copy = EnableInserter(advance)(self.copy)
-        rc = self.copy
+        m.submodules.copy = rc = self.copy
+        m.d.comb += rc.advance.eq(advance)
         wbytes = self.data_width // 8
         to_ddr = Signal()
 
