@@ -45,9 +45,9 @@ def run(commands, src_bytes, dst_bytes, seed=0, *, data_width=W_BITS, depth=DEPT
     """Run ``commands`` on memories of ``depth`` words of ``data_width`` bits; returns the
     done errors, the destination's bytes, ``bytes``, ``busy`` and the words read. With
     ``refuse`` > 0, the harness refuses the copy's accesses in that share of the cycles
-    (the copy's ``advance`` low)."""
+    (the copy's ``advance`` low); else ``advance`` is not driven (high by default)."""
     wb = data_width // 8
-    dut = RegionCopyHarness(data_width=data_width, depth=depth,
+    dut = RegionCopyHarness(data_width=data_width, depth=depth, refusals=bool(refuse),
                             src_init=words_of(src_bytes, wb), dst_init=words_of(dst_bytes, wb))
     out = {}
 
