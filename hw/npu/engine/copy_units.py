@@ -156,6 +156,9 @@ class _RowWalker:
         strides = [Signal(addr_width, name=f"walk_stride{k}") for k in range(3)]
         counts = [Signal(COPY_COUNT_BITS, name=f"walk_count{k}") for k in range(4)]
         i = [Signal(COPY_COUNT_BITS, name=f"walk_i{k}") for k in range(1, 4)]
+        # ``i[k] + 1 < counts[k + 1]`` in registers kept with the counters (as the copy's
+        # ``more1``..``more3``): a row's last command picks the next row from flip-flops
+        more = [Signal(name=f"walk_more{k}") for k in range(1, 4)]
         row = Signal(addr_width)
         base2, base3 = Signal(addr_width), Signal(addr_width)
         word = Signal(addr_width - lw)       # next word of the row to request
@@ -171,6 +174,7 @@ class _RowWalker:
                          in_row.eq(0)]
             m.d.sync += [c.eq(copy.count[k]) for k, c in enumerate(counts)]
             m.d.sync += [x.eq(0) for x in i]
+            m.d.sync += [f.eq(copy.count[k + 1] > 1) for k, f in enumerate(more)]
             for k in range(3):
                 m.d.sync += strides[k].eq(Mux(to_ddr, copy.dst_stride[k], copy.src_stride[k]))
         with m.If(load):
@@ -194,14 +198,19 @@ class _RowWalker:
             m.d.sync += [word.eq(word + piece), left.eq(left - piece)]
             with m.If(left == piece):
                 m.d.sync += in_row.eq(0)
-                with m.If(i[0] + 1 < counts[1]):
-                    m.d.sync += [i[0].eq(i[0] + 1), row.eq(row + strides[0])]
-                with m.Elif(i[1] + 1 < counts[2]):
+                def restart(k):
+                    return [i[k].eq(0), more[k].eq(counts[k + 1] > 1)]
+
+                def count(k):
+                    return [i[k].eq(i[k] + 1), more[k].eq(i[k] + 2 < counts[k + 1])]
+                with m.If(more[0]):
+                    m.d.sync += [*count(0), row.eq(row + strides[0])]
+                with m.Elif(more[1]):
                     nb = base2 + strides[1]
-                    m.d.sync += [i[0].eq(0), i[1].eq(i[1] + 1), row.eq(nb), base2.eq(nb)]
-                with m.Elif(i[2] + 1 < counts[3]):
+                    m.d.sync += [*restart(0), *count(1), row.eq(nb), base2.eq(nb)]
+                with m.Elif(more[2]):
                     nb = base3 + strides[2]
-                    m.d.sync += [i[0].eq(0), i[1].eq(0), i[2].eq(i[2] + 1), row.eq(nb),
+                    m.d.sync += [*restart(0), *restart(1), *count(2), row.eq(nb),
                                  base2.eq(nb), base3.eq(nb)]
                 with m.Else():
                     m.d.sync += [active.eq(0), self.finished.eq(1)]
