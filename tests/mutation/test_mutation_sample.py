@@ -80,8 +80,8 @@ SAMPLE = (
             "m.d.sync += [active.eq(1), self._finished.eq(1), self._error.eq(1)]",
             ("tests/hw/test_dma_edges.py::test_rtl_range_check_at_the_boundary",)),
     Planted("sdma-walker-third-level-skips", "npu.engine.copy_units",
-            "m.d.sync += [i[0].eq(0), i[1].eq(i[1] + 1), row.eq(nb), base2.eq(nb)]",
-            "m.d.sync += [i[0].eq(0), i[1].eq(i[1] + 2), row.eq(nb), base2.eq(nb)]",
+            "m.d.sync += [*restart(0), *count(1), row.eq(nb), base2.eq(nb)]",
+            "m.d.sync += [*restart(0), *count(2), row.eq(nb), base2.eq(nb)]",
             ("tests/hw/test_copy_units_edges.py"
              "::test_sdma_unit_handshakes_bursts_errors_and_high_ddr",)),
     Planted("write-mux-data-from-client-0", "npu.bus.ports",
