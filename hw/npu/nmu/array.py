@@ -19,10 +19,12 @@ to the adder trees, so that neither route lies in a cycle with the multiplier's 
 (5) the column sums of the adder trees; (6) the accumulation, and on the pixel's last
 vector the accumulators (with the pixel's tag) into the output register. A pixel's result
 is therefore on ``o`` four cycles later than with one arithmetic stage; the array still
-takes one vector per cycle. Every stage moves on
-``advance`` (``i.ready``), which is low only while the vector in stage 6 is a pixel's last
-and the output register is full and not being read, so back-pressure on ``o`` stalls every
-stage. Accumulation wraps modulo 2**32 (an exact i32 result whenever the exact sum fits,
+takes one vector per cycle. The results wait for ``o`` in a queue of two (its head is
+``o``). Every stage moves on ``advance`` (``i.ready``), a flip-flop, which is low only in a
+cycle whose stage 6 holds a pixel's last vector while the queue holds two results, so
+back-pressure on ``o`` stalls every stage; ``o.ready`` reaches the queue alone, not
+``i.ready`` (with ``o.ready`` always high the queue never holds two, and the array never
+stalls). Accumulation wraps modulo 2**32 (an exact i32 result whenever the exact sum fits,
 which the executor requires).
 
 The weight buffer is written through ``w_en`` / ``w_row`` / ``w_lane`` / ``w_data`` /
@@ -218,15 +220,40 @@ class NmuArray(wiring.Component):
                 m.d.comb += self.bank_busy[b].eq(
                     Cat(*[ctl[k].v & (ctl[k].bank == b) for k in range(1, STAGES)]).any())
 
-        blocked = last_ctl.v & last_ctl.last & self.o.valid & ~self.o.ready
-        m.d.comb += advance.eq(~blocked)
-        with m.If(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+        # The results wait in a queue of two, its head on ``o``. ``advance`` is a
+        # flip-flop: low in a cycle whose stage 6 holds a pixel's last vector while the
+        # queue holds two results (a pop in that cycle is not counted), worked out a
+        # cycle before from the stage that then moves into stage 6 and the queue's level
+        # after this cycle's push and pop. So ``o.ready`` reaches only the queue, and no
+        # comparison lies between stage 6 and the readers' ready, which ``advance`` is
+        # (the board's long paths at 72aa8dc ran from ``ctl5.v`` through ``advance`` to
+        # the activation reader's queue, 430-520 a seed). With ``o.ready`` high the
+        # queue never holds two results and ``advance`` stays high, as before.
+        out = self.o.payload
+        spare = Signal.like(out, name="spare")      # the queue's second entry
+        level = Signal(range(3))
+        adv_q = Signal(init=1, name="advance_q")
+        m.d.comb += advance.eq(adv_q)
+        push = advance & last_ctl.v & last_ctl.last
+        pop = self.o.valid & self.o.ready
+        level_next = Signal(range(3))
+        m.d.comb += level_next.eq(level + push - pop)
+        result = Signal.like(out, name="result")
+        m.d.comb += [result.tag.eq(last_ctl.tag),
+                     *[result.acc[c].eq(new_acc[c]) for c in range(C)]]
+        # (no push while the queue holds two: ``advance`` is low then)
+        with m.If(pop & (level == 2)):
+            m.d.sync += out.eq(spare)
+        with m.Elif(push & (level == pop)):      # an empty queue, or one emptied now
+            m.d.sync += out.eq(result)
+        with m.If(push & (level == 1)):          # (dead if the head leaves now)
+            m.d.sync += spare.eq(result)
+        entering = Mux(adv_q, ctl[STAGES - 2].v & ctl[STAGES - 2].last,
+                       last_ctl.v & last_ctl.last)
+        m.d.sync += [level.eq(level_next), self.o.valid.eq(level_next != 0),
+                     adv_q.eq(~(entering & (level_next == 2)))]
         with m.If(advance & last_ctl.v):
             m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
-            with m.If(last_ctl.last):
-                m.d.sync += [self.o.valid.eq(1), self.o.payload.tag.eq(last_ctl.tag)]
-                m.d.sync += [self.o.payload.acc[c].eq(new_acc[c]) for c in range(C)]
         m.d.comb += self.busy.eq(Cat(*[ctl[k].v for k in range(1, STAGES)]).any()
                                  | self.o.valid)
         return m
