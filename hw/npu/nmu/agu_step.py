@@ -240,7 +240,31 @@ class SteppedAgu(wiring.Component):
         w_nest = [(ky, t.kh), (kx, t.kw), (ci, t.cin)]
         a_nest = [(b, t.batch), (oy, t.oh), (ox, t.ow), (ky, t.kh), (kx, t.kw)]
         w_pos = position_carries(w_nest, "w")
-        a_pos = position_carries(a_nest, "a")
+        # The activation step's choice of position registers, from the carries of the end
+        # flags' next values (as ``pos_carry_w*``) (the board's long paths at 72aa8dc
+        # ran from the reader's ready ``nxt_ok`` through the step, ``pb_n`` and a chain
+        # of five carries into the position registers' enables, 400-500 a seed):
+        # ``lv_*``, one-hot, the level the step moves (none on the task's last run), pick
+        # each register's next value by AND-OR; ``wr_*``, which registers it writes (a
+        # level's registers and those of every level inside it), make each register's
+        # enable the step, ``pb_n`` and one flip-flop.
+        n_b, n_oy, n_ox, n_ky, n_kx = carries(a_nest, ends_next)
+        lv = {name: Signal(name=f"lv_{name}") for name in ("img", "row", "col", "krow", "kcol")}
+        wr = {name: Signal(name=f"wr_{name}") for name in ("b", "oy", "ox", "ky", "off")}
+        m.d.sync += [lv["img"].eq(n_oy & ~n_b), lv["row"].eq(n_ox & ~n_oy),
+                     lv["col"].eq(n_ky & ~n_ox), lv["krow"].eq(n_kx & ~n_ky),
+                     lv["kcol"].eq(~n_kx),
+                     wr["b"].eq(n_oy & ~n_b), wr["oy"].eq(n_ox & ~n_b),
+                     wr["ox"].eq(n_ky & ~n_b), wr["ky"].eq(n_kx & ~n_b), wr["off"].eq(~n_b)]
+
+        def pick(cases):
+            """The value of the one level of ``cases`` (``lv`` name -> value) whose flag
+            is set (AND-OR: the flags are one-hot)."""
+            terms = [Mux(lv[name], value, 0) for name, value in cases.items()]
+            out = terms[0]
+            for term in terms[1:]:
+                out = out | term
+            return out
 
         with m.Switch(mode):
             with m.Case(self.MODE_W):
@@ -289,7 +313,6 @@ class SteppedAgu(wiring.Component):
                 ]
                 nest = a_nest
                 c_b, c_oy, c_ox, c_ky, c_kx = carries(nest)
-                p_b, p_oy, p_ox, p_ky, p_kx = a_pos
                 with m.If(pb):
                     m.d.comb += [
                         p.addr.eq((t.b_addr + b_n0) + (pb_oy + pb_c)),
@@ -318,38 +341,35 @@ class SteppedAgu(wiring.Component):
                         with m.Else():
                             m.d.sync += last_tap.eq(at_end(ky) & (kx + 2 == t.kw))
                 # the position registers move on an activation run's step (``pb_n``: no
-                # bias word is being read)
-                with m.If(step & pb_n):
-                    with m.If(p_b):
-                        pass         # the task's last run: no position moves
-                    with m.Elif(p_oy):   # next image
-                        nxt = a_b + t.xs[0]
-                        ynxt = y_b + y_inc_b
-                        m.d.sync += [a_b.eq(nxt), a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt),
-                                     a_off.eq(nxt), y_b.eq(ynxt), y_oy.eq(ynxt),
-                                     y_off.eq(ynxt), ih_base.eq(-t.pad_top),
-                                     ih.eq(-t.pad_top), iw_base.eq(-t.pad_left),
-                                     iw.eq(-t.pad_left), pb_oy.eq(0)]
-                    with m.Elif(p_ox):   # next output row
-                        nxt = a_oy + inc_oy
-                        ynxt = y_oy + y_inc_oy
-                        m.d.sync += [a_oy.eq(nxt), a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
-                                     y_oy.eq(ynxt), y_off.eq(ynxt),
-                                     ih_base.eq(ih_base + t.stride_h),
-                                     ih.eq(ih_base + t.stride_h),
-                                     iw_base.eq(-t.pad_left), iw.eq(-t.pad_left),
-                                     pb_oy.eq(pb_oy + pb_inc)]
-                    with m.Elif(p_ky):   # next output column
-                        nxt = a_ox + inc_ox
-                        m.d.sync += [a_ox.eq(nxt), a_ky.eq(nxt), a_off.eq(nxt),
-                                     y_off.eq(y_off + y_inc_ox),
-                                     ih.eq(ih_base),
-                                     iw_base.eq(iw_base + t.stride_w),
-                                     iw.eq(iw_base + t.stride_w)]
-                    with m.Elif(p_kx):   # next kernel row
-                        nxt = a_ky + inc_ky
-                        m.d.sync += [a_ky.eq(nxt), a_off.eq(nxt), ih.eq(ih + t.dil_h),
-                                     iw.eq(iw_base)]
-                    with m.Else():       # next kernel column
-                        m.d.sync += [a_off.eq(a_off + inc_kx), iw.eq(iw + t.dil_w)]
+                # bias word is being read); each register takes the value of the level
+                # the step moves (``lv``), when that level writes it (``wr``)
+                nxt_b, ynxt_b = a_b + t.xs[0], y_b + y_inc_b
+                nxt_oy, ynxt_oy = a_oy + inc_oy, y_oy + y_inc_oy
+                nxt_ox = a_ox + inc_ox
+                nxt_ky = a_ky + inc_ky
+                moves = [
+                    (a_b, "b", {"img": nxt_b}),
+                    (a_oy, "oy", {"img": nxt_b, "row": nxt_oy}),
+                    (a_ox, "ox", {"img": nxt_b, "row": nxt_oy, "col": nxt_ox}),
+                    (a_ky, "ky", {"img": nxt_b, "row": nxt_oy, "col": nxt_ox,
+                                  "krow": nxt_ky}),
+                    (a_off, "off", {"img": nxt_b, "row": nxt_oy, "col": nxt_ox,
+                                    "krow": nxt_ky, "kcol": a_off + inc_kx}),
+                    (y_b, "b", {"img": ynxt_b}),
+                    (y_oy, "oy", {"img": ynxt_b, "row": ynxt_oy}),
+                    (y_off, "ox", {"img": ynxt_b, "row": ynxt_oy,
+                                   "col": y_off + y_inc_ox}),
+                    (ih_base, "oy", {"img": -t.pad_top, "row": ih_base + t.stride_h}),
+                    (ih, "ky", {"img": -t.pad_top, "row": ih_base + t.stride_h,
+                                "col": ih_base, "krow": ih + t.dil_h}),
+                    (iw_base, "ox", {"img": -t.pad_left, "row": -t.pad_left,
+                                     "col": iw_base + t.stride_w}),
+                    (iw, "off", {"img": -t.pad_left, "row": -t.pad_left,
+                                 "col": iw_base + t.stride_w, "krow": iw_base,
+                                 "kcol": iw + t.dil_w}),
+                    (pb_oy, "oy", {"img": 0, "row": pb_oy + pb_inc}),
+                ]
+                for reg, writes, cases in moves:
+                    with m.If(step & pb_n & wr[writes]):
+                        m.d.sync += reg.eq(pick(cases))
         return m
