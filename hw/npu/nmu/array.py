@@ -254,6 +254,14 @@ class NmuArray(wiring.Component):
                      adv_q.eq(~(entering & (level_next == 2)))]
         with m.If(advance & last_ctl.v):
             m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
-        m.d.comb += self.busy.eq(Cat(*[ctl[k].v for k in range(1, STAGES)]).any()
-                                 | self.o.valid)
+        # ``busy`` from a flip-flop set from the next values of what it is the OR of (the
+        # stages' valid flags and the queue's level), the same in every cycle: it is the
+        # bias phase's ready (``npu.nmu.unit``: ``reader.o.ready = ~array.busy``), so
+        # stage 5's flag reached the reader's queue through its OR (``ctl5.v``, 547 long
+        # paths in the estimate of the copy and NMU cuts).
+        busy_q = Signal(name="busy_q")
+        stages_next = Mux(advance, Cat(self.i.valid, *[ctl[k].v for k in range(1, STAGES - 1)]),
+                          Cat(*[ctl[k].v for k in range(1, STAGES)]))
+        m.d.sync += busy_q.eq(stages_next.any() | (level_next != 0))
+        m.d.comb += self.busy.eq(busy_q)
         return m
