@@ -341,7 +341,6 @@ class Cstl(wiring.Component):
         # its last part leaves this cycle
         f_valid = Signal()
         f_data = [Signal(8, name=f"f_data{k}") for k in range(L)]
-        f_n = Signal(range(L + 1))              # elements in the vector
         f_yaddr = Signal.like(tag.yaddr)
         f_eidx = Signal(32)                     # element offset of the vector's first
         s_valid = Signal()
@@ -364,12 +363,16 @@ class Cstl(wiring.Component):
         # the part's first element (part * per), kept beside ``part`` rather than
         # multiplied in the cycle
         first = Signal(range(L + 1))
-        left = Signal(range(L + 1))             # the vector's elements from ``first`` on
-        m.d.comb += left.eq(Mux(f_n > first, f_n - first, 0))
-        n_part = Signal(range(L + 1))
-        m.d.comb += n_part.eq(Mux(left < per, left, per))
+        # the vector's elements from ``first`` on, and whether they fit in this part, in
+        # registers kept with ``first`` (set as the vector loads, stepped with the part):
+        # no subtraction and comparison between ``first`` and the output stage's ready,
+        # which reaches back through the reader, the reduction and the eltwise ALU
+        # (``first`` started 524 paths above 10 ns in the estimate of the copy and NMU
+        # cuts, ``docs/fpga.md``)
+        left = Signal(range(L + 1))
         last_part = Signal()
-        m.d.comb += last_part.eq(left <= per)
+        n_part = Signal(range(L + 1))
+        m.d.comb += n_part.eq(Mux(last_part, left, per))
         out = Signal(8 * L)
         with m.Switch(Cat(part, task.out_shift, task.in_shift)):
             for so in range(3):                 # widening (or i8 -> i8)
@@ -394,12 +397,14 @@ class Cstl(wiring.Component):
                      f_free.eq(~f_valid | f_leave)]
         with m.If(f_leave):
             m.d.sync += f_valid.eq(0)
-        with m.If(s_valid & f_free):
-            m.d.sync += [f_valid.eq(1), f_n.eq(s_n), f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
-            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
         with m.If(f_valid & st_in.ready):
             m.d.sync += [part.eq(Mux(last_part, 0, part + 1)),
-                         first.eq(Mux(last_part, 0, first + per))]
+                         first.eq(Mux(last_part, 0, first + per)),
+                         left.eq(left - per), last_part.eq(left - per <= per)]
+        with m.If(s_valid & f_free):       # (a vector loads once the last part leaves)
+            m.d.sync += [f_valid.eq(1), left.eq(s_n), last_part.eq(s_n <= per),
+                         f_yaddr.eq(s_yaddr), f_eidx.eq(s_eidx)]
+            m.d.sync += [f.eq(d) for f, d in zip(f_data, s_data, strict=True)]
 
         entry = [Signal(32, name=f"entry_{f}") for f in ENTRY_WORDS]
         elt = self._eltwise(m, task, is_elt, vec, vin.valid, st_in.ready, entry)
