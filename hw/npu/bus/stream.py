@@ -66,7 +66,9 @@ class SkidBuffer(wiring.Component):
     An output register holds the word offered on ``o``; a second, the skid entry, catches
     the word taken while the output is held (``i.ready`` was still high). ``i.ready`` is
     "the skid entry is empty", so a stalled consumer stops the producer one cycle later,
-    and the skid entry drains into the output register first.
+    and the skid entry drains into the output register first. The skid entry follows
+    ``i.payload`` in every cycle it is empty (it is read only when full), so ``o.ready``
+    reaches the output register's enable and two flags, not the skid entry's enable.
 
     Parameters
     ----------
@@ -89,13 +91,15 @@ class SkidBuffer(wiring.Component):
         skid = Signal(self._shape)
         skid_ok = Signal()
         m.d.comb += self.i.ready.eq(~skid_ok)
+        with m.If(~skid_ok):
+            m.d.sync += skid.eq(self.i.payload)
         with m.If(~self.o.valid | self.o.ready):   # the output register is free
             with m.If(skid_ok):
                 m.d.sync += [self.o.payload.eq(skid), self.o.valid.eq(1), skid_ok.eq(0)]
             with m.Else():
                 m.d.sync += [self.o.payload.eq(self.i.payload), self.o.valid.eq(self.i.valid)]
         with m.Elif(self.i.valid & self.i.ready):
-            m.d.sync += [skid.eq(self.i.payload), skid_ok.eq(1)]
+            m.d.sync += skid_ok.eq(1)
         return m
 
 
