@@ -164,8 +164,7 @@ class NmuArray(wiring.Component):
         ctl = {k: Signal(ctl_layout, name=f"ctl{k}") for k in range(1, STAGES)}
         x1 = Signal(data.ArrayLayout(8, L))
         n1 = Signal(range(L + 1))
-        m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance),
-                     self.i.ready.eq(advance)]
+        m.d.comb += [rp.addr.eq(self.i.payload.row), rp.en.eq(advance)]
         if nb > 1:
             m.d.comb += rp.addr.eq(Mux(self.i.payload.bank, self.wrows, 0)
                                    + self.i.payload.row)
@@ -233,8 +232,14 @@ class NmuArray(wiring.Component):
         spare = Signal.like(out, name="spare")      # the queue's second entry
         level = Signal(range(3))
         adv_q = Signal(init=1, name="advance_q")
-        m.d.comb += advance.eq(adv_q)
-        push = advance & last_ctl.v & last_ctl.last
+        # ``advance`` enables every stage's registers (thousands of bits); an inverted
+        # copy of it (which yosys does not merge with it) is the input's ready and the
+        # queue's push, so those two do not hang on that net (``rp.en``, the same
+        # flip-flop, started 842 paths above 10 ns in the estimate with ``busy_q``, into
+        # the activation reader and the queue, ``docs/fpga.md``)
+        stall_q = Signal(name="stall_q")
+        m.d.comb += [advance.eq(adv_q), self.i.ready.eq(~stall_q)]
+        push = ~stall_q & last_ctl.v & last_ctl.last
         pop = self.o.valid & self.o.ready
         level_next = Signal(range(3))
         m.d.comb += level_next.eq(level + push - pop)
@@ -248,10 +253,11 @@ class NmuArray(wiring.Component):
             m.d.sync += out.eq(result)
         with m.If(push & (level == 1)):          # (dead if the head leaves now)
             m.d.sync += spare.eq(result)
-        entering = Mux(adv_q, ctl[STAGES - 2].v & ctl[STAGES - 2].last,
+        entering = Mux(~stall_q, ctl[STAGES - 2].v & ctl[STAGES - 2].last,
                        last_ctl.v & last_ctl.last)
         m.d.sync += [level.eq(level_next), self.o.valid.eq(level_next != 0),
-                     adv_q.eq(~(entering & (level_next == 2)))]
+                     adv_q.eq(~(entering & (level_next == 2))),
+                     stall_q.eq(entering & (level_next == 2))]
         with m.If(advance & last_ctl.v):
             m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
         # ``busy`` from a flip-flop set from the next values of what it is the OR of (the
@@ -260,7 +266,7 @@ class NmuArray(wiring.Component):
         # stage 5's flag reached the reader's queue through its OR (``ctl5.v``, 547 long
         # paths in the estimate of the copy and NMU cuts).
         busy_q = Signal(name="busy_q")
-        stages_next = Mux(advance, Cat(self.i.valid, *[ctl[k].v for k in range(1, STAGES - 1)]),
+        stages_next = Mux(~stall_q, Cat(self.i.valid, *[ctl[k].v for k in range(1, STAGES - 1)]),
                           Cat(*[ctl[k].v for k in range(1, STAGES)]))
         m.d.sync += busy_q.eq(stages_next.any() | (level_next != 0))
         m.d.comb += self.busy.eq(busy_q)
