@@ -107,11 +107,12 @@ class RegisterFIFO(wiring.Component):
     """A short FIFO of registers: a word written in one cycle is on ``o`` in the next (a
     :class:`StreamFIFO` takes two), ``i.ready`` and ``o.valid`` are flip-flops.
 
-    Each entry is written only by the producer (``i.valid`` and the entry's turn under the
-    write pointer), and ``o.payload`` is the entry under the read pointer, so the
-    consumer's ``o.ready`` reaches the read pointer and two flags, not the entries'
-    enables (as :class:`PingPongBuffer`, which is this with two entries). For a few
-    entries of a wide word, beside a producer that issues against credits.
+    Each entry is written only on the producer's side (the entry under the write pointer
+    follows ``i.payload`` while the FIFO is not full: ``i.valid`` moves only the pointer),
+    and ``o.payload`` is the entry under the read pointer, so the consumer's ``o.ready``
+    reaches the read pointer and two flags, not the entries' enables (as
+    :class:`PingPongBuffer`, which is this with two entries). For a few entries of a wide
+    word, beside a producer that issues against credits.
 
     Parameters
     ----------
@@ -148,8 +149,11 @@ class RegisterFIFO(wiring.Component):
             for e, entry in enumerate(entries):
                 with m.Case(e):
                     m.d.comb += self.o.payload.eq(entry)
+        # the entry under the write pointer follows ``i.payload`` whenever the FIFO is not
+        # full (it holds no word then, and ``o`` shows it only when the FIFO is empty,
+        # with ``o.valid`` low): its enable is two registers, not ``i.valid``
         for e, entry in enumerate(entries):
-            with m.If(push & (wptr == e)):
+            with m.If(~full & (wptr == e)):
                 m.d.sync += entry.eq(self.i.payload)
         with m.If(push):
             m.d.sync += wptr.eq(Mux(wptr == n - 1, 0, wptr + 1))
@@ -171,9 +175,10 @@ class PingPongBuffer(wiring.Component):
     A :class:`SkidBuffer` loads its output register when the consumer takes the word it
     holds, so ``o.ready`` enables every payload bit of it; where that ready is late (a
     datapath's ready worked out per mode), the enables of a wide payload are the end of
-    the worst path. Here each entry is written only by the producer (``i.valid`` and the
-    entry's turn), and ``o.payload`` is the entry under the read pointer: a 2:1 selection
-    in front of the consumer instead. ``i.ready`` is "not both entries full", a register,
+    the worst path. Here each entry is written only on the producer's side (the entry
+    under the write pointer follows ``i.payload`` while it holds no word), and
+    ``o.payload`` is the entry under the read pointer: a 2:1 selection in front of the
+    consumer instead. ``i.ready`` is "not both entries full", a register,
     as the skid buffer's "the skid entry is empty".
 
     Parameters
@@ -209,8 +214,10 @@ class PingPongBuffer(wiring.Component):
         m.d.comb += [self.i.ready.eq(~full),
                      self.o.payload.eq(Cat(Mux(rptr, e1[:lo_bits], e0[:lo_bits]),
                                            Mux(rptr_n, e0[lo_bits:], e1[lo_bits:])))]
+        # the entry under the write pointer follows ``i.payload`` while it holds no word
+        # (not full; as in :class:`RegisterFIFO`)
         for e, entry in enumerate(entries):
-            with m.If(push & (wptr == e)):
+            with m.If(~full & (wptr == e)):
                 m.d.sync += entry.eq(self.i.payload)
         with m.If(push):
             m.d.sync += wptr.eq(~wptr)
