@@ -7,6 +7,9 @@
   fits, a row reaching one byte into the word after it is an error), on both sides;
 * a zero in each count (nothing read or written, no error, the next command runs);
 * a fourth dimension of three slices (the outermost counter's step);
+* third and fourth dimensions of four and five (a counter that steps by two, or wraps
+  backwards, still ends a count of three on time: ``more2`` / ``more3`` are worked out
+  from the counter before the step);
 * the constructor: every allowed word width, the depth checks and their messages.
 """
 
@@ -107,6 +110,18 @@ def test_rtl_fourth_dimension_of_three():
     assert out["errors"] == [0]
     assert out["dst"] == bytes(want)
     assert out["bytes"] == 5 * 2 * 2 * 3
+
+
+def test_rtl_outer_dimensions_of_four_and_five():
+    rng = random.Random(11)
+    src = bytes(rng.randrange(256) for _ in range(SIZE))
+    cmd = _cmd(3, 1, [3, 2, 4, 5], (6, 13, 29), (7, 15, 31))
+    want = bytearray(SIZE)
+    assert copy_region_model(src, want, **cmd) is False
+    out = run([cmd], src, bytes(SIZE))
+    assert out["errors"] == [0]
+    assert out["dst"] == bytes(want)
+    assert out["bytes"] == 3 * 2 * 4 * 5
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
