@@ -59,6 +59,7 @@ from npu.tools.sta import (
     format_report,
     group_by_start,
     group_by_unit,
+    negative_slack,
     read_sdf,
 )
 from npu.tools.synth import (
@@ -348,11 +349,10 @@ def build_seeds(workdir, seeds, *, jobs=1, engine="tiny", pll_mhz=None, memory_b
 class EstimateReport:
     """What :func:`estimate_timing` measured on the packed netlist, against the period of
     :data:`TIMING_GOAL_MHZ`: per clock ``(endpoints, worst ps, endpoints above the
-    period, total negative slack ps)``, and the full report (``npu sta --estimate``)."""
+    period, total negative slack ps); the full report is ``estimate/estimate.txt``."""
 
     workdir: Path
     clocks: dict
-    lines: list
     synth_seconds: float = 0.0
     synth_reused: bool = False
     pack_seconds: float = 0.0
@@ -409,14 +409,12 @@ def estimate_timing(workdir, *, engine="tiny", pll_mhz=None, memory_bytes=None, 
     except (SdfError, OSError) as exc:
         raise SynthError(f"the packed delays: {exc}") from None
     period = 1e6 / TIMING_GOAL_MHZ
-    clocks = {}
-    for dom, eps in result.domains.items():
-        late = [e.delay - period for e in eps if e.delay > period]
-        clocks[dom] = (len(eps), eps[0].delay, len(late), sum(late))
+    clocks = {dom: (len(eps), eps[0].delay, *negative_slack(eps, period))
+              for dom, eps in result.domains.items()}
     lines = format_report(result, freq_mhz=TIMING_GOAL_MHZ, depth=3, paths=1, top=20,
                           starts=20)
     (d / "estimate.txt").write_text("\n".join(lines) + "\n")
-    return EstimateReport(workdir, clocks, lines, synth_seconds, synth_reused, pack_seconds)
+    return EstimateReport(workdir, clocks, synth_seconds, synth_reused, pack_seconds)
 
 
 def _check_placer(placer, density):
@@ -522,8 +520,7 @@ def _long_paths_by_unit(sdf):
     lines = []
     for dom, eps in result.domains.items():
         units, _ = group_by_unit(eps, threshold=period, depth=3, divider=result.divider)
-        above = sum(hit for _, hit, _ in units.values())
-        tns = sum(e.delay - period for e in eps if e.delay > period)
+        above, tns = negative_slack(eps, period)
         lines.append(f"endpoints above {period / 1e3:.2f} ns ({TIMING_GOAL_MHZ:g} MHz) on "
                      f"{dom}: {above} of {len(eps)}, total negative slack "
                      f"{-tns / 1e3:.2f} ns (npu sta {sdf.name})")

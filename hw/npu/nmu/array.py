@@ -255,9 +255,9 @@ class NmuArray(wiring.Component):
             m.d.sync += spare.eq(result)
         entering = Mux(~stall_q, ctl[STAGES - 2].v & ctl[STAGES - 2].last,
                        last_ctl.v & last_ctl.last)
+        stall_next = entering & (level_next == 2)
         m.d.sync += [level.eq(level_next), self.o.valid.eq(level_next != 0),
-                     adv_q.eq(~(entering & (level_next == 2))),
-                     stall_q.eq(entering & (level_next == 2))]
+                     adv_q.eq(~stall_next), stall_q.eq(stall_next)]
         with m.If(advance & last_ctl.v):
             m.d.sync += [a.eq(n) for a, n in zip(acc, new_acc, strict=True)]
         # ``busy`` from a flip-flop set from the next values of what it is the OR of (the

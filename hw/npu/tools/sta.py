@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Endpoint", "SdfDesign", "SdfError", "StaResult", "analyse", "estimate_wires",
-           "format_report", "group_by_unit", "read_sdf", "unit_of", "wire_estimate"]
+           "format_report", "group_by_unit", "negative_slack", "read_sdf", "unit_of",
+           "wire_estimate"]
 
 #: Picoseconds per ``TIMESCALE`` unit.
 _UNITS = {"fs": 1e-3, "ps": 1.0, "ns": 1e3, "us": 1e6}
@@ -526,6 +527,13 @@ def register_of(pin, divider="/"):
     return _CELL_SUFFIX.sub("", name) or name
 
 
+def negative_slack(endpoints, period):
+    """``(endpoints above period, total negative slack)``: how many worst paths are longer
+    than ``period`` (ps) and the sum of their excess (ps, positive)."""
+    late = [e.delay - period for e in endpoints if e.delay > period]
+    return len(late), sum(late)
+
+
 def group_by_start(endpoints, *, threshold, divider="/"):
     """Per register where a worst path starts (:func:`register_of` of its launch pin),
     the endpoints whose worst path is above ``threshold`` (ps)."""
@@ -558,8 +566,7 @@ def format_report(result, *, freq_mhz=100.0, depth=1, paths=1, top=20, starts=0)
     lines = []
     for dom, eps in result.domains.items():
         worst = eps[0]
-        above = sum(1 for e in eps if e.delay > period)
-        tns = sum(e.delay - period for e in eps if e.delay > period)
+        above, tns = negative_slack(eps, period)
         lines.append(f"clock {dom}: {len(eps)} endpoints, worst {worst.delay / 1e3:.2f} ns "
                      f"({1e6 / worst.delay:.2f} MHz); {above} above {period / 1e3:.2f} ns "
                      f"({freq_mhz:g} MHz), total negative slack {-tns / 1e3:.2f} ns")
